@@ -1,0 +1,113 @@
+// weft::Communicator: a group of ranks that run collectives together, on host memory.
+//
+// Lifetime: init() (or init_from_env()) joins the group; every rank must make the same
+// sequence of collective calls with matching arguments; abort() makes every pending and later
+// call fail fast and tells the peers; the destructor waits for queued work (bounded by the
+// timeout) and frees everything.
+//
+// Calls queue work and return a Request at once; work runs in call order, on a progress thread
+// or on the thread that waits for it. Buffers must stay valid until the Request completes.
+// In-place follows NCCL: allreduce/broadcast/reduce/alltoall with send == recv;
+// allgather with send == recv + rank*count; reduce_scatter with recv == send + rank*count.
+//
+// Errors never crash or hang: bad arguments fail at the call (the Request carries the error);
+// ranks that disagree about a collective, a peer that dies or aborts, and a wait longer than
+// Config::timeout all complete the Request with an error naming the rank(s) involved.
+//
+// Thread-safety: one thread issues calls on a communicator at a time (as with NCCL); wait() and
+// test() may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "weft/config.h"
+#include "weft/status.h"
+#include "weft/types.h"
+#include "weft/unique_id.h"
+
+namespace weft {
+
+class CommState;  // defined in src/
+struct Operation;
+
+// A handle to one queued operation. Cheap to copy; all copies see the same completion.
+class Request {
+ public:
+  Request() = default;
+  // Blocks until the operation completes; returns its outcome.
+  Status wait() const;
+  // Never blocks: false while running; true (with the outcome in status()) when complete.
+  bool test() const;
+  // The outcome once test() returned true or wait() returned.
+  Status status() const;
+  bool valid() const { return op_ != nullptr; }
+
+  explicit Request(std::shared_ptr<Operation> op) : op_(std::move(op)) {}
+
+ private:
+  std::shared_ptr<Operation> op_;
+};
+
+class Communicator {
+ public:
+  // Joins rank `rank` of `nranks` to the communicator named by `id`. Blocks until every rank has
+  // arrived or config.timeout passes (the error names the ranks that never arrived).
+  static Result<std::unique_ptr<Communicator>> init(const UniqueId& id, int rank, int nranks,
+                                                    const Config& config);
+  // Reads rank, size and rendezvous from the launcher's environment: weft-run
+  // (WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS), Open MPI mpirun (OMPI_COMM_WORLD_*), Slurm srun
+  // (SLURM_PROCID, SLURM_NTASKS) or torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+  // See docs/LAUNCH.md.
+  static Result<std::unique_ptr<Communicator>> init_from_env(const Config& config);
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  const Config& config() const;
+
+  // Ranks with the same color form a new communicator, ordered by (key, old rank). A color of -1
+  // (kNoColor) takes no part and gets nullptr. Collective over this communicator.
+  static constexpr int kNoColor = -1;
+  Result<std::unique_ptr<Communicator>> split(int color, int key);
+
+  // Fails every pending and later operation with kRemoteError/kInvalidUsage and tells the peers,
+  // whose pending operations then fail naming this rank. Returns promptly; idempotent.
+  void abort();
+  bool aborted() const;
+
+  // Collectives. counts are elements; for allgather/reduce_scatter/alltoall/gather/scatter,
+  // count is per rank (recv holds size()*count for allgather and gather; send holds size()*count
+  // for reduce_scatter and scatter; both hold size()*count for alltoall).
+  Request allreduce(const void* send, void* recv, size_t count, DataType type, RedOp op);
+  Request reduce_scatter(const void* send, void* recv, size_t count, DataType type, RedOp op);
+  Request allgather(const void* send, void* recv, size_t count, DataType type);
+  Request broadcast(const void* send, void* recv, size_t count, DataType type, int root);
+  Request reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root);
+  Request alltoall(const void* send, void* recv, size_t count, DataType type);
+  // recv matters at root only; send at root only for scatter.
+  Request gather(const void* send, void* recv, size_t count, DataType type, int root);
+  Request scatter(const void* send, void* recv, size_t count, DataType type, int root);
+  Request barrier();
+
+  // Point to point. Outside a group each call is its own operation; between group_start() and
+  // group_end() sends and receives queue up and run together, so a rank may post a send and a
+  // receive to the same peer without deadlock. The Requests of a group complete together.
+  Request send(const void* buf, size_t count, DataType type, int peer);
+  Request recv(void* buf, size_t count, DataType type, int peer);
+  Status group_start();
+  Status group_end();
+
+  // For the C API and the NCCL shim: the internal state.
+  CommState& state() { return *state_; }
+
+ private:
+  explicit Communicator(std::unique_ptr<CommState> state);
+  std::unique_ptr<CommState> state_;
+};
+
+}  // namespace weft

@@ -1,0 +1,46 @@
+// Communicator configuration. Defaults come from the environment (read once, by from_env());
+// a program may also fill the struct itself. Every field names the variable that sets it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "weft/status.h"
+
+namespace weft {
+
+struct Config {
+  // WEFT_TIMEOUT (seconds, may be fractional): the longest any wait may last (bootstrap,
+  // connection set-up, a collective waiting on a peer). On expiry the call returns kTimeout
+  // naming the ranks or peers it was waiting for.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // WEFT_TRANSPORT: "auto" (self > shm on the same node > tcp), "shm" or "tcp" (force every
+  // peer onto it; shm across nodes is an error).
+  std::string transport = "auto";
+  // WEFT_NODE: this process's node identity. Empty: hostname + boot id. Ranks with equal node
+  // identity use shared memory with each other.
+  std::string node;
+  // WEFT_SOCKET_IFNAME (or NCCL_SOCKET_IFNAME): the interface whose address tcp listens on.
+  // Empty: the address the bootstrap root is reached from.
+  std::string socket_ifname;
+  // WEFT_TCP_SOCKETS: sockets per tcp peer; large messages are striped across them.
+  int tcp_sockets = 1;
+  // WEFT_SHM_FIFO_BYTES: bytes in each shared-memory FIFO (one per direction per peer pair).
+  size_t shm_fifo_bytes = size_t{4} << 20;
+  // WEFT_CMA: 1 lets shm move messages of at least cma_threshold bytes with one
+  // process_vm_readv copy (falls back to the FIFO where the kernel refuses).
+  bool cma = true;
+  // WEFT_CMA_THRESHOLD: the message size from which shm uses CMA.
+  size_t cma_threshold = size_t{64} << 10;
+  // WEFT_SLICE_BYTES: collectives cut each chunk into slices of about this size so steps pipeline.
+  size_t slice_bytes = size_t{512} << 10;
+  // WEFT_DEBUG: "WARN" (default), "INFO", "TRACE", "VERSION", "NONE".
+  std::string debug = "WARN";
+
+  // Reads the variables above (and their NCCL_ twins where one exists). A malformed value is an
+  // error naming the variable and the value.
+  static Result<Config> from_env();
+};
+
+}  // namespace weft

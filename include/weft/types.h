@@ -1,0 +1,51 @@
+// Element types and reduction operators. The numeric values equal NCCL's ncclDataType_t and
+// ncclRedOp_t so the NCCL ABI passes them through unchanged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace weft {
+
+enum class DataType : int {
+  kInt8 = 0,
+  kUint8 = 1,
+  kInt32 = 2,
+  kUint32 = 3,
+  kInt64 = 4,
+  kUint64 = 5,
+  kFloat16 = 6,
+  kFloat32 = 7,
+  kFloat64 = 8,
+  kBfloat16 = 9,
+  kFloat8e4m3 = 10,
+  kFloat8e5m2 = 11,
+};
+inline constexpr int kNumDataTypes = 12;
+
+enum class RedOp : int {
+  kSum = 0,
+  kProd = 1,
+  kMax = 2,
+  kMin = 3,
+  kAvg = 4,  // sum, then divide by the number of ranks once, at the end
+};
+inline constexpr int kNumRedOps = 5;
+
+// Bytes per element; 0 for a value outside the enum.
+size_t dtype_size(DataType type);
+bool dtype_valid(DataType type);
+bool op_valid(RedOp op);
+bool dtype_is_float(DataType type);
+
+// Names as nccl-tests prints them: "int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
+// "float", "double", "bfloat16", "f8e4m3", "f8e5m2"; ops "sum", "prod", "max", "min", "avg".
+std::string_view dtype_name(DataType type);
+std::string_view op_name(RedOp op);
+// Accept those names and common aliases (fp32, float32, fp16, bf16, fp8e4m3, ...).
+std::optional<DataType> parse_dtype(std::string_view name);
+std::optional<RedOp> parse_op(std::string_view name);
+
+}  // namespace weft

@@ -1,0 +1,43 @@
+// Bootstrap: the out-of-band TCP network a communicator uses before (and beside) its transports:
+// rendezvous at the root named by the UniqueId, then a ring of sockets among the ranks for
+// all-gather and barrier. Every socket presents the UniqueId's secret first; connections that
+// do not are refused (and logged). Every wait takes a Deadline; a timeout names the ranks that
+// were missing, a closed socket names the peer.
+//
+// Thread-safety: one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "src/deadline.h"
+#include "weft/config.h"
+#include "weft/status.h"
+#include "weft/unique_id.h"
+
+namespace weft {
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+
+  // Connects rank `rank` of `nranks` through the root of `id`. Fails with kTimeout naming the
+  // ranks that never arrived, kInvalidArgument if ranks disagree on nranks or two claim one rank,
+  // kRemoteError if the secret is refused.
+  static Result<std::unique_ptr<Bootstrap>> create(const UniqueId& id, int rank, int nranks,
+                                                   const Config& config, Deadline deadline);
+
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  // This rank's IP address as used to reach the root (what tcp transports should listen on).
+  virtual std::string host_ip() const = 0;
+
+  // all[r*bytes .. (r+1)*bytes) = rank r's `mine`. Every rank passes the same `bytes`.
+  virtual Status allgather(const void* mine, void* all, size_t bytes, Deadline deadline) = 0;
+  virtual Status barrier(Deadline deadline) = 0;
+  // Closes the sockets so the peers' pending bootstrap calls fail promptly.
+  virtual void abort() = 0;
+};
+
+}  // namespace weft

@@ -1,0 +1,1 @@
+// Anchor for libweft.so, whose objects all come from weft_core.

@@ -1,0 +1,98 @@
+// The transport interface: how one rank moves bytes to and from one peer.
+//
+// A Transport is made once per communicator (one per kind: self, shm, tcp). It publishes a
+// "card" (its address: a tcp port, a pid for CMA, ...) that the bootstrap all-gathers; once every
+// card is known, connect() builds a Connection to one peer on one channel. connect() is
+// symmetric: both ranks of the pair call it for each other with the same channel, in any order,
+// and it returns when the pair is joined or the deadline passes.
+//
+// A Connection is an ordered byte stream in each direction. post_send()/post_recv() queue
+// operations and return a ticket (1, 2, 3, ... per direction); progress() moves bytes without
+// blocking; an operation is complete when sends_done()/recvs_done() >= its ticket. The k-th
+// send on one side matches the k-th receive on the other, with the same byte count (the
+// executor guarantees it; a mismatch in counts is a bug, not a user error).
+//
+// Received bytes reach memory through a RecvSink: copied to dst, or handed to a reduce callback
+// piece by piece (so recv-reduce can read from a FIFO or a staging buffer in place). Pieces of
+// one message arrive in order; every piece but the last starts and ends at a multiple of 8 bytes
+// from the message start, so a reduce never sees a split element.
+//
+// Failure: progress() returns a non-OK Status (kRemoteError) when the peer closed, died or sent
+// an abort notice; the message names the peer rank and, for an abort, the peer's reason.
+// abort(reason) tells the peer (best effort, never blocks long).
+//
+// Thread-safety: a Connection is used by one thread at a time (the communicator's executor).
+// Transport::connect may be called from that thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/deadline.h"
+#include "weft/config.h"
+#include "weft/status.h"
+
+namespace weft::transport {
+
+struct RecvSink {
+  void* dst = nullptr;  // where the message lands (and the reduce target)
+  // When set, called for each piece instead of copying: piece covers bytes
+  // [offset, offset + bytes) of the message, read from src (valid only during the call).
+  void (*reduce)(void* ctx, size_t offset, const void* src, size_t bytes) = nullptr;
+  void* ctx = nullptr;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // REQUIRES: src stays valid and unchanged until sends_done() >= the returned ticket.
+  virtual Result<uint64_t> post_send(const void* src, size_t bytes) = 0;
+  // REQUIRES: sink.dst (or what sink.reduce writes) stays valid until recvs_done() >= ticket.
+  virtual Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) = 0;
+  // Moves what can move now; never blocks. Returns kRemoteError naming the peer on failure.
+  virtual Status progress() = 0;
+  virtual uint64_t sends_done() const = 0;
+  virtual uint64_t recvs_done() const = 0;
+  // True when progress() has nothing queued in either direction.
+  virtual bool idle() const = 0;
+  // Best-effort notice to the peer that this rank aborts; the peer's progress() then fails with
+  // a message containing `reason`. Later calls on this connection fail.
+  virtual void abort(std::string_view reason) = 0;
+  // "shm to rank 3 channel 0": for error messages and logs.
+  virtual std::string describe() const = 0;
+};
+
+// What every transport is told about the communicator it serves.
+struct TransportContext {
+  int rank = 0;
+  int nranks = 1;
+  uint64_t comm_tag = 0;                 // unique per communicator (names shm segments)
+  std::vector<uint8_t> secret;           // the UniqueId's secret; tcp peers must present it
+  std::string host_ip;                   // this rank's IP as the bootstrap sees it (tcp listens here)
+  std::string node;                      // this rank's node identity (Config::node or hostname+boot id)
+  Config config;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  // This rank's card, all-gathered by the bootstrap before set_peer_cards().
+  virtual std::vector<uint8_t> local_card() const = 0;
+  // cards[r] is rank r's local_card() (cards[rank] is our own).
+  virtual Status set_peer_cards(std::vector<std::vector<uint8_t>> cards) = 0;
+  // Joins this rank with `peer` on `channel`; see the file comment.
+  virtual Result<std::unique_ptr<Connection>> connect(int peer, int channel, Deadline deadline) = 0;
+};
+
+// Factories (one per folder; each returns an error, never throws).
+Result<std::unique_ptr<Transport>> make_self_transport(const TransportContext& ctx);
+Result<std::unique_ptr<Transport>> make_shm_transport(const TransportContext& ctx);
+Result<std::unique_ptr<Transport>> make_tcp_transport(const TransportContext& ctx);
+
+}  // namespace weft::transport
