@@ -1,1 +1,298 @@
-// placeholder: being written
+// The public C++ API: argument checks, in-place detection, and hand-off to CommState.
+#include "weft/communicator.h"
+
+#include <algorithm>
+#include <map>
+#include <limits>
+
+#include "src/comm_state.h"
+#include "src/launch_env.h"
+
+namespace weft {
+
+using algorithms::Collective;
+using algorithms::CollectiveArgs;
+
+// ---- Request ----
+
+Status Request::wait() const {
+  if (!op_) return invalid_usage("wait() on an empty Request");
+  if (!op_->submitted) return invalid_usage("wait() on a request whose group has not ended (call group_end first)");
+  if (op_->done.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(op_->mu);
+    return op_->status;
+  }
+  return op_->state->wait(*op_);
+}
+
+bool Request::test() const {
+  if (!op_) return true;
+  return op_->done.load(std::memory_order_acquire);
+}
+
+Status Request::status() const {
+  if (!op_) return invalid_usage("status() of an empty Request");
+  if (!op_->done.load(std::memory_order_acquire)) return Status(StatusCode::kInProgress, "operation still running");
+  std::lock_guard<std::mutex> lock(op_->mu);
+  return op_->status;
+}
+
+// ---- Communicator ----
+
+namespace {
+
+// A Request that has already failed with `s`.
+Request failed(Status s) {
+  auto op = std::make_shared<Operation>();
+  op->submitted = true;
+  op->finish(std::move(s));
+  return Request(op);
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<CommState> state) : state_(std::move(state)) {}
+Communicator::~Communicator() = default;
+
+Result<std::unique_ptr<Communicator>> Communicator::init(const UniqueId& id, int rank, int nranks,
+                                                         const Config& config) {
+  auto state = CommState::create(id, rank, nranks, config);
+  WEFT_TRY(state);
+  return std::unique_ptr<Communicator>(new Communicator(std::move(*state)));
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::init_from_env(const Config& config) {
+  auto env = read_launch_env(config);
+  WEFT_TRY(env);
+  if (env->serve_root) WEFT_TRY(env->id.serve(config));
+  return init(env->id, env->rank, env->nranks, config);
+}
+
+int Communicator::rank() const { return state_->rank(); }
+int Communicator::size() const { return state_->nranks(); }
+const Config& Communicator::config() const { return state_->config(); }
+void Communicator::abort() { state_->abort("rank " + std::to_string(state_->rank()) + " called abort()"); }
+bool Communicator::aborted() const { return state_->aborted(); }
+
+namespace {
+
+// Checks what every collective shares; fills in_place. Returns the error to report, if any.
+Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void* recv) {
+  const std::string name = "rank " + std::to_string(st.rank()) + ": " + std::string(algorithms::collective_name(a.coll));
+  if (st.aborted()) return remote_error(name + ": communicator was aborted");
+  if (!dtype_valid(a.dtype))
+    return invalid_argument(name + ": unsupported data type " + std::to_string(static_cast<int>(a.dtype)));
+  if (algorithms::has_op(a.coll) && !op_valid(a.op))
+    return invalid_argument(name + ": unsupported reduction op " + std::to_string(static_cast<int>(a.op)));
+  if (algorithms::has_root(a.coll) && (a.root < 0 || a.root >= a.nranks))
+    return invalid_argument(name + ": root " + std::to_string(a.root) + " is out of range for " +
+                            std::to_string(a.nranks) + " ranks");
+  const size_t elem = dtype_size(a.dtype);
+  const size_t limit = std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(a.nranks);
+  if (a.count > limit) return invalid_argument(name + ": count " + std::to_string(a.count) + " overflows");
+  const int r = st.rank();
+  a.in_place = false;
+  const size_t in_bytes = algorithms::in_count(a, r) * elem, out_bytes = algorithms::out_count(a, r) * elem;
+  if (in_bytes > 0 && send == nullptr)
+    return invalid_argument(name + ": sendbuff is NULL with count " + std::to_string(a.count));
+  if (out_bytes > 0 && recv == nullptr)
+    return invalid_argument(name + ": recvbuff is NULL with count " + std::to_string(a.count));
+  if (in_bytes > 0 && out_bytes > 0) {
+    a.in_place = true;
+    const auto off = algorithms::in_offset_in_out(a, r);
+    a.in_place = static_cast<const char*>(send) == static_cast<const char*>(recv) + *off * static_cast<int64_t>(elem);
+    if (!a.in_place && overlaps(send, in_bytes, recv, out_bytes))
+      return invalid_argument(name + ": send and receive buffers overlap but are not in the in-place layout "
+                              "(see Communicator's header for each collective's in-place form)");
+  }
+  return Status();
+}
+
+Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv) {
+  a.nranks = st.nranks();
+  a.slice_count = std::max<size_t>(1, st.config().slice_bytes / std::max<size_t>(1, dtype_size(a.dtype)));
+  Status s = check_collective(st, a, send, recv);
+  if (!s.ok()) return failed(std::move(s));
+  auto op = std::make_shared<Operation>();
+  op->args = a;
+  op->send = send;
+  op->recv = recv;
+  op->bytes = std::max(algorithms::in_count(a, st.rank()), algorithms::out_count(a, st.rank())) * dtype_size(a.dtype);
+  st.submit(op);
+  return Request(op);
+}
+
+}  // namespace
+
+Request Communicator::allreduce(const void* send, void* recv, size_t count, DataType type, RedOp op) {
+  CollectiveArgs a;
+  a.coll = Collective::kAllReduce;
+  a.count = count;
+  a.dtype = type;
+  a.op = op;
+  return collective(*state_, a, send, recv);
+}
+
+Request Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType type, RedOp op) {
+  CollectiveArgs a;
+  a.coll = Collective::kReduceScatter;
+  a.count = count;
+  a.dtype = type;
+  a.op = op;
+  return collective(*state_, a, send, recv);
+}
+
+Request Communicator::allgather(const void* send, void* recv, size_t count, DataType type) {
+  CollectiveArgs a;
+  a.coll = Collective::kAllGather;
+  a.count = count;
+  a.dtype = type;
+  return collective(*state_, a, send, recv);
+}
+
+Request Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
+  CollectiveArgs a;
+  a.coll = Collective::kBroadcast;
+  a.count = count;
+  a.dtype = type;
+  a.root = root;
+  return collective(*state_, a, send, recv);
+}
+
+Request Communicator::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root) {
+  CollectiveArgs a;
+  a.coll = Collective::kReduce;
+  a.count = count;
+  a.dtype = type;
+  a.op = op;
+  a.root = root;
+  return collective(*state_, a, send, recv);
+}
+
+Request Communicator::alltoall(const void* send, void* recv, size_t count, DataType type) {
+  CollectiveArgs a;
+  a.coll = Collective::kAllToAll;
+  a.count = count;
+  a.dtype = type;
+  return collective(*state_, a, send, recv);
+}
+
+Request Communicator::gather(const void* send, void* recv, size_t count, DataType type, int root) {
+  CollectiveArgs a;
+  a.coll = Collective::kGather;
+  a.count = count;
+  a.dtype = type;
+  a.root = root;
+  return collective(*state_, a, send, recv);
+}
+
+Request Communicator::scatter(const void* send, void* recv, size_t count, DataType type, int root) {
+  CollectiveArgs a;
+  a.coll = Collective::kScatter;
+  a.count = count;
+  a.dtype = type;
+  a.root = root;
+  return collective(*state_, a, send, recv);
+}
+
+Request Communicator::barrier() {
+  CollectiveArgs a;
+  a.coll = Collective::kBarrier;
+  a.dtype = DataType::kUint8;
+  return collective(*state_, a, nullptr, nullptr);
+}
+
+namespace {
+
+Request peer_call(CommState& st, GroupState& g, bool is_send, void* buf, size_t count, DataType type, int peer) {
+  const std::string name = "rank " + std::to_string(st.rank()) + ": " + (is_send ? "send" : "recv");
+  if (st.aborted()) return failed(remote_error(name + ": communicator was aborted"));
+  if (!dtype_valid(type))
+    return failed(invalid_argument(name + ": unsupported data type " + std::to_string(static_cast<int>(type))));
+  if (peer < 0 || peer >= st.nranks())
+    return failed(invalid_argument(name + ": peer " + std::to_string(peer) + " is out of range for " +
+                                   std::to_string(st.nranks()) + " ranks"));
+  if (count > std::numeric_limits<size_t>::max() / dtype_size(type))
+    return failed(invalid_argument(name + ": count " + std::to_string(count) + " overflows"));
+  if (count > 0 && buf == nullptr)
+    return failed(invalid_argument(name + ": buffer is NULL with count " + std::to_string(count)));
+  std::shared_ptr<Operation> op = g.depth > 0 ? g.op : std::make_shared<Operation>();
+  if (!op) op = g.op = std::make_shared<Operation>();
+  op->args.coll = Collective::kSendRecv;
+  op->args.nranks = st.nranks();
+  op->args.dtype = DataType::kUint8;
+  algorithms::PeerOp p;
+  p.is_send = is_send;
+  p.peer = peer;
+  p.bytes = count * dtype_size(type);
+  op->peer_ops.push_back(p);
+  op->buffers.push_back(buf);
+  op->bytes += p.bytes;
+  if (g.depth == 0) st.submit(op);
+  return Request(op);
+}
+
+}  // namespace
+
+Request Communicator::send(const void* buf, size_t count, DataType type, int peer) {
+  return peer_call(*state_, state_->group(), true, const_cast<void*>(buf), count, type, peer);
+}
+
+Request Communicator::recv(void* buf, size_t count, DataType type, int peer) {
+  return peer_call(*state_, state_->group(), false, buf, count, type, peer);
+}
+
+Status Communicator::group_start() {
+  GroupState& g = state_->group();
+  if (g.depth++ == 0) g.op = std::make_shared<Operation>();
+  return Status();
+}
+
+Status Communicator::group_end() {
+  GroupState& g = state_->group();
+  if (g.depth == 0) return invalid_usage("group_end() without group_start()");
+  if (--g.depth > 0) return Status();
+  std::shared_ptr<Operation> op = std::move(g.op);
+  if (op && !op->peer_ops.empty()) state_->submit(op);
+  else if (op) op->submitted = true;
+  return Status();
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
+  CommState& st = *state_;
+  const int n = st.nranks();
+  const Deadline deadline = Deadline::after(st.config().timeout);
+  if (color < kNoColor) return invalid_argument("split: color " + std::to_string(color) + " is negative (use kNoColor = -1 to opt out)");
+  struct Entry {
+    int32_t color, key;
+  };
+  Entry mine{color, key};
+  std::vector<Entry> all(static_cast<size_t>(n));
+  WEFT_TRY(st.bootstrap().allgather(&mine, all.data(), sizeof(Entry), deadline));
+  // Members of my color ordered by (key, old rank); the first one roots the new communicator.
+  std::vector<int> members;
+  for (int r = 0; r < n; ++r)
+    if (color != kNoColor && all[static_cast<size_t>(r)].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int x, int y) {
+    return all[static_cast<size_t>(x)].key < all[static_cast<size_t>(y)].key;
+  });
+  UniqueId my_id;
+  const bool leader = !members.empty() && members.front() == st.rank();
+  if (leader) {
+    auto id = UniqueId::create(st.config());
+    WEFT_TRY(id);
+    my_id = *id;
+  }
+  std::vector<UniqueId> ids(static_cast<size_t>(n));
+  WEFT_TRY(st.bootstrap().allgather(&my_id, ids.data(), sizeof(UniqueId), deadline));
+  if (color == kNoColor) return std::unique_ptr<Communicator>();
+  const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), st.rank()) - members.begin());
+  return init(ids[static_cast<size_t>(members.front())], new_rank, static_cast<int>(members.size()), st.config());
+}
+
+}  // namespace weft

@@ -1,0 +1,28 @@
+// broadcast_ring: a pipelined chain root -> root+1 -> ... -> root-1. Each slice is forwarded as
+// soon as it arrives, so the time is about (n-1 + S-1) slice steps instead of (n-1) * S.
+#include "algorithms/algorithms.h"
+
+namespace weft::algorithms {
+
+Program broadcast_ring(const CollectiveArgs& a, int r) {
+  const int n = a.nranks;
+  ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
+  if (a.count == 0) return b.finish();
+  const int pos = (r - a.root + n) % n;
+  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  const size_t slices = slices_for(a.count, a.slice_count);
+  if (pos == 0) {
+    if (!a.in_place) b.copy({kIn, 0, a.count}, {kOut, 0, a.count});
+    if (n > 1)
+      for (size_t s = 0; s < slices; ++s) b.send(next, slice_of(kIn, 0, a.count, slices, s));
+    return b.finish();
+  }
+  for (size_t s = 0; s < slices; ++s) {
+    Region slice = slice_of(kOut, 0, a.count, slices, s);
+    b.recv(prev, slice);
+    if (pos < n - 1) b.send(next, slice);
+  }
+  return b.finish();
+}
+
+}  // namespace weft::algorithms

@@ -1,0 +1,79 @@
+#include "algorithms/collective.h"
+
+#include <sstream>
+
+namespace weft::algorithms {
+
+std::string_view collective_name(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "allreduce";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kAllGather: return "allgather";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kAllToAll: return "alltoall";
+    case Collective::kGather: return "gather";
+    case Collective::kScatter: return "scatter";
+    case Collective::kBarrier: return "barrier";
+    case Collective::kSendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+bool has_root(Collective c) {
+  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
+         c == Collective::kScatter;
+}
+
+bool has_op(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+}
+
+size_t in_count(const CollectiveArgs& a, int rank) {
+  const size_t n = static_cast<size_t>(a.nranks);
+  switch (a.coll) {
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll: return n * a.count;
+    case Collective::kScatter: return rank == a.root ? n * a.count : 0;
+    case Collective::kBroadcast: return rank == a.root ? a.count : 0;
+    case Collective::kBarrier:
+    case Collective::kSendRecv: return 0;
+    default: return a.count;
+  }
+}
+
+size_t out_count(const CollectiveArgs& a, int rank) {
+  const size_t n = static_cast<size_t>(a.nranks);
+  switch (a.coll) {
+    case Collective::kAllGather:
+    case Collective::kAllToAll: return n * a.count;
+    case Collective::kGather: return rank == a.root ? n * a.count : 0;
+    case Collective::kReduce: return rank == a.root ? a.count : 0;
+    case Collective::kBarrier:
+    case Collective::kSendRecv: return 0;
+    default: return a.count;
+  }
+}
+
+std::optional<int64_t> in_offset_in_out(const CollectiveArgs& a, int rank) {
+  if (!a.in_place) return std::nullopt;
+  const int64_t per_rank = static_cast<int64_t>(a.count);
+  switch (a.coll) {
+    case Collective::kAllGather: return rank * per_rank;
+    case Collective::kGather: return rank == a.root ? rank * per_rank : 0;
+    case Collective::kReduceScatter: return -rank * per_rank;
+    case Collective::kScatter: return rank == a.root ? -rank * per_rank : 0;
+    default: return 0;
+  }
+}
+
+std::string describe(const CollectiveArgs& a) {
+  std::ostringstream os;
+  os << collective_name(a.coll) << "(count=" << a.count << ", " << dtype_name(a.dtype);
+  if (has_op(a.coll)) os << ", " << op_name(a.op);
+  if (has_root(a.coll)) os << ", root=" << a.root;
+  os << ")";
+  return os.str();
+}
+
+}  // namespace weft::algorithms

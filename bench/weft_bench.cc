@@ -1,0 +1,292 @@
+// weft-bench: nccl-tests-style bandwidth and latency sweep of one collective.
+//
+//   weft-run -n 4 weft-bench allreduce -b 8 -e 256M -f 2 -d float -o sum
+//
+// Flags follow nccl-tests: -b/-e min/max bytes (K, M, G suffixes), -f step factor, -i step
+// bytes (instead of -f), -n iterations, -w warm-up iterations, -c check (0/1), -o op, -d type,
+// -r root, -a how times combine across ranks (0 rank 0, 1 mean, 2 min, 3 max), -T timeout
+// (seconds; sets WEFT_TIMEOUT). Columns, algbw and busbw as nccl-tests (docs/BENCH.md).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/planner.h"
+#include "bench/reference.h"
+#include "weft/communicator.h"
+
+namespace {
+
+using weft::algorithms::Collective;
+using weft::algorithms::CollectiveArgs;
+
+struct Options {
+  Collective coll = Collective::kAllReduce;
+  std::string coll_name = "allreduce";
+  size_t min_bytes = 8, max_bytes = 32 << 20, step_bytes = 0;
+  double factor = 2;
+  int iters = 20, warmup = 1, check = 1, average = 1, root = 0;
+  weft::DataType dtype = weft::DataType::kFloat32;
+  weft::RedOp op = weft::RedOp::kSum;
+};
+
+bool parse_bytes(const char* text, size_t* out) {
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end == text || v < 0) return false;
+  switch (*end) {
+    case 'K': case 'k': v *= 1024; ++end; break;
+    case 'M': case 'm': v *= 1024 * 1024; ++end; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
+    default: break;
+  }
+  if (*end == 'B') ++end;
+  if (*end != '\0') return false;
+  *out = static_cast<size_t>(v);
+  return true;
+}
+
+int usage(const char* msg) {
+  std::fprintf(stderr,
+               "weft-bench: %s\nusage: weft-bench [allreduce|reduce_scatter|allgather|alltoall|broadcast|"
+               "reduce|gather|scatter|sendrecv] [-b min] [-e max] [-f factor | -i step] [-n iters] [-w warmup]\n"
+               "                  [-c 0|1] [-o sum|prod|max|min|avg] [-d type] [-r root] [-a 0-3] [-T seconds]\n",
+               msg);
+  return 2;
+}
+
+struct CollInfo {
+  const char* name;
+  Collective coll;
+  bool per_rank;      // -b/-e sizes are the whole of all ranks' blocks (size = count*nranks*elem)
+  double bus_factor;  // 0: 2(n-1)/n; 1: (n-1)/n; 2: 1
+};
+constexpr CollInfo kColls[] = {
+    {"allreduce", Collective::kAllReduce, false, 0},     {"reduce_scatter", Collective::kReduceScatter, true, 1},
+    {"allgather", Collective::kAllGather, true, 1},      {"alltoall", Collective::kAllToAll, true, 1},
+    {"broadcast", Collective::kBroadcast, false, 2},     {"reduce", Collective::kReduce, false, 2},
+    {"gather", Collective::kGather, true, 1},            {"scatter", Collective::kScatter, true, 1},
+    {"sendrecv", Collective::kSendRecv, false, 2},
+};
+
+const CollInfo* find_coll(const std::string& name) {
+  for (const CollInfo& c : kColls)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+// Runs one call of the collective with the given buffers.
+weft::Status run_once(weft::Communicator& comm, const Options& o, const void* send, void* recv, size_t count) {
+  const int n = comm.size(), r = comm.rank();
+  switch (o.coll) {
+    case Collective::kAllReduce: return comm.allreduce(send, recv, count, o.dtype, o.op).wait();
+    case Collective::kReduceScatter: return comm.reduce_scatter(send, recv, count, o.dtype, o.op).wait();
+    case Collective::kAllGather: return comm.allgather(send, recv, count, o.dtype).wait();
+    case Collective::kAllToAll: return comm.alltoall(send, recv, count, o.dtype).wait();
+    case Collective::kBroadcast: return comm.broadcast(send, recv, count, o.dtype, o.root).wait();
+    case Collective::kReduce: return comm.reduce(send, recv, count, o.dtype, o.op, o.root).wait();
+    case Collective::kGather: return comm.gather(send, recv, count, o.dtype, o.root).wait();
+    case Collective::kScatter: return comm.scatter(send, recv, count, o.dtype, o.root).wait();
+    case Collective::kSendRecv: {
+      WEFT_TRY(comm.group_start());
+      weft::Request s = comm.send(send, count, o.dtype, (r + 1) % n);
+      weft::Request q = comm.recv(recv, count, o.dtype, (r + n - 1) % n);
+      WEFT_TRY(comm.group_end());
+      WEFT_TRY(s.wait());
+      return q.wait();
+    }
+    default: return weft::invalid_argument("unsupported collective");
+  }
+}
+
+// Buffers for a call of `count` per the collective's layout, in place or not.
+struct Layout {
+  const void* send;
+  void* recv;
+};
+Layout layout(const Options& o, int rank, size_t count, size_t elem, char* sendbuf, char* recvbuf, bool in_place) {
+  if (!in_place) return {sendbuf, recvbuf};
+  switch (o.coll) {
+    case Collective::kAllGather: return {recvbuf + rank * count * elem, recvbuf};
+    case Collective::kGather: return {recvbuf + rank * count * elem, recvbuf};
+    case Collective::kReduceScatter: return {sendbuf, sendbuf + rank * count * elem};
+    case Collective::kScatter: return {sendbuf, sendbuf + rank * count * elem};
+    default: return {recvbuf, recvbuf};
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  int i = 1;
+  if (i < argc && argv[i][0] != '-') {
+    const CollInfo* c = find_coll(argv[i]);
+    if (c == nullptr) return usage((std::string("unknown collective '") + argv[i] + "'").c_str());
+    o.coll = c->coll;
+    o.coll_name = c->name;
+    ++i;
+  }
+  for (; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) return usage(("flag " + flag + " needs a value").c_str());
+    const char* v = argv[++i];
+    auto as_int = [&](int* out) {
+      char* end = nullptr;
+      long x = std::strtol(v, &end, 10);
+      if (end == v || *end != '\0') return false;
+      *out = static_cast<int>(x);
+      return true;
+    };
+    bool ok = true;
+    if (flag == "-b") ok = parse_bytes(v, &o.min_bytes);
+    else if (flag == "-e") ok = parse_bytes(v, &o.max_bytes);
+    else if (flag == "-i") ok = parse_bytes(v, &o.step_bytes);
+    else if (flag == "-f") ok = (o.factor = std::strtod(v, nullptr)) > 1;
+    else if (flag == "-n") ok = as_int(&o.iters) && o.iters > 0;
+    else if (flag == "-w") ok = as_int(&o.warmup) && o.warmup >= 0;
+    else if (flag == "-c") ok = as_int(&o.check);
+    else if (flag == "-a") ok = as_int(&o.average) && o.average >= 0 && o.average <= 3;
+    else if (flag == "-r") ok = as_int(&o.root);
+    else if (flag == "-o") ok = static_cast<bool>(weft::parse_op(v)), o.op = weft::parse_op(v).value_or(o.op);
+    else if (flag == "-d") ok = static_cast<bool>(weft::parse_dtype(v)), o.dtype = weft::parse_dtype(v).value_or(o.dtype);
+    else if (flag == "-T") ok = setenv("WEFT_TIMEOUT", v, 1) == 0;
+    else return usage(("unknown flag " + flag).c_str());
+    if (!ok) return usage(("bad value '" + std::string(v) + "' for " + flag).c_str());
+  }
+  if (o.min_bytes > o.max_bytes) return usage("-b is larger than -e");
+
+  auto config = weft::Config::from_env();
+  if (!config.ok()) return usage(config.status().message().c_str());
+  auto comm_or = weft::Communicator::init_from_env(*config);
+  if (!comm_or.ok()) {
+    std::fprintf(stderr, "weft-bench: %s\n", comm_or.status().to_string().c_str());
+    return 1;
+  }
+  weft::Communicator& comm = **comm_or;
+  const int n = comm.size(), rank = comm.rank();
+  if (o.root < 0 || o.root >= n) return usage("-r root is out of range");
+  const CollInfo& info = *find_coll(o.coll_name);
+  const size_t elem = weft::dtype_size(o.dtype);
+  const size_t blocks = info.per_rank ? static_cast<size_t>(n) : 1;
+
+  // Buffers for the largest size, touched once so timing sees no page faults.
+  CollectiveArgs most;
+  most.coll = o.coll == Collective::kSendRecv ? Collective::kBroadcast : o.coll;
+  most.nranks = n;
+  most.count = o.max_bytes / elem / blocks;
+  most.root = o.root;
+  const size_t send_bytes = std::max<size_t>(weft::algorithms::in_count(most, o.root) * elem, 64);
+  const size_t recv_bytes = std::max<size_t>(std::max(weft::algorithms::out_count(most, o.root), most.count * blocks) * elem, 64);
+  std::vector<char> sendbuf(send_bytes, 1), recvbuf(recv_bytes, 1);
+
+  const bool has_op = weft::algorithms::has_op(o.coll);
+  const bool has_root = weft::algorithms::has_root(o.coll);
+  if (rank == 0) {
+    std::printf("# weft-bench %s: nranks %d, transport %s, algorithm %s, iters %d, warmup %d, check %d\n",
+                o.coll_name.c_str(), n, comm.config().transport.c_str(),
+                o.coll == Collective::kSendRecv ? "group"
+                                                : std::string(weft::algorithms::algorithm_name(
+                                                      weft::algorithms::choose_algorithm(most))).c_str(),
+                o.iters, o.warmup, o.check);
+    std::printf("#\n# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "", "", "", "", "", "out-of-place", "", "", "",
+                "in-place", "", "", "");
+    std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
+                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+                "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);
+  }
+
+  uint64_t total_wrong = 0;
+  double bus_sum = 0;
+  int bus_points = 0;
+  size_t bytes = o.min_bytes;
+  for (;;) {
+    const size_t count = bytes / elem / blocks;  // per rank for blocked collectives
+    const size_t size = count * elem * blocks;
+    double time_us[2] = {0, 0};
+    uint64_t wrong[2] = {0, 0};
+    for (int place = 0; place < 2; ++place) {
+      if (o.coll == Collective::kSendRecv && place == 1) break;
+      Layout l = layout(o, rank, count, elem, sendbuf.data(), recvbuf.data(), place == 1);
+      CollectiveArgs a = most;
+      a.coll = o.coll;
+      a.count = count;
+      a.dtype = o.dtype;
+      a.op = o.op;
+      if (o.check && o.coll != Collective::kSendRecv) {
+        std::vector<char> in(weft::algorithms::in_count(a, rank) * elem + 1);
+        weft::bench::fill_input(a, rank, in.data(), 42);
+        const size_t out_elems = weft::algorithms::out_count(a, rank);
+        weft::bench::poison(l.recv, out_elems * elem);
+        std::memcpy(const_cast<void*>(l.send), in.data(), in.size() - 1);
+        weft::Status s = run_once(comm, o, l.send, l.recv, count);
+        if (!s.ok()) {
+          std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());
+          return 1;
+        }
+        uint64_t w = weft::bench::count_wrong(a, rank, l.recv, 42), all = 0;
+        s = comm.allreduce(&w, &all, 1, weft::DataType::kUint64, weft::RedOp::kSum).wait();
+        if (!s.ok()) {
+          std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());
+          return 1;
+        }
+        wrong[place] = all;
+      }
+      for (int w = 0; w < o.warmup; ++w) {
+        weft::Status s = run_once(comm, o, l.send, l.recv, count);
+        if (!s.ok()) {
+          std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());
+          return 1;
+        }
+      }
+      weft::Status s = comm.barrier().wait();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int it = 0; it < o.iters && s.ok(); ++it) s = run_once(comm, o, l.send, l.recv, count);
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+      if (!s.ok()) {
+        std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());
+        return 1;
+      }
+      double combined = us;
+      weft::RedOp how = o.average == 2 ? weft::RedOp::kMin : o.average == 3 ? weft::RedOp::kMax : weft::RedOp::kSum;
+      if (o.average != 0) {
+        s = comm.allreduce(&us, &combined, 1, weft::DataType::kFloat64, how).wait();
+        if (o.average == 1) combined /= n;
+      }
+      time_us[place] = combined;
+    }
+    if (rank == 0) {
+      const double factor = info.bus_factor == 0 ? 2.0 * (n - 1) / n : info.bus_factor == 1 ? double(n - 1) / n : 1.0;
+      std::printf("  %10zu %12zu %8s %6s %6d", size, count * blocks, std::string(weft::dtype_name(o.dtype)).c_str(),
+                  has_op ? std::string(weft::op_name(o.op)).c_str() : "none", has_root ? o.root : -1);
+      for (int place = 0; place < 2; ++place) {
+        if (o.coll == Collective::kSendRecv && place == 1) {
+          std::printf(" %9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
+          continue;
+        }
+        const double algbw = time_us[place] > 0 ? size / time_us[place] / 1e3 : 0;
+        std::printf(" %9.2f %7.2f %7.2f %6llu", time_us[place], algbw, algbw * factor,
+                    static_cast<unsigned long long>(wrong[place]));
+        bus_sum += algbw * factor;
+        ++bus_points;
+        total_wrong += wrong[place];
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    if (bytes >= o.max_bytes) break;
+    const size_t next = o.step_bytes ? bytes + o.step_bytes : static_cast<size_t>(bytes * o.factor);
+    bytes = std::min(std::max(next, bytes + 1), o.max_bytes);
+  }
+  if (rank == 0) {
+    std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong), total_wrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %g\n#\n", bus_points ? bus_sum / bus_points : 0.0);
+  }
+  return total_wrong == 0 ? 0 : 1;
+}

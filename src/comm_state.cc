@@ -1,0 +1,308 @@
+#include "src/comm_state.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/node_id.h"
+
+namespace weft {
+namespace {
+
+constexpr size_t kWakeWorkerBytes = 64 << 10;  // ops at least this large start on the worker at once
+constexpr auto kWorkerNap = std::chrono::milliseconds(2);
+constexpr size_t kPlanCacheEntries = 256;
+
+uint64_t hash_bytes(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// All-gathers variable-length blobs: lengths first, then the blobs padded to the longest.
+Result<std::vector<std::vector<uint8_t>>> allgather_blobs(Bootstrap& bs, const std::vector<uint8_t>& mine,
+                                                          Deadline deadline) {
+  const int n = bs.nranks();
+  std::vector<uint64_t> lengths(static_cast<size_t>(n));
+  uint64_t my_len = mine.size();
+  WEFT_TRY(bs.allgather(&my_len, lengths.data(), sizeof(uint64_t), deadline));
+  const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::vector<uint8_t> padded(longest, 0), all(longest * static_cast<size_t>(n));
+  std::copy(mine.begin(), mine.end(), padded.begin());
+  if (longest > 0) WEFT_TRY(bs.allgather(padded.data(), all.data(), longest, deadline));
+  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const uint8_t* p = all.data() + static_cast<size_t>(r) * longest;
+    out[static_cast<size_t>(r)].assign(p, p + lengths[static_cast<size_t>(r)]);
+  }
+  return out;
+}
+
+// Card layout: [u32 len][node][u32 len][shm card][u32 len][tcp card].
+void put_blob(std::vector<uint8_t>& out, const std::vector<uint8_t>& blob) {
+  const uint32_t len = static_cast<uint32_t>(blob.size());
+  const auto* p = reinterpret_cast<const uint8_t*>(&len);
+  out.insert(out.end(), p, p + 4);
+  out.insert(out.end(), blob.begin(), blob.end());
+}
+
+bool take_blob(const std::vector<uint8_t>& in, size_t& pos, std::vector<uint8_t>& blob) {
+  uint32_t len = 0;
+  if (pos + 4 > in.size()) return false;
+  std::memcpy(&len, in.data() + pos, 4);
+  pos += 4;
+  if (pos + len > in.size()) return false;
+  blob.assign(in.begin() + static_cast<long>(pos), in.begin() + static_cast<long>(pos + len));
+  pos += len;
+  return true;
+}
+
+}  // namespace
+
+CommState::CommState(int rank, int nranks, const Config& config)
+    : rank_(rank),
+      nranks_(nranks),
+      config_(config),
+      log_(parse_log_level(config.debug), rank),
+      executor_(*this),
+      peer_seq_(2 * static_cast<size_t>(nranks), 0) {}
+
+Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int rank, int nranks,
+                                                     const Config& config) {
+  if (nranks < 1) return invalid_argument("nranks is " + std::to_string(nranks) + "; it must be at least 1");
+  if (rank < 0 || rank >= nranks)
+    return invalid_argument("rank " + std::to_string(rank) + " is out of range for " + std::to_string(nranks) + " ranks");
+  if (!id.valid()) return invalid_argument("the UniqueId was not made by weft (bad magic)");
+  std::unique_ptr<CommState> state(new CommState(rank, nranks, config));
+  Status s = state->init(id);
+  if (!s.ok()) return s.with_context("rank " + std::to_string(rank) + ": init");
+  state->worker_ = std::thread([p = state.get()] { p->worker_loop(); });
+  return state;
+}
+
+Status CommState::init(const UniqueId& id) {
+  const Deadline deadline = Deadline::after(config_.timeout);
+  auto bs = Bootstrap::create(id, rank_, nranks_, config_, deadline);
+  WEFT_TRY(bs);
+  bootstrap_ = std::move(*bs);
+
+  transport::TransportContext ctx;
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.secret.assign(id.secret().begin(), id.secret().end());
+  ctx.comm_tag = hash_bytes(ctx.secret.data(), ctx.secret.size());
+  ctx.host_ip = bootstrap_->host_ip();
+  ctx.node = node_identity(config_);
+  ctx.config = config_;
+  auto self = transport::make_self_transport(ctx);
+  WEFT_TRY(self);
+  self_ = std::move(*self);
+  auto shm = transport::make_shm_transport(ctx);
+  WEFT_TRY(shm);
+  shm_ = std::move(*shm);
+  auto tcp = transport::make_tcp_transport(ctx);
+  WEFT_TRY(tcp);
+  tcp_ = std::move(*tcp);
+
+  std::vector<uint8_t> card;
+  put_blob(card, std::vector<uint8_t>(ctx.node.begin(), ctx.node.end()));
+  put_blob(card, shm_->local_card());
+  put_blob(card, tcp_->local_card());
+  auto cards = allgather_blobs(*bootstrap_, card, deadline);
+  WEFT_TRY(cards);
+  std::vector<std::vector<uint8_t>> shm_cards(static_cast<size_t>(nranks_)), tcp_cards(static_cast<size_t>(nranks_));
+  nodes_.resize(static_cast<size_t>(nranks_));
+  for (size_t r = 0; r < static_cast<size_t>(nranks_); ++r) {
+    size_t pos = 0;
+    std::vector<uint8_t> node;
+    if (!take_blob((*cards)[r], pos, node) || !take_blob((*cards)[r], pos, shm_cards[r]) ||
+        !take_blob((*cards)[r], pos, tcp_cards[r]))
+      return internal_error("rank " + std::to_string(r) + " sent a malformed card");
+    nodes_[r].assign(node.begin(), node.end());
+  }
+  WEFT_TRY(shm_->set_peer_cards(std::move(shm_cards)));
+  WEFT_TRY(tcp_->set_peer_cards(std::move(tcp_cards)));
+  log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + ", transport " + config_.transport);
+  return Status();
+}
+
+CommState::~CommState() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stop_ = true;
+  }
+  queue_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  // The worker drained the queue before it stopped; connections close with their owners.
+}
+
+Result<transport::Transport*> CommState::transport_for(int peer) {
+  if (peer == rank_) return self_.get();
+  const bool same_node = nodes_[static_cast<size_t>(peer)] == nodes_[static_cast<size_t>(rank_)];
+  if (config_.transport == "tcp") return tcp_.get();
+  if (config_.transport == "shm") {
+    if (!same_node)
+      return invalid_usage("WEFT_TRANSPORT=shm but rank " + std::to_string(peer) + " is on node '" +
+                           nodes_[static_cast<size_t>(peer)] + "', not this rank's '" +
+                           nodes_[static_cast<size_t>(rank_)] + "'");
+    return shm_.get();
+  }
+  return same_node ? shm_.get() : tcp_.get();
+}
+
+Result<transport::Connection*> CommState::connection(int peer, int channel, Deadline deadline) {
+  auto it = connections_.find({peer, channel});
+  if (it != connections_.end()) return it->second.get();
+  auto t = transport_for(peer);
+  WEFT_TRY(t);
+  auto conn = (*t)->connect(peer, channel, deadline);
+  if (!conn.ok())
+    return conn.status().with_context("connecting to rank " + std::to_string(peer) + " over " +
+                                      std::string((*t)->name()));
+  transport::Connection* raw = conn->get();
+  log_.info("connected to rank " + std::to_string(peer) + ": " + raw->describe());
+  connections_[{peer, channel}] = std::move(*conn);
+  return raw;
+}
+
+void CommState::submit(const std::shared_ptr<Operation>& op) {
+  op->state = this;
+  op->submitted = true;
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    queue_.push_back(op);
+    if (op->bytes >= kWakeWorkerBytes) wake = wake_now_ = true;
+  }
+  if (wake) queue_cv_.notify_one();
+}
+
+bool CommState::run_next() {
+  std::shared_ptr<Operation> op;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (queue_.empty()) return false;
+    op = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  Status s = execute(*op);
+  op->finish(std::move(s));
+  return true;
+}
+
+Status CommState::wait(Operation& op) {
+  uint32_t idle = 0;
+  while (!op.done.load(std::memory_order_acquire)) {
+    if (exec_mu_.try_lock()) {
+      while (!op.done.load(std::memory_order_acquire) && run_next()) {
+      }
+      exec_mu_.unlock();
+      continue;
+    }
+    // Another thread is running the queue: spin a little, then sleep until the op finishes.
+    if (++idle < 64) {
+      sched_yield();
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(op.mu);
+    op.cv.wait_for(lock, std::chrono::milliseconds(1), [&] { return op.done.load(std::memory_order_acquire); });
+  }
+  std::lock_guard<std::mutex> lock(op.mu);
+  return op.status;
+}
+
+void CommState::worker_loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      if (queue_.empty() && !stop_) {
+        queue_cv_.wait(lock, [&] { return !queue_.empty() || stop_; });
+      } else if (!queue_.empty() && !wake_now_ && !stop_) {
+        // Small operations: give a waiting caller the chance to run them itself.
+        queue_cv_.wait_for(lock, kWorkerNap, [&] { return wake_now_ || stop_; });
+      }
+      wake_now_ = false;
+      if (stop_ && queue_.empty()) return;
+    }
+    std::lock_guard<std::mutex> exec(exec_mu_);
+    while (run_next()) {
+    }
+  }
+}
+
+Status CommState::execute(Operation& op) {
+  const std::string who = "rank " + std::to_string(rank_) + ": ";
+  if (aborted()) {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    return remote_error(who + "communicator was aborted (" + abort_reason_ + ")");
+  }
+  if (!broken_.ok())
+    return Status(broken_.code(), who + "communicator is unusable after an earlier error: " + broken_.message());
+
+  const algorithms::CollectiveArgs& a = op.args;
+  RunSpec spec;
+  spec.args = a;
+  spec.abort = &aborted_;
+  spec.deadline = Deadline::after(config_.timeout);
+  algorithms::Plan group_plan;
+  const algorithms::Plan* plan = nullptr;
+  if (a.coll == algorithms::Collective::kSendRecv) {
+    group_plan.algorithm = algorithms::Algorithm::kGroup;
+    group_plan.program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
+    plan = &group_plan;
+    spec.peer_seq = &peer_seq_;
+    spec.bindings.user = op.buffers;
+  } else {
+    auto key = std::make_tuple(static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype),
+                               static_cast<int>(a.op), a.root, a.in_place);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      if (plans_.size() >= kPlanCacheEntries) plans_.clear();
+      it = plans_.emplace(key, algorithms::plan(a, rank_)).first;
+    }
+    plan = &it->second;
+    spec.seq = coll_seq_++;
+    spec.bindings.in = const_cast<void*>(op.send);
+    spec.bindings.out = op.recv;
+  }
+  spec.program = &plan->program;
+  spec.algorithm = plan->algorithm;
+  if (plan->program.tmp_count > 0) {
+    auto tmp = scratch_.get(plan->program.tmp_count * dtype_size(plan->program.dtype));
+    WEFT_TRY(tmp);
+    spec.bindings.tmp = *tmp;
+  }
+  if (log_.enabled(LogLevel::kTrace))
+    log_.trace(algorithms::describe(a) + " with " + std::string(algorithms::algorithm_name(plan->algorithm)) +
+               ":\n" + plan->program.to_string());
+  Status s = executor_.run(spec);
+  if (s.ok()) return s;
+  s = Status(s.code(), who + s.message());
+  broken_ = s;
+  fail_connections(s.message());
+  log_.warn(s.message());
+  return s;
+}
+
+void CommState::fail_connections(const std::string& reason) {
+  for (auto& [key, conn] : connections_) conn->abort(reason);
+}
+
+void CommState::abort(const std::string& reason) {
+  std::deque<std::shared_ptr<Operation>> pending;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (aborted_.load(std::memory_order_relaxed)) return;
+    abort_reason_ = reason;
+    aborted_.store(true, std::memory_order_release);
+    pending.swap(queue_);
+  }
+  if (bootstrap_) bootstrap_->abort();
+  // Fail what is queued; the running operation (if any) sees the flag and stops.
+  for (auto& op : pending)
+    op->finish(remote_error("rank " + std::to_string(rank_) + ": communicator was aborted (" + reason + ")"));
+  std::lock_guard<std::mutex> exec(exec_mu_);
+  fail_connections("rank " + std::to_string(rank_) + " aborted: " + reason);
+}
+
+}  // namespace weft

@@ -1,0 +1,107 @@
+// CommState: everything one rank of a communicator owns: its configuration, the bootstrap, the
+// transports and their connections, the plan cache, scratch memory, the queue of operations and
+// the progress thread that runs them.
+//
+// Operations run one at a time, in submission order, under exec_mu_: either on the progress
+// thread or on a thread waiting for one (a blocking call then costs no thread hand-off). The
+// progress thread is woken at once for large operations (so they overlap the caller's compute)
+// and within a couple of milliseconds for small ones nobody waits for.
+//
+// After an operation fails for a reason other than its arguments (a peer died, ranks disagreed,
+// a timeout), the communicator is broken: connections are aborted so every peer learns of it
+// promptly, and later operations fail with the first error. Destroy it (or abort()) and make a
+// new one.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "algorithms/planner.h"
+#include "src/executor.h"
+#include "src/log.h"
+#include "src/net/bootstrap.h"
+#include "src/operation.h"
+#include "src/scratch.h"
+#include "transport/transport.h"
+#include "weft/config.h"
+#include "weft/unique_id.h"
+
+namespace weft {
+
+class CommState : public ConnectionSource {
+ public:
+  static Result<std::unique_ptr<CommState>> create(const UniqueId& id, int rank, int nranks,
+                                                   const Config& config);
+  ~CommState() override;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const Config& config() const { return config_; }
+  const Logger& log() const { return log_; }
+  Bootstrap& bootstrap() { return *bootstrap_; }
+  // The node identity of each rank.
+  const std::vector<std::string>& nodes() const { return nodes_; }
+
+  // Queues `op` (already validated) and returns. The op completes later with its outcome.
+  void submit(const std::shared_ptr<Operation>& op);
+  // Runs queued operations on this thread (when no other thread is) until `op` is done.
+  Status wait(Operation& op);
+
+  void abort(const std::string& reason);
+  GroupState& group() { return group_; }
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+  // ConnectionSource: the executor's view.
+  Result<transport::Connection*> connection(int peer, int channel, Deadline deadline) override;
+
+  // The transport that serves `peer` ("self", "shm" or "tcp").
+  Result<transport::Transport*> transport_for(int peer);
+
+ private:
+  CommState(int rank, int nranks, const Config& config);
+  Status init(const UniqueId& id);
+  void worker_loop();
+  // REQUIRES: exec_mu_ held. Runs the oldest queued operation, if any.
+  bool run_next();
+  Status execute(Operation& op);
+  void fail_connections(const std::string& reason);
+
+  const int rank_;
+  const int nranks_;
+  const Config config_;
+  const Logger log_;
+  std::vector<std::string> nodes_;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<transport::Transport> self_, shm_, tcp_;
+  std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;
+
+  // Execution state (exec_mu_).
+  std::mutex exec_mu_;
+  Executor executor_;
+  Scratch scratch_;
+  std::map<std::tuple<int, size_t, int, int, int, bool>, algorithms::Plan> plans_;
+  uint64_t coll_seq_ = 0;
+  std::vector<uint64_t> peer_seq_;
+  Status broken_;  // the first non-argument failure
+
+  // Queue (queue_mu_).
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<std::shared_ptr<Operation>> queue_;
+  bool stop_ = false;
+  bool wake_now_ = false;
+
+  GroupState group_;
+  std::atomic<bool> aborted_{false};
+  std::string abort_reason_;  // guarded by queue_mu_
+  std::thread worker_;
+};
+
+}  // namespace weft

@@ -1,0 +1,399 @@
+#include "src/executor.h"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "src/kernels/reduce.h"
+
+namespace weft {
+
+using algorithms::BufferKind;
+using algorithms::Collective;
+using algorithms::Region;
+using algorithms::Step;
+using algorithms::StepKind;
+
+namespace {
+
+bool is_comm(StepKind k) {
+  return k == StepKind::kSend || k == StepKind::kRecv || k == StepKind::kRecvReduce;
+}
+
+// Waiting without burning a core another rank needs: spin, then yield, then nap.
+class Backoff {
+ public:
+  void reset() { idle_ = 0; }
+  void pause() {
+    ++idle_;
+    if (idle_ < 256) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    } else if (idle_ < 20000) {
+      sched_yield();
+    } else {
+      timespec ts{0, idle_ < 100000 ? 20000 : 200000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+
+ private:
+  uint64_t idle_ = 0;
+};
+
+std::string describe_header(const CollHeader& h, int nranks) {
+  algorithms::CollectiveArgs a;
+  a.coll = static_cast<Collective>(h.coll);
+  a.count = h.count;
+  a.dtype = static_cast<DataType>(h.dtype);
+  a.op = static_cast<RedOp>(h.op);
+  a.root = h.root;
+  a.nranks = nranks;
+  return algorithms::describe(a);
+}
+
+}  // namespace
+
+char* Executor::address(const Region& r) const {
+  const Bindings& b = spec_->bindings;
+  char* base = nullptr;
+  switch (r.buffer.kind) {
+    case BufferKind::kIn: base = static_cast<char*>(b.in); break;
+    case BufferKind::kOut: base = static_cast<char*>(b.out); break;
+    case BufferKind::kTmp: base = static_cast<char*>(b.tmp); break;
+    case BufferKind::kUser: base = static_cast<char*>(b.user[r.buffer.index]); break;
+  }
+  return base + r.offset * elem_;
+}
+
+Status Executor::prepare(const RunSpec& spec) {
+  const algorithms::Program& p = *spec.program;
+  const size_t n = p.steps.size();
+  elem_ = dtype_size(p.dtype);
+  remaining_.assign(n, 0);
+  deps_met_.assign(n, 0);
+  queue_of_.assign(n, -1);
+  reduce_ctx_.resize(n);
+  ready_.clear();
+  queues_.clear();
+  active_.clear();
+  done_steps_ = 0;
+
+  // Dependents in CSR form.
+  dependents_begin_.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    remaining_[i] = p.steps[i].deps_count;
+    const uint32_t* d = p.deps_of(p.steps[i]);
+    for (uint32_t k = 0; k < p.steps[i].deps_count; ++k) ++dependents_begin_[d[k] + 1];
+  }
+  for (size_t i = 0; i < n; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
+  dependents_.assign(dependents_begin_[n], 0);
+  std::vector<uint32_t> fill(dependents_begin_.begin(), dependents_begin_.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t* d = p.deps_of(p.steps[i]);
+    for (uint32_t k = 0; k < p.steps[i].deps_count; ++k) dependents_[fill[d[k]]++] = static_cast<uint32_t>(i);
+  }
+
+  // Queues per (peer, channel, direction), in program order.
+  for (size_t i = 0; i < n; ++i) {
+    const Step& s = p.steps[i];
+    if (!is_comm(s.kind)) continue;
+    const bool is_send = s.kind == StepKind::kSend;
+    int qi = -1;
+    for (size_t k = 0; k < queues_.size(); ++k) {
+      if (queues_[k].peer == s.peer && queues_[k].channel == s.channel && queues_[k].is_send == is_send) {
+        qi = static_cast<int>(k);
+        break;
+      }
+    }
+    if (qi < 0) {
+      qi = static_cast<int>(queues_.size());
+      Queue q;
+      q.peer = s.peer;
+      q.channel = s.channel;
+      q.is_send = is_send;
+      queues_.push_back(std::move(q));
+    }
+    queues_[qi].steps.push_back(static_cast<uint32_t>(i));
+    queue_of_[i] = qi;
+  }
+
+  // Join the connections in ascending (peer, channel) order: with every rank doing the same, the
+  // symmetric connect() cannot deadlock.
+  std::vector<std::pair<int, int>> pairs;
+  for (const Queue& q : queues_) pairs.emplace_back(q.peer, q.channel);
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  for (auto [peer, channel] : pairs) {
+    auto conn = connections_.connection(peer, channel, spec.deadline);
+    WEFT_TRY(conn);
+    for (Queue& q : queues_)
+      if (q.peer == peer && q.channel == channel) q.conn = *conn;
+    active_.push_back(*conn);
+  }
+  for (Queue& q : queues_) q.tickets.assign(q.steps.size(), 0);
+
+  // Collectives: one header at the head of every queue, posted now (groups post one per message).
+  const bool group = spec.args.coll == Collective::kSendRecv;
+  if (group) step_headers_.resize(n);
+  if (!group) {
+    for (Queue& q : queues_) {
+      if (q.is_send) {
+        q.header_out = make_header(q, q.steps.front());
+        WEFT_TRY(q.conn->post_send(&q.header_out, sizeof(CollHeader)));
+        q.header_done = true;
+      } else {
+        transport::RecvSink sink;
+        sink.dst = &q.header_in;
+        auto t = q.conn->post_recv(sink, sizeof(CollHeader));
+        WEFT_TRY(t);
+        q.header_ticket = *t;
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (remaining_[i] == 0) ready_.push_back(static_cast<uint32_t>(i));
+  return Status();
+}
+
+CollHeader Executor::make_header(const Queue& q, uint32_t step) const {
+  const algorithms::CollectiveArgs& a = spec_->args;
+  CollHeader h;
+  h.coll = static_cast<uint8_t>(a.coll);
+  h.dtype = static_cast<uint8_t>(a.dtype);
+  h.op = static_cast<uint8_t>(a.op);
+  h.algorithm = static_cast<uint8_t>(spec_->algorithm);
+  h.root = a.root;
+  h.sender = spec_->program->rank;
+  h.slice_count = a.slice_count;
+  if (a.coll == Collective::kSendRecv) {
+    const Step& s = spec_->program->steps[step];
+    h.count = s.src.count * elem_;
+    h.seq = (*spec_->peer_seq)[static_cast<size_t>(q.peer)];
+  } else {
+    h.count = a.count;
+    h.seq = spec_->seq;
+  }
+  return h;
+}
+
+Status Executor::check_header(const Queue& q, uint32_t step) const {
+  const CollHeader& got = q.header_in;
+  const int me = spec_->program->rank;
+  const int nranks = spec_->program->nranks;
+  const std::string them = "rank " + std::to_string(q.peer);
+  const std::string us = "rank " + std::to_string(me);
+  if (got.magic != CollHeader::kMagic || got.sender != q.peer)
+    return internal_error(them + " sent a malformed header to " + us + " (stream out of step)");
+  const algorithms::CollectiveArgs& a = spec_->args;
+  if (a.coll == Collective::kSendRecv) {
+    const Step& s = spec_->program->steps[step];
+    const uint64_t want = s.dst.count * elem_;
+    if (got.coll != static_cast<uint8_t>(Collective::kSendRecv))
+      return invalid_usage(them + " called " + describe_header(got, nranks) + " but " + us +
+                           " called recv(" + std::to_string(want) + " bytes from rank " +
+                           std::to_string(q.peer) + ")");
+    if (got.count != want)
+      return invalid_usage(them + " sent " + std::to_string(got.count) + " bytes to " + us + " but " + us +
+                           " posted a recv of " + std::to_string(want) + " bytes from " + them +
+                           " (message " + std::to_string(got.seq) + " between them)");
+    return Status();
+  }
+  const CollHeader mine = make_header(q, step);
+  if (got.coll != mine.coll || got.count != mine.count || got.dtype != mine.dtype ||
+      (algorithms::has_op(a.coll) && got.op != mine.op) ||
+      (algorithms::has_root(a.coll) && got.root != mine.root)) {
+    return invalid_usage(them + " called " + describe_header(got, nranks) + " but " + us + " called " +
+                         describe_header(mine, nranks) + " (collective #" + std::to_string(mine.seq) + ")");
+  }
+  if (got.seq != mine.seq)
+    return invalid_usage(them + " is at collective #" + std::to_string(got.seq) + " but " + us +
+                         " is at #" + std::to_string(mine.seq) + ": a rank skipped or added a call");
+  if (got.algorithm != mine.algorithm || got.slice_count != mine.slice_count)
+    return invalid_usage(them + " runs " + describe_header(got, nranks) + " with algorithm " +
+                         std::string(algorithms::algorithm_name(static_cast<algorithms::Algorithm>(got.algorithm))) +
+                         " and slices of " + std::to_string(got.slice_count) + " elements but " + us +
+                         " uses " + std::string(algorithms::algorithm_name(spec_->algorithm)) + " and " +
+                         std::to_string(mine.slice_count) +
+                         ": set WEFT_ALGO and WEFT_SLICE_BYTES the same on every rank");
+  return Status();
+}
+
+void Executor::complete(uint32_t step) {
+  ++done_steps_;
+  for (uint32_t k = dependents_begin_[step]; k < dependents_begin_[step + 1]; ++k) {
+    const uint32_t d = dependents_[k];
+    if (--remaining_[d] == 0) ready_.push_back(d);
+  }
+}
+
+Status Executor::run_local(uint32_t i) {
+  const algorithms::Program& p = *spec_->program;
+  const Step& s = p.steps[i];
+  switch (s.kind) {
+    case StepKind::kCopy: {
+      char* dst = address(s.dst);
+      const char* src = address(s.src);
+      if (dst != src) std::memmove(dst, src, s.dst.count * elem_);
+      break;
+    }
+    case StepKind::kReduce: {
+      char* dst = address(s.dst);
+      kernels::reduce(dst, dst, address(s.src), s.dst.count, p.dtype, p.op);
+      break;
+    }
+    case StepKind::kDivide: {
+      char* dst = address(s.dst);
+      kernels::divide_by(dst, dst, s.dst.count, p.dtype, p.nranks);
+      break;
+    }
+    default: return internal_error("run_local on a communication step");
+  }
+  complete(i);
+  return Status();
+}
+
+Status Executor::post(Queue& q) {
+  const algorithms::Program& p = *spec_->program;
+  const bool group = spec_->args.coll == Collective::kSendRecv;
+  while (q.posted < q.steps.size()) {
+    const uint32_t i = q.steps[q.posted];
+    if (!deps_met_[i]) break;
+    const Step& s = p.steps[i];
+    if (q.is_send) {
+      if (group) {
+        step_headers_[i] = make_header(q, i);
+        WEFT_TRY(q.conn->post_send(&step_headers_[i], sizeof(CollHeader)));
+        ++(*spec_->peer_seq)[static_cast<size_t>(q.peer)];
+      }
+      auto t = q.conn->post_send(address(s.src), s.src.count * elem_);
+      WEFT_TRY(t);
+      q.tickets[q.posted++] = *t;
+      continue;
+    }
+    // Receives: the peer's header must arrive and check out before its data is accepted.
+    if (group || !q.header_done) {
+      if (q.header_ticket == 0) {
+        transport::RecvSink sink;
+        sink.dst = &q.header_in;
+        auto t = q.conn->post_recv(sink, sizeof(CollHeader));
+        WEFT_TRY(t);
+        q.header_ticket = *t;
+      }
+      if (q.conn->recvs_done() < q.header_ticket) break;
+      q.header_ticket = 0;
+      WEFT_TRY(check_header(q, i));
+      if (group) ++(*spec_->peer_seq)[static_cast<size_t>(spec_->program->nranks + q.peer)];
+      q.header_done = true;
+    }
+    transport::RecvSink sink;
+    sink.dst = address(s.dst);
+    if (s.kind == StepKind::kRecvReduce) {
+      ReduceCtx& c = reduce_ctx_[i];
+      c.fn = kernels::reduce_fn(p.dtype, p.op);
+      c.dst = address(s.dst);
+      c.src = address(s.src);
+      c.elem = elem_;
+      sink.ctx = &c;
+      sink.reduce = [](void* ctx, size_t offset, const void* piece, size_t bytes) {
+        auto* rc = static_cast<ReduceCtx*>(ctx);
+        rc->fn(rc->dst + offset, rc->src + offset, piece, bytes / rc->elem);
+      };
+    }
+    auto t = q.conn->post_recv(sink, s.dst.count * elem_);
+    WEFT_TRY(t);
+    q.tickets[q.posted++] = *t;
+    if (group) q.header_done = false;
+  }
+  return Status();
+}
+
+std::string Executor::pending_report() const {
+  const algorithms::Program& p = *spec_->program;
+  std::ostringstream os;
+  int shown = 0;
+  for (const Queue& q : queues_) {
+    if (q.completed == q.steps.size()) continue;
+    if (shown++ == 4) {
+      os << "; ...";
+      break;
+    }
+    if (shown > 1) os << "; ";
+    const uint32_t i = q.steps[q.completed];
+    const Step& s = p.steps[i];
+    const size_t bytes = (q.is_send ? s.src.count : s.dst.count) * elem_;
+    os << (q.is_send ? "send to rank " : "receive from rank ") << q.peer << " (step " << i << ", "
+       << bytes << " bytes, " << (q.steps.size() - q.completed) << " of " << q.steps.size()
+       << " left on " << q.conn->describe() << ")";
+    if (!q.is_send && q.header_ticket != 0) os << " waiting for its header";
+    else if (q.completed == q.posted) os << " not yet posted: waiting on earlier steps";
+  }
+  return os.str();
+}
+
+Status Executor::run(const RunSpec& spec) {
+  spec_ = &spec;
+  WEFT_TRY(prepare(spec));
+  const algorithms::Program& p = *spec.program;
+  const size_t n = p.steps.size();
+  Backoff backoff;
+  uint32_t polls = 0;
+  while (done_steps_ < n) {
+    bool moved = false;
+    while (!ready_.empty()) {
+      const uint32_t i = ready_.back();
+      ready_.pop_back();
+      moved = true;
+      if (queue_of_[i] < 0) {
+        WEFT_TRY(run_local(i));
+      } else {
+        deps_met_[i] = 1;
+        WEFT_TRY(post(queues_[static_cast<size_t>(queue_of_[i])]));
+      }
+    }
+    for (transport::Connection* c : active_) WEFT_TRY(c->progress());
+    for (Queue& q : queues_) {
+      if (!q.is_send && q.header_ticket != 0) {
+        const size_t before = q.posted;
+        WEFT_TRY(post(q));
+        moved |= q.posted != before;
+      }
+      const uint64_t done = q.is_send ? q.conn->sends_done() : q.conn->recvs_done();
+      while (q.completed < q.posted && q.tickets[q.completed] <= done) {
+        complete(q.steps[q.completed++]);
+        moved = true;
+      }
+    }
+    if (moved) {
+      backoff.reset();
+      continue;
+    }
+    if ((++polls & 63) == 0) {
+      if (spec.abort != nullptr && spec.abort->load(std::memory_order_relaxed))
+        return remote_error("communicator aborted during " + algorithms::describe(spec.args));
+      if (spec.deadline.expired())
+        return timeout_error(algorithms::describe(spec.args) + " timed out: " + pending_report());
+    }
+    backoff.pause();
+  }
+  // Collective headers of receive queues with no data steps cannot exist; sends of headers
+  // complete with the data behind them. Drain the header sends so their buffers may be reused.
+  for (;;) {
+    bool idle = true;
+    for (transport::Connection* c : active_) {
+      WEFT_TRY(c->progress());
+      idle &= c->idle();
+    }
+    if (idle) break;
+    if (spec.deadline.expired())
+      return timeout_error(algorithms::describe(spec.args) + " timed out flushing sends");
+    backoff.pause();
+  }
+  return Status();
+}
+
+}  // namespace weft

@@ -1,0 +1,135 @@
+// Executor: runs one rank's Program over real connections.
+//
+// Before any data moves, each rank sends a small header to every peer it sends to and checks
+// the header of every peer it receives from; a peer whose collective differs (another call,
+// count, type, op, root, algorithm or slice size, or a call out of sequence) fails the run with
+// a message naming both ranks and both calls. Data from a peer is only accepted after its header
+// checked out.
+//
+// Steps run as soon as their dependencies are met: local steps (copy, reduce, divide) run on
+// this thread; sends and receives are posted to their (peer, channel) FIFO in program order and
+// complete as the connections progress. Waiting spins briefly, then yields the CPU, then
+// sleeps in short naps, so oversubscribed ranks do not starve each other.
+//
+// Every run is bounded by its Deadline; on expiry the error lists what was still pending and on
+// which peers. A set abort flag ends the run promptly with an error.
+//
+// Thread-safety: an Executor is used by one thread at a time; it keeps its scratch state between
+// runs so a run allocates nothing in steady state.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "algorithms/collective.h"
+#include "algorithms/planner.h"
+#include "algorithms/schedule.h"
+#include "src/deadline.h"
+#include "transport/transport.h"
+#include "weft/status.h"
+
+namespace weft {
+
+// What every rank sends ahead of a collective's data. 64 bytes, trivially copyable.
+struct CollHeader {
+  static constexpr uint32_t kMagic = 0x57454654;  // "WEFT"
+  uint32_t magic = kMagic;
+  uint8_t coll = 0;
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  uint8_t algorithm = 0;
+  int32_t root = 0;
+  int32_t sender = 0;
+  uint64_t seq = 0;          // the sender's sequence number for this kind of call
+  uint64_t count = 0;        // collectives: count; groups: bytes the sender sends to this peer
+  uint64_t slice_count = 0;
+  uint8_t pad[24] = {};
+};
+static_assert(sizeof(CollHeader) == 64);
+
+// Where IN, OUT, TMP and USER(i) live for one run.
+struct Bindings {
+  void* in = nullptr;
+  void* out = nullptr;
+  void* tmp = nullptr;
+  std::vector<void*> user;
+};
+
+// Hands the executor a joined connection to (peer, channel), connecting on first use.
+class ConnectionSource {
+ public:
+  virtual ~ConnectionSource() = default;
+  virtual Result<transport::Connection*> connection(int peer, int channel, Deadline deadline) = 0;
+};
+
+struct RunSpec {
+  const algorithms::Program* program = nullptr;
+  algorithms::Algorithm algorithm = algorithms::Algorithm::kRing;
+  algorithms::CollectiveArgs args;  // what this rank called (for headers and messages)
+  uint64_t seq = 0;                 // collectives: the communicator's collective sequence number
+  // Groups: per-peer message counters (sends to r at [r], receives from r at [nranks + r]).
+  std::vector<uint64_t>* peer_seq = nullptr;  // advanced per message sent/received
+  Bindings bindings;
+  Deadline deadline = Deadline::never();
+  const std::atomic<bool>* abort = nullptr;
+};
+
+class Executor {
+ public:
+  explicit Executor(ConnectionSource& connections) : connections_(connections) {}
+  Status run(const RunSpec& spec);
+
+ private:
+  // One FIFO of sends to, or receives from, one (peer, channel). Collectives put one header at
+  // the head of each queue; groups put one ahead of every message (so sends and receives may be
+  // split across groups differently on the two sides, as NCCL allows).
+  struct Queue {
+    int peer = 0;
+    int channel = 0;
+    bool is_send = false;
+    transport::Connection* conn = nullptr;
+    std::vector<uint32_t> steps;    // program order
+    std::vector<uint64_t> tickets;  // per posted step
+    size_t posted = 0;
+    size_t completed = 0;
+    CollHeader header_out;          // sends: what we announce
+    CollHeader header_in;           // receives: where the peer's header lands
+    uint64_t header_ticket = 0;     // receives: the pending header's ticket, 0 if none
+    bool header_done = false;       // collectives: the one header went out / checked out
+  };
+  struct ReduceCtx {
+    void (*fn)(void*, const void*, const void*, size_t) = nullptr;
+    char* dst = nullptr;
+    const char* src = nullptr;
+    size_t elem = 1;
+  };
+
+  Status prepare(const RunSpec& spec);
+  Status run_local(uint32_t step);
+  Status post(Queue& q);
+  Status check_header(const Queue& q, uint32_t step) const;
+  CollHeader make_header(const Queue& q, uint32_t step) const;
+  void complete(uint32_t step);
+  std::string pending_report() const;
+  char* address(const algorithms::Region& r) const;
+
+  ConnectionSource& connections_;
+  const RunSpec* spec_ = nullptr;
+  size_t elem_ = 1;
+  std::vector<uint32_t> remaining_;     // unmet dependencies per step
+  std::vector<uint8_t> deps_met_;       // comm steps whose dependencies are met
+  std::vector<uint32_t> dependents_;    // CSR: steps that depend on step i
+  std::vector<uint32_t> dependents_begin_;
+  std::vector<uint32_t> ready_;
+  std::vector<int32_t> queue_of_;       // per step: queue index or -1
+  std::vector<Queue> queues_;
+  std::vector<ReduceCtx> reduce_ctx_;   // per step (recv_reduce)
+  std::vector<CollHeader> step_headers_;  // groups: the header sent ahead of each send step
+  std::vector<transport::Connection*> active_;
+  size_t done_steps_ = 0;
+};
+
+}  // namespace weft

@@ -1,0 +1,56 @@
+// Operation: one queued call (a collective or a group of send/recv) and its completion, shared
+// by the communicator's queue and every Request that refers to it.
+// Thread-safety: `done` and `status` are published with release/acquire through done; the
+// condition variable serves waiters that sleep.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/collective.h"
+#include "weft/status.h"
+
+namespace weft {
+
+class CommState;
+
+struct Operation {
+  algorithms::CollectiveArgs args;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  // Groups: the calls, and their buffers (USER(i) is buffers[i]).
+  std::vector<algorithms::PeerOp> peer_ops;
+  std::vector<void*> buffers;
+  size_t bytes = 0;  // payload size, for the choice of who runs it
+
+  CommState* state = nullptr;  // the communicator that runs it; null once complete
+  bool submitted = false;      // false while its group is still open
+
+  std::atomic<bool> done{false};
+  Status status;
+  std::mutex mu;
+  std::condition_variable cv;
+
+  // Publishes the outcome and wakes waiters. Called once.
+  void finish(Status s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      status = std::move(s);
+      done.store(true, std::memory_order_release);
+    }
+    cv.notify_all();
+  }
+};
+
+// The open group of send/recv calls (the calling thread's bookkeeping; one thread issues calls on
+// a communicator at a time).
+struct GroupState {
+  int depth = 0;
+  std::shared_ptr<Operation> op;
+};
+
+}  // namespace weft

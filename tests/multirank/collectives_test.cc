@@ -1,0 +1,222 @@
+// Every collective x dtype x op x count x in-place x root, on real processes, against the serial
+// reference in bench/reference.h (exact, bitwise). Run under weft-run for N in {1,2,3,4,5,8}
+// over shm and over tcp (see CMakeLists.txt).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithms/collective.h"
+#include "bench/reference.h"
+#include "tests/multirank/rank_env.h"
+
+namespace weft {
+namespace {
+
+using algorithms::Collective;
+using algorithms::CollectiveArgs;
+using testing::world;
+
+constexpr size_t kBig = (size_t{1} << 20) + 3;
+constexpr DataType kAllTypes[] = {
+    DataType::kInt8,    DataType::kUint8,   DataType::kInt32,    DataType::kUint32,
+    DataType::kInt64,   DataType::kUint64,  DataType::kFloat16,  DataType::kFloat32,
+    DataType::kFloat64, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2};
+constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+
+Status call(Communicator& c, const CollectiveArgs& a, const void* send, void* recv) {
+  switch (a.coll) {
+    case Collective::kAllReduce: return c.allreduce(send, recv, a.count, a.dtype, a.op).wait();
+    case Collective::kReduceScatter: return c.reduce_scatter(send, recv, a.count, a.dtype, a.op).wait();
+    case Collective::kAllGather: return c.allgather(send, recv, a.count, a.dtype).wait();
+    case Collective::kBroadcast: return c.broadcast(send, recv, a.count, a.dtype, a.root).wait();
+    case Collective::kReduce: return c.reduce(send, recv, a.count, a.dtype, a.op, a.root).wait();
+    case Collective::kAllToAll: return c.alltoall(send, recv, a.count, a.dtype).wait();
+    case Collective::kGather: return c.gather(send, recv, a.count, a.dtype, a.root).wait();
+    case Collective::kScatter: return c.scatter(send, recv, a.count, a.dtype, a.root).wait();
+    default: return invalid_argument("not a collective");
+  }
+}
+
+// Runs one case and returns the number of wrong elements at this rank (or fails the test).
+void run_case(const CollectiveArgs& a) {
+  Communicator& c = world();
+  const int r = c.rank();
+  const size_t elem = dtype_size(a.dtype);
+  const size_t in_elems = algorithms::in_count(a, r), out_elems = algorithms::out_count(a, r);
+  const size_t n = static_cast<size_t>(c.size());
+  // One allocation big enough for either layout (+1 so pointers are never null).
+  std::vector<char> in(std::max(in_elems, n * a.count) * elem + 1), out(std::max(out_elems, n * a.count) * elem + 1);
+  const void* send = in.data();
+  void* recv = out.data();
+  bench::poison(out.data(), out.size());
+  if (a.in_place) {
+    // NCCL's in-place layouts: the input sits inside the output buffer (or the reverse).
+    char* base = out.data();
+    switch (a.coll) {
+      case Collective::kAllGather:
+      case Collective::kGather: send = base + (a.coll == Collective::kGather && r != a.root ? 0 : r * a.count * elem); break;
+      case Collective::kReduceScatter:
+      case Collective::kScatter:
+        base = in.data();
+        send = base;
+        recv = base + (a.coll == Collective::kScatter && r != a.root ? 0 : r * a.count * elem);
+        break;
+      default: send = base; break;
+    }
+  }
+  std::vector<char> input(in_elems * elem + 1);
+  bench::fill_input(a, r, input.data(), 7);
+  if (in_elems > 0) std::memcpy(const_cast<void*>(send), input.data(), in_elems * elem);
+  Status s = call(c, a, send, recv);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(bench::count_wrong(a, r, recv, 7), 0u);
+}
+
+void sweep(Collective coll) {
+  Communicator& c = world();
+  const bool has_op = algorithms::has_op(coll), has_root = algorithms::has_root(coll);
+  std::vector<int> roots = {0};
+  if (has_root && c.size() > 1) roots = {c.size() - 1, c.size() / 2};
+  for (DataType t : kAllTypes) {
+    for (RedOp op : kAllOps) {
+      if (!has_op && op != RedOp::kSum) continue;
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, kBig}) {
+        const bool big_case = t == DataType::kFloat32 || t == DataType::kBfloat16 || t == DataType::kInt8;
+        if (count == kBig && (!big_case || op != RedOp::kSum)) continue;
+        for (bool in_place : {false, true}) {
+          for (int root : roots) {
+            CollectiveArgs a;
+            a.coll = coll;
+            a.nranks = c.size();
+            a.count = count;
+            a.dtype = t;
+            a.op = op;
+            a.root = root;
+            a.in_place = in_place;
+            SCOPED_TRACE(algorithms::describe(a) + (in_place ? " in place" : " out of place") + " at rank " +
+                         std::to_string(c.rank()) + " of " + std::to_string(c.size()));
+            run_case(a);
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Collectives, AllReduce) { sweep(Collective::kAllReduce); }
+TEST(Collectives, ReduceScatter) { sweep(Collective::kReduceScatter); }
+TEST(Collectives, AllGather) { sweep(Collective::kAllGather); }
+TEST(Collectives, Broadcast) { sweep(Collective::kBroadcast); }
+TEST(Collectives, Reduce) { sweep(Collective::kReduce); }
+TEST(Collectives, AllToAll) { sweep(Collective::kAllToAll); }
+TEST(Collectives, Gather) { sweep(Collective::kGather); }
+TEST(Collectives, Scatter) { sweep(Collective::kScatter); }
+
+TEST(Collectives, Barrier) {
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(world().barrier().wait().ok());
+}
+
+// Every rank sends a differently sized message to every rank (itself included), all in one
+// group, with the receives posted before the sends on odd ranks.
+TEST(PointToPoint, GroupAllPairs) {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  auto bytes = [](int from, int to) { return static_cast<size_t>((from * 3 + to * 5) % 7) * 1000 + 1; };
+  auto value = [](int from, int to, size_t i) { return static_cast<char>(from * 31 + to * 7 + i); };
+  std::vector<std::vector<char>> out(n), in(n);
+  for (int p = 0; p < n; ++p) {
+    out[p].resize(bytes(r, p));
+    for (size_t i = 0; i < out[p].size(); ++i) out[p][i] = value(r, p, i);
+    in[p].assign(bytes(p, r), 0);
+  }
+  std::vector<Request> reqs;
+  ASSERT_TRUE(c.group_start().ok());
+  for (int p = 0; p < n; ++p) {
+    if (r % 2 == 1) reqs.push_back(c.recv(in[p].data(), in[p].size(), DataType::kInt8, p));
+    reqs.push_back(c.send(out[p].data(), out[p].size(), DataType::kInt8, p));
+    if (r % 2 == 0) reqs.push_back(c.recv(in[p].data(), in[p].size(), DataType::kInt8, p));
+  }
+  EXPECT_FALSE(reqs[0].wait().ok()) << "wait() inside an open group must fail";
+  ASSERT_TRUE(c.group_end().ok());
+  for (Request& q : reqs) ASSERT_TRUE(q.wait().ok()) << q.wait().to_string();
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < in[p].size(); ++i) ASSERT_EQ(in[p][i], value(p, r, i)) << "from " << p << " byte " << i;
+}
+
+// Blocking send/recv outside a group around a ring: even ranks send first, odd ranks receive first.
+TEST(PointToPoint, RingWithoutGroup) {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  if (n == 1) GTEST_SKIP() << "needs two ranks";
+  std::vector<int64_t> mine(1000, r), got(1000, -1);
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  Request s, q;
+  if (r % 2 == 0) {
+    s = c.send(mine.data(), mine.size(), DataType::kInt64, right);
+    q = c.recv(got.data(), got.size(), DataType::kInt64, left);
+  } else {
+    q = c.recv(got.data(), got.size(), DataType::kInt64, left);
+    s = c.send(mine.data(), mine.size(), DataType::kInt64, right);
+  }
+  ASSERT_TRUE(s.wait().ok());
+  ASSERT_TRUE(q.wait().ok());
+  for (int64_t v : got) ASSERT_EQ(v, left);
+}
+
+// Several operations in flight at once, completed out of order by the caller.
+TEST(Requests, ManyInFlight) {
+  Communicator& c = world();
+  constexpr int kOps = 6;
+  constexpr size_t kCount = 300001;
+  std::vector<std::vector<float>> bufs(kOps, std::vector<float>(kCount));
+  std::vector<Request> reqs;
+  for (int k = 0; k < kOps; ++k) {
+    for (size_t i = 0; i < kCount; ++i) bufs[k][i] = static_cast<float>((c.rank() + k + i) % 3);
+    reqs.push_back(c.allreduce(bufs[k].data(), bufs[k].data(), kCount, DataType::kFloat32, RedOp::kSum));
+  }
+  for (int k = kOps - 1; k >= 0; --k) ASSERT_TRUE(reqs[k].wait().ok());
+  for (int k = 0; k < kOps; ++k) {
+    for (size_t i = 0; i < kCount; i += 997) {
+      float want = 0;
+      for (int q = 0; q < c.size(); ++q) want += static_cast<float>((q + k + i) % 3);
+      ASSERT_EQ(bufs[k][i], want);
+    }
+  }
+  // test() never blocks and eventually reports completion.
+  std::vector<double> x(10, 1.0);
+  Request q = c.allreduce(x.data(), x.data(), x.size(), DataType::kFloat64, RedOp::kSum);
+  while (!q.test()) {
+  }
+  ASSERT_TRUE(q.status().ok());
+  EXPECT_EQ(x[0], c.size());
+}
+
+TEST(Split, EvenOddReversed) {
+  Communicator& c = world();
+  const int color = c.rank() % 2;
+  auto sub = c.split(color, -c.rank());
+  ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+  ASSERT_NE(*sub, nullptr);
+  int members = 0, position = 0;
+  for (int q = 0; q < c.size(); ++q) {
+    if (q % 2 != color) continue;
+    ++members;
+    if (q > c.rank()) ++position;  // key = -rank: higher old ranks come first
+  }
+  EXPECT_EQ((*sub)->size(), members);
+  EXPECT_EQ((*sub)->rank(), position);
+  int64_t mine = c.rank(), sum = 0, want = 0;
+  for (int q = color; q < c.size(); q += 2) want += q;
+  ASSERT_TRUE((*sub)->allreduce(&mine, &sum, 1, DataType::kInt64, RedOp::kSum).wait().ok());
+  EXPECT_EQ(sum, want);
+  // kNoColor opts out.
+  auto none = c.split(c.rank() == 0 ? Communicator::kNoColor : 0, 0);
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_EQ(*none == nullptr, c.rank() == 0);
+}
+
+}  // namespace
+}  // namespace weft

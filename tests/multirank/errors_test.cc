@@ -1,0 +1,97 @@
+// Bad input and disagreeing ranks get clear errors naming what was wrong and which rank, never a
+// crash or a hang. Run under weft-run (see CMakeLists.txt).
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/multirank/rank_env.h"
+
+namespace weft {
+namespace {
+
+using testing::world;
+using ::testing::HasSubstr;
+
+std::string rank_tag() { return "rank " + std::to_string(world().rank()); }
+
+TEST(BadInput, NullBuffersWithCount) {
+  std::vector<float> buf(10);
+  Status s = world().allreduce(buf.data(), nullptr, 10, DataType::kFloat32, RedOp::kSum).wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("recvbuff is NULL with count 10"));
+  EXPECT_THAT(s.message(), HasSubstr(rank_tag()));
+  s = world().broadcast(nullptr, buf.data(), 10, DataType::kFloat32, 0).wait();
+  if (world().rank() == 0) EXPECT_THAT(s.message(), HasSubstr("sendbuff is NULL"));
+  else EXPECT_TRUE(s.ok()) << "non-root ranks ignore sendbuff, as NCCL does: " << s.to_string();
+  // A zero count with null buffers is fine.
+  EXPECT_TRUE(world().allreduce(nullptr, nullptr, 0, DataType::kFloat32, RedOp::kSum).wait().ok());
+}
+
+TEST(BadInput, RootPeerTypeOp) {
+  std::vector<float> buf(10);
+  const int n = world().size();
+  Status s = world().broadcast(buf.data(), buf.data(), 10, DataType::kFloat32, n).wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("root " + std::to_string(n) + " is out of range for " + std::to_string(n) + " ranks"));
+  s = world().reduce(buf.data(), buf.data(), 10, DataType::kFloat32, RedOp::kSum, -1).wait();
+  EXPECT_THAT(s.message(), HasSubstr("root -1 is out of range"));
+  s = world().send(buf.data(), 10, DataType::kFloat32, n + 3).wait();
+  EXPECT_THAT(s.message(), HasSubstr("peer " + std::to_string(n + 3) + " is out of range"));
+  s = world().allreduce(buf.data(), buf.data(), 10, static_cast<DataType>(42), RedOp::kSum).wait();
+  EXPECT_THAT(s.message(), HasSubstr("unsupported data type 42"));
+  s = world().allreduce(buf.data(), buf.data(), 10, DataType::kFloat32, static_cast<RedOp>(9)).wait();
+  EXPECT_THAT(s.message(), HasSubstr("unsupported reduction op 9"));
+  // Overlapping buffers that are not NCCL's in-place layout.
+  s = world().allreduce(buf.data(), buf.data() + 1, 5, DataType::kFloat32, RedOp::kSum).wait();
+  EXPECT_THAT(s.message(), HasSubstr("overlap"));
+  EXPECT_TRUE(world().group_end().code() == StatusCode::kInvalidUsage);
+}
+
+// After call-time errors the communicator still works.
+TEST(BadInput, CommunicatorStillUsable) {
+  int64_t one = 1, sum = 0;
+  ASSERT_TRUE(world().allreduce(&one, &sum, 1, DataType::kInt64, RedOp::kSum).wait().ok());
+  EXPECT_EQ(sum, world().size());
+}
+
+// Rank 1 calls allreduce with another count: every rank fails, and each message carries the
+// disagreement (the detecting ranks say it; the others hear it through the abort notice).
+TEST(Disagreement, CountMismatchNamesBothRanks) {
+  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
+  auto sub = world().split(0, world().rank());  // a fresh communicator this test may break
+  ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+  Communicator& c = **sub;
+  std::vector<float> buf(12, 1.0f);
+  const size_t count = c.rank() == 1 ? 12 : 10;
+  Status s = c.allreduce(buf.data(), buf.data(), count, DataType::kFloat32, RedOp::kSum).wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("called allreduce(count=12, float, sum)")) << s.message();
+  EXPECT_THAT(s.message(), HasSubstr("called allreduce(count=10, float, sum)")) << s.message();
+  // The communicator is now unusable, and says why.
+  Status again = c.barrier().wait();
+  EXPECT_FALSE(again.ok());
+  EXPECT_THAT(again.message(), HasSubstr("unusable after an earlier error"));
+}
+
+TEST(Disagreement, DifferentCollectives) {
+  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
+  auto sub = world().split(0, world().rank());
+  ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+  Communicator& c = **sub;
+  std::vector<int32_t> buf(16 * c.size(), 1);
+  Status s = c.rank() == 0 ? c.broadcast(buf.data(), buf.data(), 16, DataType::kInt32, 0).wait()
+                           : c.allreduce(buf.data(), buf.data(), 16, DataType::kInt32, RedOp::kMax).wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("rank 0")) << s.message();
+}
+
+// The world still works after the broken sub-communicators are gone.
+TEST(Disagreement, WorldUnaffected) {
+  int64_t one = 1, sum = 0;
+  ASSERT_TRUE(world().allreduce(&one, &sum, 1, DataType::kInt64, RedOp::kSum).wait().ok());
+  EXPECT_EQ(sum, world().size());
+}
+
+}  // namespace
+}  // namespace weft

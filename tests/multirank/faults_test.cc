@@ -1,0 +1,182 @@
+// Failures that must end in an error naming the rank, within the timeout: a peer killed in the
+// middle of a collective, an abort() during a collective, a peer that never makes the call, and
+// ranks that never arrive at init. Ranks are forked here (not under weft-run, which would stop
+// the survivors as soon as one rank dies).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "weft/communicator.h"
+
+namespace weft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Config make_config(const std::string& transport, int timeout_s) {
+  Config c;
+  c.transport = transport;
+  c.timeout = std::chrono::seconds(timeout_s);
+  return c;
+}
+
+// Forks `started` of `nranks` ranks; each joins and returns body(rank, comm-or-error) as its exit
+// code. Returns each child's wait status (bounded: children still running after 120 s are killed).
+std::vector<int> run_ranks(int nranks, int started, const Config& config,
+                           const std::function<int(int, Result<std::unique_ptr<Communicator>>&)>& body) {
+  auto id = UniqueId::create(config);
+  EXPECT_TRUE(id.ok()) << id.status().to_string();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < started; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      auto comm = Communicator::init(*id, r, nranks, config);
+      int rc = body(r, comm);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> status(pids.size(), -1);
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  size_t left = pids.size();
+  while (left > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (status[i] != -1) continue;
+      int st = 0;
+      if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+        status[i] = st;
+        --left;
+      }
+    }
+    if (Clock::now() > deadline) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (status[i] == -1) kill(pids[i], SIGKILL);
+      ADD_FAILURE() << "ranks still running after 120 s";
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (status[i] == -1) waitpid(pids[i], &status[i], 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return status;
+}
+
+int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+// Checks `s` failed naming `who` within `limit`; prints why not. Returns a child exit code.
+int expect_error(const Status& s, const std::string& who, Clock::duration took, Clock::duration limit, int rank) {
+  if (s.ok()) {
+    std::fprintf(stderr, "rank %d: expected an error, got OK\n", rank);
+    return 10;
+  }
+  if (s.message().find(who) == std::string::npos) {
+    std::fprintf(stderr, "rank %d: error does not name '%s': %s\n", rank, who.c_str(), s.to_string().c_str());
+    return 11;
+  }
+  if (took > limit) {
+    std::fprintf(stderr, "rank %d: error took %lld ms: %s\n", rank,
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+                 s.to_string().c_str());
+    return 12;
+  }
+  std::fprintf(stderr, "rank %d saw: %s\n", rank, s.to_string().c_str());
+  return 0;
+}
+
+class Faults : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Faults, PeerKilledMidCollective) {
+  const Config config = make_config(GetParam(), 20);
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    std::vector<float> buf(8 << 20, 1.0f);
+    Communicator& c = **comm;
+    for (int i = 0; i < 3; ++i)
+      if (!c.allreduce(buf.data(), buf.data(), 1024, DataType::kFloat32, RedOp::kSum).wait().ok()) return 21;
+    if (r == 1) {
+      Request q = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      raise(SIGKILL);
+    }
+    const auto t0 = Clock::now();
+    Status s;
+    for (int i = 0; i < 20 && s.ok(); ++i)
+      s = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    return expect_error(s, "rank 1", Clock::now() - t0, std::chrono::seconds(20), r);
+  });
+  ASSERT_EQ(status.size(), 4u);
+  EXPECT_EQ(exit_code(status[1]), 128 + SIGKILL);
+  for (int r : {0, 2, 3}) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
+TEST_P(Faults, AbortDuringCollective) {
+  const Config config = make_config(GetParam(), 30);
+  auto status = run_ranks(3, 3, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    Communicator& c = **comm;
+    std::vector<float> buf(1 << 16, 1.0f);
+    if (r == 2) std::this_thread::sleep_for(std::chrono::seconds(2));  // keeps the others waiting
+    const auto t0 = Clock::now();
+    if (r == 0) {
+      Request q = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
+      std::thread aborter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        c.abort();
+      });
+      Status s = q.wait();
+      aborter.join();
+      return expect_error(s, "abort", Clock::now() - t0, std::chrono::seconds(5), r);
+    }
+    Status s = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    return expect_error(s, "rank 0", Clock::now() - t0, std::chrono::seconds(25), r);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
+TEST_P(Faults, PeerNeverCallsTimesOut) {
+  const Config config = make_config(GetParam(), 2);
+  auto status = run_ranks(2, 2, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(4));
+      return 0;
+    }
+    std::vector<float> buf(100, 1.0f);
+    const auto t0 = Clock::now();
+    Status s = (*comm)->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    if (s.code() != StatusCode::kTimeout) return 13;
+    return expect_error(s, "rank 1", Clock::now() - t0, std::chrono::seconds(4), r);
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
+TEST_P(Faults, InitNamesMissingRanks) {
+  const Config config = make_config(GetParam(), 2);
+  auto status = run_ranks(4, 2, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (comm.ok()) return 30;
+    const std::string m = comm.status().message();
+    if (comm.status().code() != StatusCode::kTimeout || m.find("2, 3") == std::string::npos) {
+      std::fprintf(stderr, "rank %d: %s\n", r, comm.status().to_string().c_str());
+      return 31;
+    }
+    std::fprintf(stderr, "rank %d saw: %s\n", r, comm.status().to_string().c_str());
+    return 0;
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));
+
+}  // namespace
+}  // namespace weft

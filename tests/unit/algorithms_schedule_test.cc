@@ -1,0 +1,217 @@
+// The schedule IR without processes: ProgramBuilder's derived dependencies, and every generator
+// run for many rank counts by a small in-process interpreter (program order per rank, unbounded
+// FIFOs per (from, to, channel)) against the serial reference, in and out of place. A schedule
+// that deadlocks, sends to the wrong peer or reduces the wrong chunk fails here.
+#include <deque>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithms/planner.h"
+#include "bench/reference.h"
+
+namespace weft::algorithms {
+namespace {
+
+TEST(ProgramBuilder, DerivesHazards) {
+  ProgramBuilder b(0, 2, DataType::kFloat32, RedOp::kSum);
+  const uint32_t copy = b.copy({kIn, 0, 10}, {kOut, 0, 10});
+  const uint32_t send = b.send(1, {kOut, 0, 5});          // reads what copy wrote: RAW
+  const uint32_t other = b.send(1, {kIn, 0, 10});         // reads IN only: no dependency on the copy
+  const uint32_t recv = b.recv(1, {kOut, 2, 2});          // overwrites what send reads: WAR (+WAW on copy)
+  const uint32_t tail = b.recv(1, {kOut, 8, 2});          // writes only what copy wrote: WAW
+  Program p = b.finish();
+  auto deps = [&](uint32_t s) {
+    return std::vector<uint32_t>(p.deps_of(p.steps[s]), p.deps_of(p.steps[s]) + p.steps[s].deps_count);
+  };
+  EXPECT_EQ(deps(copy), std::vector<uint32_t>{});
+  EXPECT_EQ(deps(send), std::vector<uint32_t>{copy});
+  EXPECT_EQ(deps(other), std::vector<uint32_t>{});
+  EXPECT_EQ(deps(recv), (std::vector<uint32_t>{copy, send}));
+  EXPECT_EQ(deps(tail), std::vector<uint32_t>{copy});
+}
+
+TEST(ProgramBuilder, InPlaceAliasing) {
+  // IN starts 4 elements into OUT: writing OUT[4..6) must wait for a send reading IN[0..2).
+  ProgramBuilder b(0, 2, DataType::kFloat32, RedOp::kSum, int64_t{4});
+  const uint32_t send = b.send(1, {kIn, 0, 2});
+  const uint32_t recv = b.recv(1, {kOut, 4, 2});
+  const uint32_t apart = b.recv(1, {kOut, 0, 4});
+  Program p = b.finish();
+  ASSERT_EQ(p.steps[recv].deps_count, 1u);
+  EXPECT_EQ(p.deps[p.steps[recv].deps_begin], send);
+  EXPECT_EQ(p.steps[apart].deps_count, 0u);
+}
+
+TEST(Split, CoversEvenly) {
+  for (size_t count : {0, 1, 7, 10, 1023}) {
+    for (size_t parts : {1, 2, 3, 8}) {
+      size_t total = 0;
+      for (size_t i = 0; i < parts; ++i) {
+        EXPECT_EQ(split_offset(count, parts, i), total);
+        total += split_count(count, parts, i);
+      }
+      EXPECT_EQ(total, count);
+    }
+  }
+}
+
+// Runs the programs of all ranks to completion on doubles. Returns false on deadlock.
+struct Interpreter {
+  const CollectiveArgs& args;
+  std::vector<Program> programs;
+  std::vector<std::vector<double>> storage;  // per rank: one arena holding IN and OUT (aliased in place)
+  std::vector<double*> in, out;
+  std::vector<std::vector<double>> tmp;
+  std::map<std::tuple<int, int, int>, std::deque<std::vector<double>>> fifo;  // (from, to, channel)
+
+  explicit Interpreter(const CollectiveArgs& a) : args(a) {
+    const int n = a.nranks;
+    storage.resize(n);
+    in.resize(n);
+    out.resize(n);
+    tmp.resize(n);
+    for (int r = 0; r < n; ++r) {
+      programs.push_back(plan(a, r).program);
+      const size_t ni = in_count(a, r), no = out_count(a, r);
+      const auto off = in_offset_in_out(a, r);
+      if (off) {
+        // One allocation: OUT at `base`, IN at base + off.
+        const int64_t lo = std::min<int64_t>(0, *off);
+        const int64_t hi = std::max<int64_t>(static_cast<int64_t>(no), *off + static_cast<int64_t>(ni));
+        storage[r].assign(static_cast<size_t>(hi - lo) + 1, -999.0);
+        out[r] = storage[r].data() - lo;
+        in[r] = out[r] + *off;
+      } else {
+        storage[r].assign(ni + no + 2, -999.0);
+        in[r] = storage[r].data();
+        out[r] = storage[r].data() + ni + 1;
+      }
+      tmp[r].assign(programs[r].tmp_count, -777.0);
+      for (size_t i = 0; i < ni; ++i) in[r][i] = bench::input_value(a, r, i, 3);
+    }
+  }
+
+  double* at(int r, const Region& g) {
+    switch (g.buffer.kind) {
+      case BufferKind::kIn: return in[r] + g.offset;
+      case BufferKind::kOut: return out[r] + g.offset;
+      case BufferKind::kTmp: return tmp[r].data() + g.offset;
+      default: return nullptr;
+    }
+  }
+
+  double combine(double x, double y) const {
+    switch (args.op) {
+      case RedOp::kProd: return x * y;
+      case RedOp::kMax: return x > y ? x : y;
+      case RedOp::kMin: return x < y ? x : y;
+      default: return x + y;
+    }
+  }
+
+  bool run() {
+    const int n = args.nranks;
+    std::vector<size_t> pc(n, 0);
+    for (;;) {
+      bool moved = false, done = true;
+      for (int r = 0; r < n; ++r) {
+        const Program& p = programs[r];
+        while (pc[r] < p.steps.size()) {
+          const Step& s = p.steps[pc[r]];
+          if (s.kind == StepKind::kSend) {
+            double* src = at(r, s.src);
+            fifo[{r, s.peer, s.channel}].emplace_back(src, src + s.src.count);
+          } else if (s.kind == StepKind::kRecv || s.kind == StepKind::kRecvReduce) {
+            auto& q = fifo[{s.peer, r, s.channel}];
+            if (q.empty()) break;
+            std::vector<double> msg = std::move(q.front());
+            q.pop_front();
+            if (msg.size() != s.dst.count) return false;
+            double* dst = at(r, s.dst);
+            if (s.kind == StepKind::kRecv) {
+              std::copy(msg.begin(), msg.end(), dst);
+            } else {
+              const double* own = at(r, s.src);
+              for (size_t i = 0; i < msg.size(); ++i) dst[i] = combine(own[i], msg[i]);
+            }
+          } else if (s.kind == StepKind::kCopy) {
+            std::copy_n(at(r, s.src), s.src.count, at(r, s.dst));
+          } else if (s.kind == StepKind::kReduce) {
+            double* dst = at(r, s.dst);
+            const double* src = at(r, s.src);
+            for (size_t i = 0; i < s.dst.count; ++i) dst[i] = combine(dst[i], src[i]);
+          } else if (s.kind == StepKind::kDivide) {
+            double* dst = at(r, s.dst);
+            for (size_t i = 0; i < s.dst.count; ++i) dst[i] /= n;
+          }
+          ++pc[r];
+          moved = true;
+        }
+        done &= pc[r] == p.steps.size();
+      }
+      if (done) break;
+      if (!moved) return false;
+    }
+    for (auto& [key, q] : fifo)
+      if (!q.empty()) return false;  // a send nobody received
+    return true;
+  }
+};
+
+class Generators : public ::testing::TestWithParam<Collective> {};
+
+TEST_P(Generators, MatchReferenceForManyRankCounts) {
+  const Collective coll = GetParam();
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 16}) {
+    for (size_t count : {0, 1, 5, 64, 1001}) {
+      for (size_t slice : {size_t{1} << 20, size_t{7}}) {
+        for (bool in_place : {false, true}) {
+          for (int root : {0, n - 1}) {
+            CollectiveArgs a;
+            a.coll = coll;
+            a.nranks = n;
+            a.count = count;
+            a.dtype = DataType::kFloat64;
+            a.op = RedOp::kSum;
+            a.root = root;
+            a.in_place = in_place;
+            a.slice_count = slice;
+            SCOPED_TRACE(describe(a) + " n=" + std::to_string(n) + " slice=" + std::to_string(slice) +
+                         (in_place ? " in place" : ""));
+            Interpreter it(a);
+            ASSERT_TRUE(it.run()) << "deadlock or unmatched message";
+            for (int r = 0; r < n; ++r) {
+              const size_t no = out_count(a, r);
+              std::vector<double> got(it.out[r], it.out[r] + no);
+              ASSERT_EQ(bench::count_wrong(a, r, got.data(), 3), 0u) << "rank " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Generators,
+                         ::testing::Values(Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                                           Collective::kBroadcast, Collective::kReduce, Collective::kAllToAll,
+                                           Collective::kGather, Collective::kScatter),
+                         [](const ::testing::TestParamInfo<Collective>& info) {
+                           return std::string(collective_name(info.param));
+                         });
+
+TEST(Generators, BarrierAndGroupsTerminate) {
+  for (int n : {1, 2, 3, 5, 8, 17}) {
+    CollectiveArgs a;
+    a.coll = Collective::kBarrier;
+    a.nranks = n;
+    Interpreter it(a);
+    EXPECT_TRUE(it.run()) << n;
+  }
+}
+
+}  // namespace
+}  // namespace weft::algorithms
