@@ -12,7 +12,9 @@ namespace {
 
 constexpr size_t kWakeWorkerBytes = 64 << 10;  // ops at least this large start on the worker at once
 constexpr auto kWorkerNap = std::chrono::milliseconds(2);
+constexpr auto kWorkerDeepSleepAfter = std::chrono::milliseconds(100);
 constexpr size_t kPlanCacheEntries = 256;
+constexpr int kEagerConnectRanks = 64;  // communicators up to this size connect all pairs at init
 
 uint64_t hash_bytes(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
@@ -122,6 +124,12 @@ Status CommState::init(const UniqueId& id) {
   }
   WEFT_TRY(shm_->set_peer_cards(std::move(shm_cards)));
   WEFT_TRY(tcp_->set_peer_cards(std::move(tcp_cards)));
+  // Small communicators join every pair now, in ascending peer order (deadlock-free, see
+  // Executor::prepare): the first collective pays no set-up, and a failure anywhere reaches every
+  // rank through a live connection instead of a connect() that waits out its timeout.
+  if (nranks_ <= kEagerConnectRanks) {
+    for (int peer = 0; peer < nranks_; ++peer) WEFT_TRY(connection(peer, 0, deadline));
+  }
   log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + ", transport " + config_.transport);
   return Status();
 }
@@ -173,6 +181,7 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
     std::lock_guard<std::mutex> lock(queue_mu_);
     queue_.push_back(op);
     if (op->bytes >= kWakeWorkerBytes) wake = wake_now_ = true;
+    if (worker_deep_sleep_.load(std::memory_order_acquire)) wake = true;
   }
   if (wake) queue_cv_.notify_one();
 }
@@ -212,21 +221,32 @@ Status CommState::wait(Operation& op) {
 }
 
 void CommState::worker_loop() {
+  auto last_work = std::chrono::steady_clock::now();
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
       if (queue_.empty() && !stop_) {
-        queue_cv_.wait(lock, [&] { return !queue_.empty() || stop_; });
-      } else if (!queue_.empty() && !wake_now_ && !stop_) {
+        if (std::chrono::steady_clock::now() - last_work > kWorkerDeepSleepAfter) {
+          // Long idle: sleep until submit() wakes us (it does when it sees this flag).
+          worker_deep_sleep_.store(true, std::memory_order_release);
+          queue_cv_.wait(lock, [&] { return !queue_.empty() || stop_; });
+          worker_deep_sleep_.store(false, std::memory_order_release);
+        } else {
+          queue_cv_.wait_for(lock, kWorkerNap, [&] { return !queue_.empty() || stop_; });
+        }
+      }
+      if (!queue_.empty() && !wake_now_ && !stop_) {
         // Small operations: give a waiting caller the chance to run them itself.
         queue_cv_.wait_for(lock, kWorkerNap, [&] { return wake_now_ || stop_; });
       }
       wake_now_ = false;
       if (stop_ && queue_.empty()) return;
+      if (queue_.empty()) continue;
     }
     std::lock_guard<std::mutex> exec(exec_mu_);
     while (run_next()) {
     }
+    last_work = std::chrono::steady_clock::now();
   }
 }
 
@@ -279,9 +299,20 @@ Status CommState::execute(Operation& op) {
   if (s.ok()) return s;
   s = Status(s.code(), who + s.message());
   broken_ = s;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    async_error_ = s;
+  }
   fail_connections(s.message());
   log_.warn(s.message());
   return s;
+}
+
+Status CommState::async_error() {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (!async_error_.ok()) return async_error_;
+  if (aborted_.load(std::memory_order_acquire)) return remote_error("communicator was aborted (" + abort_reason_ + ")");
+  return Status();
 }
 
 void CommState::fail_connections(const std::string& reason) {

@@ -5,7 +5,8 @@
 // Operations run one at a time, in submission order, under exec_mu_: either on the progress
 // thread or on a thread waiting for one (a blocking call then costs no thread hand-off). The
 // progress thread is woken at once for large operations (so they overlap the caller's compute)
-// and within a couple of milliseconds for small ones nobody waits for.
+// and within a couple of milliseconds for small ones nobody waits for (it polls every 2 ms while
+// work came recently, and sleeps until notified after 100 ms without any).
 //
 // After an operation fails for a reason other than its arguments (a peer died, ranks disagreed,
 // a timeout), the communicator is broken: connections are aborted so every peer learns of it
@@ -56,6 +57,8 @@ class CommState : public ConnectionSource {
 
   void abort(const std::string& reason);
   GroupState& group() { return group_; }
+  // The error that broke the communicator (OK while it works). Any thread.
+  Status async_error();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
   // ConnectionSource: the executor's view.
@@ -89,7 +92,7 @@ class CommState : public ConnectionSource {
   std::map<std::tuple<int, size_t, int, int, int, bool>, algorithms::Plan> plans_;
   uint64_t coll_seq_ = 0;
   std::vector<uint64_t> peer_seq_;
-  Status broken_;  // the first non-argument failure
+  Status broken_;  // the first non-argument failure (also copied to async_error_ under queue_mu_)
 
   // Queue (queue_mu_).
   std::mutex queue_mu_;
@@ -97,10 +100,12 @@ class CommState : public ConnectionSource {
   std::deque<std::shared_ptr<Operation>> queue_;
   bool stop_ = false;
   bool wake_now_ = false;
+  std::atomic<bool> worker_deep_sleep_{false};  // the worker waits for a notify, not a nap
 
   GroupState group_;
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;  // guarded by queue_mu_
+  Status async_error_;        // guarded by queue_mu_
   std::thread worker_;
 };
 

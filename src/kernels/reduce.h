@@ -1,14 +1,32 @@
-// CPU reduction kernels: elementwise dst = a (op) b for every DataType x RedOp.
+// CPU reduction kernels: elementwise dst = a (op) b for every DataType x RedOp, and divide_by(),
+// the last step of kAvg. Every collective's local combine step goes through here.
 //
-// 16- and 8-bit floats (fp16, bf16, fp8 e4m3, fp8 e5m2) are widened to fp32, combined, and
-// rounded to nearest even once per call. kAvg reduces as kSum here; the final division is
-// divide_by(). Integer sums wrap (two's complement, computed unsigned so it is defined).
-// NaN propagates through sum/prod; max/min return NaN if either input is NaN (as CUDA's fmaxf
-// does not, NCCL's __hmax does). All kernels vectorise (AVX2 where the CPU has it, chosen at run
-// time; portable scalar code elsewhere).
+// Semantics, identical on every instruction set (the AVX2 and scalar paths are bit-identical):
+//   Integers   sum and prod wrap modulo 2^bits (two's complement; computed unsigned so it is
+//              defined behaviour). max/min compare as signed or unsigned per the type.
+//   fp32/fp64  one IEEE operation, round to nearest even.
+//   fp16, bf16, fp8 e4m3, fp8 e5m2
+//              widened exactly to fp32, combined there, and rounded to the type once, with the
+//              overflow rules of convert.h: fp16/bf16 overflow to inf, e4m3 saturates to +-448,
+//              e5m2 saturates finite results to +-57344 (inf stays inf). fp32 carries at least 2p+2
+//              bits for these formats, so a sum or product rounded this way equals the exact
+//              result rounded once (the tests check this against exact arithmetic).
+//   max/min    (floats) if either input is NaN the result is NaN; max(+0,-0) = +0 and
+//              min(+0,-0) = -0 whichever argument holds which zero. So max and min are exactly
+//              commutative and associative: the result does not depend on the reduction order.
+//   NaN        sum/prod give NaN if an input is NaN or the operation is invalid (inf - inf, 0 * inf).
+//              Every NaN a kernel here writes is the type's canonical quiet NaN, positive and
+//              without payload: fp32 0x7FC00000, fp64 0x7FF8000000000000, fp16 0x7E00,
+//              bf16 0x7FC0, e4m3 0x7F, e5m2 0x7E. (x86 would give 0xFFC00000 for inf - inf and
+//              either input's payload for NaN + NaN; canonicalising makes the bits independent of
+//              operand order, instruction set and machine.)
+//   kAvg       reduce_fn(type, kAvg) is the kSum kernel; divide_by() finishes.
 //
-// dst may alias a or b exactly (same pointer); partial overlap is not allowed.
-// Thread-safety: pure functions.
+// Pointers: no alignment requirement. dst may alias a or b exactly (same pointer); any other
+// overlap is not allowed. count may be 0 (pointers are then not touched).
+// Kernels assume MXCSR's default (no FTZ/DAZ); the rounding mode does not matter for the
+// small floats' narrowing, but fp32/fp64 arithmetic uses the current mode like any C++ code.
+// Thread-safety: pure functions. The instruction set is chosen once, on first use, from cpuid.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +44,12 @@ inline void reduce(void* dst, const void* a, const void* b, size_t count, DataTy
   reduce_fn(type, op)(dst, a, b, count);
 }
 
-// dst[i] = src[i] / divisor, the last step of kAvg. Integers: truncating division (as NCCL);
-// floats: computed in fp32 (fp64 for double) and rounded once. dst may equal src.
+// dst[i] = src[i] / divisor, the last step of kAvg. dst may equal src (no other overlap).
+// Integers: truncating division toward zero (as NCCL), exact for every value.
+// Floats: fp32 and the small floats compute x / float(divisor) in fp32 and round once (the small
+// floats with convert.h's rounding and overflow rules); fp64 computes x / double(divisor).
+// NaN results are canonical as above.
+// REQUIRES: dtype_valid(type); divisor >= 1 (for floats, exact in fp32: divisor <= 2^24).
 void divide_by(void* dst, const void* src, size_t count, DataType type, int divisor);
 
 // Name of the instruction set the dispatcher chose ("avx2" or "scalar"), for logs and benches.

@@ -2,9 +2,14 @@
 // rendezvous at the root named by the UniqueId, then a ring of sockets among the ranks for
 // all-gather and barrier. Every socket presents the UniqueId's secret first; connections that
 // do not are refused (and logged). Every wait takes a Deadline; a timeout names the ranks that
-// were missing, a closed socket names the peer.
+// were missing, a closed socket names the peer ("bootstrap: rank 2 closed the connection during
+// allgather").
 //
-// Thread-safety: one thread at a time.
+// The Bootstrap owns its ring sockets (to rank+1, from rank-1); its listener lives only while
+// create() builds the ring.
+//
+// Thread-safety: one thread at a time, except abort(), which may be called from any thread (it
+// only shuts the sockets down, waking a thread blocked in allgather/barrier).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +29,10 @@ class Bootstrap {
 
   // Connects rank `rank` of `nranks` through the root of `id`. Fails with kTimeout naming the
   // ranks that never arrived, kInvalidArgument if ranks disagree on nranks or two claim one rank,
-  // kRemoteError if the secret is refused.
+  // kRemoteError if the secret is refused. The root may start after this call (it retries).
+  // The wait for the root's answer may outlast `deadline` by a grace of up to 2 s
+  // (config.timeout / 10, at least 250 ms), so that the root's message naming the missing ranks
+  // arrives before a local timeout would.
   static Result<std::unique_ptr<Bootstrap>> create(const UniqueId& id, int rank, int nranks,
                                                    const Config& config, Deadline deadline);
 
@@ -34,9 +42,11 @@ class Bootstrap {
   virtual std::string host_ip() const = 0;
 
   // all[r*bytes .. (r+1)*bytes) = rank r's `mine`. Every rank passes the same `bytes`.
+  // Ring: n-1 steps, each sending one block to rank+1 while receiving one from rank-1.
   virtual Status allgather(const void* mine, void* all, size_t bytes, Deadline deadline) = 0;
   virtual Status barrier(Deadline deadline) = 0;
-  // Closes the sockets so the peers' pending bootstrap calls fail promptly.
+  // Shuts the sockets down so the peers' pending bootstrap calls fail promptly (kRemoteError
+  // naming this rank); this rank's later calls fail with kInvalidUsage.
   virtual void abort() = 0;
 };
 

@@ -1,0 +1,202 @@
+// Microbenchmarks for src/kernels: reduce per dtype/op, divide_by, the small-float conversions,
+// and memcpy of the same bytes as the yardstick. Sizes 64 KiB (L2), 1 MiB (L2/L3), 32 MiB (DRAM).
+//
+// The size argument is the bytes of one array: for reduce, each of a, b and dst (so memory
+// traffic is 3x, reported as the "traffic" counter); for divide_by, src and dst; for conversions,
+// the narrow (16/8-bit) side; for memcpy, src and dst. bytes_per_second counts that size once per
+// iteration, so "fp32 sum at X GB/s" and "memcpy at Y GB/s" compare elements per second directly.
+// Buffers are allocated and filled once per benchmark run, outside the timed loop.
+//
+// Run: build-kernels/bench/weft-kernels-bench [--benchmark_filter=sum]
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "src/kernels/convert.h"
+#include "src/kernels/dispatch.h"
+#include "src/kernels/reduce.h"
+#include "weft/types.h"
+
+namespace weft::kernels {
+namespace {
+
+constexpr int64_t kSizes[] = {64 << 10, 1 << 20, 32 << 20};
+
+// A page-aligned buffer of `bytes`, filled with `pattern` repeated (touches every page up front).
+struct Buffer {
+  explicit Buffer(size_t bytes, const void* pattern = nullptr, size_t pattern_size = 0)
+      : data(static_cast<uint8_t*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)), &std::free) {
+    if (pattern == nullptr) {
+      std::memset(data.get(), 0, bytes);
+      return;
+    }
+    for (size_t i = 0; i + pattern_size <= bytes; i += pattern_size)
+      std::memcpy(data.get() + i, pattern, pattern_size);
+  }
+  uint8_t* get() const { return data.get(); }
+  std::unique_ptr<uint8_t, decltype(&std::free)> data;
+};
+
+// One element equal to x (1.0-ish values keep floats finite and normal however often they combine).
+Buffer filled(DataType type, size_t bytes, double x) {
+  uint8_t e[8] = {};
+  switch (type) {
+    case DataType::kFloat16: {
+      const uint16_t v = float_to_half(static_cast<float>(x));
+      std::memcpy(e, &v, 2);
+      break;
+    }
+    case DataType::kBfloat16: {
+      const uint16_t v = float_to_bf16(static_cast<float>(x));
+      std::memcpy(e, &v, 2);
+      break;
+    }
+    case DataType::kFloat8e4m3:
+      e[0] = float_to_e4m3(static_cast<float>(x));
+      break;
+    case DataType::kFloat8e5m2:
+      e[0] = float_to_e5m2(static_cast<float>(x));
+      break;
+    case DataType::kFloat32: {
+      const float v = static_cast<float>(x);
+      std::memcpy(e, &v, 4);
+      break;
+    }
+    case DataType::kFloat64:
+      std::memcpy(e, &x, 8);
+      break;
+    default:
+      e[0] = static_cast<uint8_t>(x);
+      break;  // little-endian small integer
+  }
+  return Buffer(bytes, e, dtype_size(type));
+}
+
+void set_rates(benchmark::State& state, int64_t bytes, int arrays) {
+  state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["traffic"] = benchmark::Counter(static_cast<double>(state.iterations() * bytes * arrays),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+}
+
+// isa: "active" uses reduce_fn() (what the library runs); "scalar" forces the portable table.
+void BM_Reduce(benchmark::State& state, DataType type, RedOp op, bool force_scalar) {
+  const int64_t bytes = state.range(0);
+  const size_t n = static_cast<size_t>(bytes) / dtype_size(type);
+  const Buffer a = filled(type, static_cast<size_t>(bytes), 1.0),
+               b = filled(type, static_cast<size_t>(bytes), 0.5);
+  const Buffer d(static_cast<size_t>(bytes));
+  const ReduceFn fn = force_scalar ? scalar_kernels().reduce[static_cast<int>(type)][kernel_op_index(op)]
+                                   : reduce_fn(type, op);
+  for (auto _ : state) {
+    fn(d.get(), a.get(), b.get(), n);
+    benchmark::DoNotOptimize(d.get());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, bytes, 3);
+  state.SetLabel(force_scalar ? "scalar" : reduce_isa());
+}
+
+void BM_DivideBy(benchmark::State& state, DataType type) {
+  const int64_t bytes = state.range(0);
+  const size_t n = static_cast<size_t>(bytes) / dtype_size(type);
+  const Buffer src = filled(type, static_cast<size_t>(bytes), 3.0);
+  const Buffer d(static_cast<size_t>(bytes));
+  for (auto _ : state) {
+    divide_by(d.get(), src.get(), n, type, 8);
+    benchmark::DoNotOptimize(d.get());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, bytes, 2);
+  state.SetLabel(reduce_isa());
+}
+
+void BM_ToFloat(benchmark::State& state, DataType type) {
+  const int64_t bytes = state.range(0);
+  const size_t n = static_cast<size_t>(bytes) / dtype_size(type);
+  const Buffer src = filled(type, static_cast<size_t>(bytes), 1.5);
+  const Buffer d(n * sizeof(float));
+  for (auto _ : state) {
+    to_float(reinterpret_cast<float*>(d.get()), src.get(), n, type);
+    benchmark::DoNotOptimize(d.get());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, bytes, 1 + static_cast<int>(sizeof(float) / dtype_size(type)));
+  state.SetLabel(reduce_isa());
+}
+
+void BM_FromFloat(benchmark::State& state, DataType type) {
+  const int64_t bytes = state.range(0);
+  const size_t n = static_cast<size_t>(bytes) / dtype_size(type);
+  const Buffer src = filled(DataType::kFloat32, n * sizeof(float), 1.2345);  // inexact: rounding work
+  const Buffer d(static_cast<size_t>(bytes));
+  for (auto _ : state) {
+    from_float(d.get(), reinterpret_cast<const float*>(src.get()), n, type);
+    benchmark::DoNotOptimize(d.get());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, bytes, 1 + static_cast<int>(sizeof(float) / dtype_size(type)));
+  state.SetLabel(reduce_isa());
+}
+
+void BM_Memcpy(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  const Buffer src = filled(DataType::kUint8, static_cast<size_t>(bytes), 7);
+  const Buffer d(static_cast<size_t>(bytes));
+  for (auto _ : state) {
+    std::memcpy(d.get(), src.get(), static_cast<size_t>(bytes));
+    benchmark::DoNotOptimize(d.get());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, bytes, 2);
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (int64_t s : kSizes) b->Arg(s);
+  b->MinTime(0.2);
+}
+
+void register_all() {
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    const DataType type = static_cast<DataType>(t);
+    benchmark::RegisterBenchmark(("reduce/" + std::string(dtype_name(type)) + "/sum").c_str(), BM_Reduce,
+                                 type, RedOp::kSum, false)
+        ->Apply(sizes);
+  }
+  for (RedOp op : {RedOp::kProd, RedOp::kMax, RedOp::kMin})
+    benchmark::RegisterBenchmark(("reduce/float/" + std::string(op_name(op))).c_str(), BM_Reduce,
+                                 DataType::kFloat32, op, false)
+        ->Apply(sizes);
+  benchmark::RegisterBenchmark("reduce/bfloat16/max", BM_Reduce, DataType::kBfloat16, RedOp::kMax, false)
+      ->Apply(sizes);
+  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3})
+    benchmark::RegisterBenchmark(("reduce_scalar/" + std::string(dtype_name(type)) + "/sum").c_str(),
+                                 BM_Reduce, type, RedOp::kSum, true)
+        ->Apply(sizes);
+  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kInt32})
+    benchmark::RegisterBenchmark(("divide_by/" + std::string(dtype_name(type))).c_str(), BM_DivideBy, type)
+        ->Apply(sizes);
+  for (DataType type :
+       {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2}) {
+    benchmark::RegisterBenchmark(("to_float/" + std::string(dtype_name(type))).c_str(), BM_ToFloat, type)
+        ->Apply(sizes);
+    benchmark::RegisterBenchmark(("from_float/" + std::string(dtype_name(type))).c_str(), BM_FromFloat, type)
+        ->Apply(sizes);
+  }
+  benchmark::RegisterBenchmark("memcpy", BM_Memcpy)->Apply(sizes);
+}
+
+}  // namespace
+}  // namespace weft::kernels
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  weft::kernels::register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

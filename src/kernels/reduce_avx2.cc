@@ -1,0 +1,349 @@
+// The AVX2 + F16C kernel table. Each kernel runs 256-bit vectors over the bulk of the array and
+// finishes the last count % width elements with the scalar loop of scalar_ops.h, which computes
+// the same bits. Functions carry target attributes instead of the whole library being built
+// with -mavx2, so the library still runs on CPUs without AVX2 (avx2_kernels() returns null there).
+#include "src/kernels/dispatch.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "src/kernels/avx2_float.h"
+#include "src/kernels/scalar_ops.h"
+
+namespace weft::kernels {
+namespace avx2 {
+namespace {
+
+// ---- element ops: Elem (the C++ type), Vec, apply(), and the scalar op for tails ----
+
+template <typename T, typename S>
+struct IntOp {
+  using Elem = T;
+  using Vec = __m256i;
+  using ScalarOp = S;
+};
+
+struct Sum8 : IntOp<uint8_t, scalar::ISum> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_add_epi8(a, b); }
+};
+struct Sum32 : IntOp<uint32_t, scalar::ISum> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_add_epi32(a, b); }
+};
+struct Sum64 : IntOp<uint64_t, scalar::ISum> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_add_epi64(a, b); }
+};
+// No 8-bit multiply: multiply the even and odd bytes in 16-bit lanes, keep each low byte.
+struct Prod8 : IntOp<uint8_t, scalar::IProd> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) {
+    const Vec even = _mm256_mullo_epi16(a, b);
+    const Vec odd = _mm256_mullo_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
+    return _mm256_or_si256(_mm256_and_si256(even, _mm256_set1_epi16(0xFF)), _mm256_slli_epi16(odd, 8));
+  }
+};
+struct Prod32 : IntOp<uint32_t, scalar::IProd> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_mullo_epi32(a, b); }
+};
+// Low 64 bits of a*b = lo*lo + ((hi_a*lo_b + lo_a*hi_b) << 32), from 32x32->64 multiplies.
+struct Prod64 : IntOp<uint64_t, scalar::IProd> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) {
+    const Vec lo = _mm256_mul_epu32(a, b);
+    const Vec cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), b),
+                                       _mm256_mul_epu32(a, _mm256_srli_epi64(b, 32)));
+    return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+  }
+};
+struct MaxI8 : IntOp<int8_t, scalar::IMax> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_max_epi8(a, b); }
+};
+struct MinI8 : IntOp<int8_t, scalar::IMin> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_min_epi8(a, b); }
+};
+struct MaxU8 : IntOp<uint8_t, scalar::IMax> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_max_epu8(a, b); }
+};
+struct MinU8 : IntOp<uint8_t, scalar::IMin> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_min_epu8(a, b); }
+};
+struct MaxI32 : IntOp<int32_t, scalar::IMax> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_max_epi32(a, b); }
+};
+struct MinI32 : IntOp<int32_t, scalar::IMin> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_min_epi32(a, b); }
+};
+struct MaxU32 : IntOp<uint32_t, scalar::IMax> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_max_epu32(a, b); }
+};
+struct MinU32 : IntOp<uint32_t, scalar::IMin> {
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return _mm256_min_epu32(a, b); }
+};
+// 64-bit compares exist only signed; unsigned compares flip the sign bits first.
+template <bool kSigned>
+WEFT_AVX2 inline __m256i greater64(__m256i a, __m256i b) {
+  if constexpr (kSigned) return _mm256_cmpgt_epi64(a, b);
+  const __m256i flip = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+  return _mm256_cmpgt_epi64(_mm256_xor_si256(a, flip), _mm256_xor_si256(b, flip));
+}
+template <typename T>
+struct Max64 : IntOp<T, scalar::IMax> {
+  WEFT_AVX2 static __m256i apply(__m256i a, __m256i b) {
+    return _mm256_blendv_epi8(b, a, greater64<std::is_signed_v<T>>(a, b));
+  }
+};
+template <typename T>
+struct Min64 : IntOp<T, scalar::IMin> {
+  WEFT_AVX2 static __m256i apply(__m256i a, __m256i b) {
+    return _mm256_blendv_epi8(a, b, greater64<std::is_signed_v<T>>(a, b));
+  }
+};
+
+// Floats. vmaxps(x, y) is x > y ? x : y, so max(a,b) AND max(b,a) is the larger value, or for
+// equal inputs a AND b (+0 beats -0); min uses OR (-0 beats +0). NaN lanes are then overwritten.
+struct SumPs {
+  using Elem = float;
+  using Vec = __m256;
+  using ScalarOp = scalar::FSum;
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return canonicalize(_mm256_add_ps(a, b)); }
+};
+struct ProdPs {
+  using Elem = float;
+  using Vec = __m256;
+  using ScalarOp = scalar::FProd;
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return canonicalize(_mm256_mul_ps(a, b)); }
+};
+struct MaxPs {
+  using Elem = float;
+  using Vec = __m256;
+  using ScalarOp = scalar::FMax;
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) {
+    const Vec m = _mm256_and_ps(_mm256_max_ps(a, b), _mm256_max_ps(b, a));
+    return _mm256_blendv_ps(m, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)),
+                            _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+  }
+};
+struct MinPs {
+  using Elem = float;
+  using Vec = __m256;
+  using ScalarOp = scalar::FMin;
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) {
+    const Vec m = _mm256_or_ps(_mm256_min_ps(a, b), _mm256_min_ps(b, a));
+    return _mm256_blendv_ps(m, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)),
+                            _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+  }
+};
+struct SumPd {
+  using Elem = double;
+  using Vec = __m256d;
+  using ScalarOp = scalar::FSum;
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return canonicalize(_mm256_add_pd(a, b)); }
+};
+struct ProdPd {
+  using Elem = double;
+  using Vec = __m256d;
+  using ScalarOp = scalar::FProd;
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) { return canonicalize(_mm256_mul_pd(a, b)); }
+};
+struct MaxPd {
+  using Elem = double;
+  using Vec = __m256d;
+  using ScalarOp = scalar::FMax;
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) {
+    const Vec m = _mm256_and_pd(_mm256_max_pd(a, b), _mm256_max_pd(b, a));
+    return _mm256_blendv_pd(m, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FF8000000000000ll)),
+                            _mm256_cmp_pd(a, b, _CMP_UNORD_Q));
+  }
+};
+struct MinPd {
+  using Elem = double;
+  using Vec = __m256d;
+  using ScalarOp = scalar::FMin;
+  WEFT_AVX2 static Vec apply(Vec a, Vec b) {
+    const Vec m = _mm256_or_pd(_mm256_min_pd(a, b), _mm256_min_pd(b, a));
+    return _mm256_blendv_pd(m, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FF8000000000000ll)),
+                            _mm256_cmp_pd(a, b, _CMP_UNORD_Q));
+  }
+};
+
+// ---- unaligned 256-bit load/store for each vector type ----
+
+WEFT_AVX2 inline void load(const char* p, __m256i& v) {
+  v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+WEFT_AVX2 inline void load(const char* p, __m256& v) {
+  v = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+}
+WEFT_AVX2 inline void load(const char* p, __m256d& v) {
+  v = _mm256_loadu_pd(reinterpret_cast<const double*>(p));
+}
+WEFT_AVX2 inline void store(char* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+WEFT_AVX2 inline void store(char* p, __m256 v) { _mm256_storeu_ps(reinterpret_cast<float*>(p), v); }
+WEFT_AVX2 inline void store(char* p, __m256d v) { _mm256_storeu_pd(reinterpret_cast<double*>(p), v); }
+
+// ---- kernels ----
+
+// dst = Op(a, b) for same-width types, two vectors per iteration. With dst == a (or b), each
+// iteration reads its elements before writing the same elements, so exact aliasing is safe.
+template <typename Op>
+WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t count) {
+  using T = typename Op::Elem;
+  using Vec = typename Op::Vec;
+  constexpr size_t kLanes = 32 / sizeof(T);
+  char* d = static_cast<char*>(dst);
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  size_t i = 0;
+  for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
+    Vec x0, x1, y0, y1;
+    load(x + i * sizeof(T), x0);
+    load(x + (i + kLanes) * sizeof(T), x1);
+    load(y + i * sizeof(T), y0);
+    load(y + (i + kLanes) * sizeof(T), y1);
+    store(d + i * sizeof(T), Op::apply(x0, y0));
+    store(d + (i + kLanes) * sizeof(T), Op::apply(x1, y1));
+  }
+  for (; i + kLanes <= count; i += kLanes) {
+    Vec x0, y0;
+    load(x + i * sizeof(T), x0);
+    load(y + i * sizeof(T), y0);
+    store(d + i * sizeof(T), Op::apply(x0, y0));
+  }
+  scalar::reduce_loop<T, typename Op::ScalarOp>(d + i * sizeof(T), x + i * sizeof(T), y + i * sizeof(T),
+                                                count - i);
+}
+
+// Small floats: widen 16 elements of each input to 2 x 8 fp32, apply the fp32 op (which makes NaN
+// canonical, as store16_lanes requires), narrow once.
+template <typename Fmt, typename Op>
+WEFT_AVX2 void reduce_small_kernel(void* dst, const void* a, const void* b, size_t count) {
+  constexpr size_t kBytes = Fmt::kBytes;
+  char* d = static_cast<char*>(dst);
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m256 x0, x1, y0, y1;
+    Fmt::load16_lanes(x + i * kBytes, x0, x1);
+    Fmt::load16_lanes(y + i * kBytes, y0, y1);
+    Fmt::store16_lanes(d + i * kBytes, Op::apply(x0, y0), Op::apply(x1, y1));
+  }
+  scalar::reduce_small_loop<typename Fmt::Scalar, typename Op::ScalarOp>(d + i * kBytes, x + i * kBytes,
+                                                                         y + i * kBytes, count - i);
+}
+
+WEFT_AVX2 void divide_f32(void* dst, const void* src, size_t count, int divisor) {
+  const __m256 dv = _mm256_set1_ps(static_cast<float>(divisor));
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    _mm256_storeu_ps(
+        reinterpret_cast<float*>(d + 4 * i),
+        canonicalize(_mm256_div_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(s + 4 * i)), dv)));
+  scalar::divide_float_loop<float>(d + 4 * i, s + 4 * i, count - i, divisor);
+}
+
+WEFT_AVX2 void divide_f64(void* dst, const void* src, size_t count, int divisor) {
+  const __m256d dv = _mm256_set1_pd(static_cast<double>(divisor));
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4)
+    _mm256_storeu_pd(
+        reinterpret_cast<double*>(d + 8 * i),
+        canonicalize(_mm256_div_pd(_mm256_loadu_pd(reinterpret_cast<const double*>(s + 8 * i)), dv)));
+  scalar::divide_float_loop<double>(d + 8 * i, s + 8 * i, count - i, divisor);
+}
+
+template <typename Fmt>
+WEFT_AVX2 void divide_small(void* dst, const void* src, size_t count, int divisor) {
+  const __m256 dv = _mm256_set1_ps(static_cast<float>(divisor));
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m256 lo, hi;
+    Fmt::load16_lanes(s + i * Fmt::kBytes, lo, hi);
+    Fmt::store16_lanes(d + i * Fmt::kBytes, canonicalize(_mm256_div_ps(lo, dv)),
+                       canonicalize(_mm256_div_ps(hi, dv)));
+  }
+  scalar::divide_small_loop<typename Fmt::Scalar>(d + i * Fmt::kBytes, s + i * Fmt::kBytes, count - i,
+                                                  divisor);
+}
+
+// ---- the table ----
+
+constexpr int index(DataType type) { return static_cast<int>(type); }
+
+template <typename Fmt>
+constexpr void set_small(KernelTable& t, DataType type) {
+  t.reduce[index(type)] = {reduce_small_kernel<Fmt, SumPs>, reduce_small_kernel<Fmt, ProdPs>,
+                           reduce_small_kernel<Fmt, MaxPs>, reduce_small_kernel<Fmt, MinPs>};
+  t.divide[index(type)] = divide_small<Fmt>;
+  t.to_float[index(type)] = to_float_kernel<Fmt>;
+  t.from_float[index(type)] = from_float_kernel<Fmt>;
+}
+
+constexpr KernelTable make_avx2_table() {
+  using namespace scalar;  // NOLINT: divide_int_loop: integer division has no AVX2 form
+  KernelTable t{};
+  t.isa = "avx2";
+  t.reduce[index(DataType::kInt8)] = {reduce_kernel<Sum8>, reduce_kernel<Prod8>, reduce_kernel<MaxI8>,
+                                      reduce_kernel<MinI8>};
+  t.reduce[index(DataType::kUint8)] = {reduce_kernel<Sum8>, reduce_kernel<Prod8>, reduce_kernel<MaxU8>,
+                                       reduce_kernel<MinU8>};
+  t.reduce[index(DataType::kInt32)] = {reduce_kernel<Sum32>, reduce_kernel<Prod32>, reduce_kernel<MaxI32>,
+                                       reduce_kernel<MinI32>};
+  t.reduce[index(DataType::kUint32)] = {reduce_kernel<Sum32>, reduce_kernel<Prod32>, reduce_kernel<MaxU32>,
+                                        reduce_kernel<MinU32>};
+  t.reduce[index(DataType::kInt64)] = {reduce_kernel<Sum64>, reduce_kernel<Prod64>,
+                                       reduce_kernel<Max64<int64_t>>, reduce_kernel<Min64<int64_t>>};
+  t.reduce[index(DataType::kUint64)] = {reduce_kernel<Sum64>, reduce_kernel<Prod64>,
+                                        reduce_kernel<Max64<uint64_t>>, reduce_kernel<Min64<uint64_t>>};
+  t.reduce[index(DataType::kFloat32)] = {reduce_kernel<SumPs>, reduce_kernel<ProdPs>, reduce_kernel<MaxPs>,
+                                         reduce_kernel<MinPs>};
+  t.reduce[index(DataType::kFloat64)] = {reduce_kernel<SumPd>, reduce_kernel<ProdPd>, reduce_kernel<MaxPd>,
+                                         reduce_kernel<MinPd>};
+  t.divide[index(DataType::kInt8)] = divide_int_loop<int8_t>;
+  t.divide[index(DataType::kUint8)] = divide_int_loop<uint8_t>;
+  t.divide[index(DataType::kInt32)] = divide_int_loop<int32_t>;
+  t.divide[index(DataType::kUint32)] = divide_int_loop<uint32_t>;
+  t.divide[index(DataType::kInt64)] = divide_int_loop<int64_t>;
+  t.divide[index(DataType::kUint64)] = divide_int_loop<uint64_t>;
+  t.divide[index(DataType::kFloat32)] = divide_f32;
+  t.divide[index(DataType::kFloat64)] = divide_f64;
+  set_small<F16>(t, DataType::kFloat16);
+  set_small<Bf16>(t, DataType::kBfloat16);
+  set_small<E4m3>(t, DataType::kFloat8e4m3);
+  set_small<E5m2>(t, DataType::kFloat8e5m2);
+  return t;
+}
+
+constexpr KernelTable kAvx2Table = make_avx2_table();
+
+}  // namespace
+}  // namespace avx2
+
+const KernelTable* avx2_kernels() {
+  static const bool supported = [] {
+    // __builtin_cpu_supports("avx2") also checks that the OS saves YMM state. F16C is read from
+    // cpuid directly: not every compiler accepts "f16c" there.
+    __builtin_cpu_init();
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    return __builtin_cpu_supports("avx2") && f16c;
+  }();
+  return supported ? &avx2::kAvx2Table : nullptr;
+}
+
+}  // namespace weft::kernels
+
+#else  // not x86
+
+namespace weft::kernels {
+const KernelTable* avx2_kernels() { return nullptr; }
+}  // namespace weft::kernels
+
+#endif

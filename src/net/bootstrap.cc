@@ -1,0 +1,329 @@
+// Bootstrap over TCP: rendezvous at the root (see rendezvous.h), then a ring.
+//
+// Ring set-up: rank r connects to rank r+1's listener and sends a RingHello (secret, rank);
+// it accepts from rank r-1, checks the hello (other connections are refused and logged), and
+// acknowledges it. Rank r then waits for rank r+1's acknowledgement, so create() returns only
+// when both of its ring links are joined.
+#include "src/net/bootstrap.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "src/log.h"
+#include "src/net/rendezvous.h"
+#include "src/net/socket.h"
+
+namespace weft {
+namespace {
+
+using net::Socket;
+using net::SocketAddress;
+
+constexpr uint32_t kRingMagic = 0x57465247;  // "WFRG"
+constexpr uint32_t kAckMagic = 0x5746524b;   // "WFRK"
+constexpr size_t kRingHelloBytes = 4 + UniqueId::kSecretBytes + 4 + 4;
+constexpr size_t kAckBytes = 8;
+
+std::array<uint8_t, kRingHelloBytes> ring_hello(std::span<const uint8_t> secret, int rank, int nranks) {
+  std::array<uint8_t, kRingHelloBytes> b{};
+  net::put_be32(b.data(), kRingMagic);
+  std::memcpy(b.data() + 4, secret.data(), UniqueId::kSecretBytes);
+  net::put_be32(b.data() + 4 + UniqueId::kSecretBytes, static_cast<uint32_t>(rank));
+  net::put_be32(b.data() + 8 + UniqueId::kSecretBytes, static_cast<uint32_t>(nranks));
+  return b;
+}
+
+// Extends `d` by `extra` (saturating for Deadline::never()).
+Deadline extend(Deadline d, std::chrono::milliseconds extra) {
+  if (d.at() == Deadline::Clock::time_point::max()) return d;
+  return Deadline::after(std::chrono::milliseconds(d.remaining_ms()) + extra);
+}
+
+class TcpBootstrap final : public Bootstrap {
+ public:
+  TcpBootstrap(int rank, int nranks, std::string host_ip, const Config& config)
+      : rank_(rank),
+        nranks_(nranks),
+        host_ip_(std::move(host_ip)),
+        log_(parse_log_level(config.debug), rank) {}
+
+  Status rendezvous(const UniqueId& id, const Config& config, Socket root, Deadline deadline);
+  Status build_ring(const UniqueId& id, Deadline deadline);
+
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  std::string host_ip() const override { return host_ip_; }
+  Status allgather(const void* mine, void* all, size_t bytes, Deadline deadline) override {
+    return ring_allgather(mine, all, bytes, deadline, "allgather");
+  }
+  Status barrier(Deadline deadline) override {
+    uint8_t one = 1;
+    std::vector<uint8_t> all(static_cast<size_t>(nranks_));
+    return ring_allgather(&one, all.data(), 1, deadline, "barrier");
+  }
+  void abort() override {
+    aborted_.store(true);
+    next_.shutdown();
+    prev_.shutdown();
+  }
+
+  Socket listener_;  // open from rendezvous until the ring is built
+
+ private:
+  int next_rank() const { return (rank_ + 1) % nranks_; }
+  int prev_rank() const { return (rank_ + nranks_ - 1) % nranks_; }
+  Status ring_allgather(const void* mine, void* all, size_t bytes, Deadline deadline, const char* what);
+  // Sends `out` to the next rank while receiving `in` from the previous one.
+  Status exchange(const uint8_t* out, uint8_t* in, size_t bytes, Deadline deadline,
+                  const char* what);
+
+  int rank_;
+  int nranks_;
+  std::string host_ip_;
+  Logger log_;
+  std::vector<SocketAddress> table_;
+  Socket next_;  // to rank+1
+  Socket prev_;  // from rank-1
+  std::atomic<bool> aborted_{false};
+};
+
+Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket root,
+                                Deadline deadline) {
+  const std::string root_at = id.host() + ":" + std::to_string(id.port());
+  net::Hello hello;
+  std::memcpy(hello.secret.data(), id.secret().data(), UniqueId::kSecretBytes);
+  hello.rank = rank_;
+  hello.nranks = nranks_;
+  auto where = listener_.local_address();
+  WEFT_TRY(where);
+  auto wire = net::WireAddress::from(*where);
+  WEFT_TRY(wire);
+  hello.listen = *wire;
+  auto bytes = hello.encode();
+  Status st = root.send_all(bytes.data(), bytes.size(), deadline);
+  if (!st.ok()) return Status(st.code(), "sending hello to the root at " + root_at + ": " + st.message());
+
+  // The root reports missing ranks config.timeout after the first arrival; wait a little longer
+  // than our own deadline so that its message (naming the missing ranks) wins the race.
+  const auto grace = std::clamp(config.timeout / 10, std::chrono::milliseconds(250),
+                                std::chrono::milliseconds(2000));
+  Deadline reply_deadline = extend(deadline, grace);
+  std::array<uint8_t, net::ReplyHeader::kBytes> head{};
+  st = root.recv_all(head.data(), head.size(), reply_deadline);
+  if (st.code() == StatusCode::kTimeout) {
+    return timeout_error("rank " + std::to_string(rank_) + " timed out waiting for the root at " +
+                         root_at + " to gather all " + std::to_string(nranks_) + " ranks");
+  }
+  if (st.code() == StatusCode::kRemoteError) {
+    return remote_error("the root at " + root_at + " closed the connection without an answer (" +
+                        "the secret was refused: is the UniqueId from this job?)");
+  }
+  WEFT_TRY(st);
+  auto header = net::decode_reply_header(head);
+  WEFT_TRY(header);
+  std::vector<uint8_t> payload(header->payload_bytes);
+  st = root.recv_all(payload.data(), payload.size(), reply_deadline);
+  if (!st.ok()) return Status(st.code(), "reading the root's answer from " + root_at + ": " + st.message());
+  if (header->code != 0) {
+    StatusCode code = static_cast<StatusCode>(header->code);
+    if (header->code > static_cast<uint32_t>(StatusCode::kTimeout)) code = StatusCode::kRemoteError;
+    return Status(code, std::string(payload.begin(), payload.end()));
+  }
+  if (payload.size() != static_cast<size_t>(nranks_) * net::kWireAddressBytes) {
+    return remote_error("the root at " + root_at + " sent a table of " +
+                        std::to_string(payload.size()) + " bytes for " + std::to_string(nranks_) +
+                        " ranks");
+  }
+  table_.resize(static_cast<size_t>(nranks_));
+  for (int r = 0; r < nranks_; ++r) {
+    net::WireAddress w;
+    const uint8_t* p = payload.data() + static_cast<size_t>(r) * net::kWireAddressBytes;
+    std::memcpy(w.ip.data(), p, 4);
+    w.port = net::get_be16(p + 4);
+    table_[static_cast<size_t>(r)] = w.to_socket_address();
+  }
+  return Status();
+}
+
+Status TcpBootstrap::build_ring(const UniqueId& id, Deadline deadline) {
+  if (nranks_ == 1) {
+    listener_.close();
+    return Status();
+  }
+  const int next = next_rank(), prev = prev_rank();
+  const SocketAddress& to = table_[static_cast<size_t>(next)];
+  net::SocketOptions opts;
+  opts.nodelay = true;
+  auto s = Socket::connect(to.ip, to.port, deadline, opts);
+  if (!s.ok()) {
+    return Status(s.status().code(), "rank " + std::to_string(rank_) + " could not connect to rank " +
+                                         std::to_string(next) + ": " + s.status().message());
+  }
+  next_ = std::move(s).value();
+  auto hello = ring_hello(id.secret(), rank_, nranks_);
+  Status st = next_.send_all(hello.data(), hello.size(), deadline);
+  if (!st.ok()) return Status(st.code(), "sending the ring hello to rank " + std::to_string(next) + ": " + st.message());
+
+  // Accept rank-1; refuse anything else.
+  while (!prev_.valid()) {
+    auto in = listener_.accept(deadline);
+    if (!in.ok()) {
+      if (in.status().code() == StatusCode::kTimeout)
+        return timeout_error("rank " + std::to_string(rank_) + " timed out waiting for rank " +
+                             std::to_string(prev) + " to connect");
+      return in.status();
+    }
+    Socket c = std::move(in).value();
+    auto from = c.peer_address();
+    const std::string from_s = from.ok() ? from->to_string() : "?";
+    std::array<uint8_t, kRingHelloBytes> got{};
+    // A real rank sends its hello right after connecting; do not let a silent stranger hold
+    // us for long.
+    Deadline hello_deadline = Deadline::after(
+        std::chrono::milliseconds(std::min(deadline.remaining_ms(), 5000)));
+    Status rs = c.recv_all(got.data(), got.size(), hello_deadline);
+    if (!rs.ok()) {
+      log_.warn("bootstrap: dropped a connection from " + from_s + " that sent no hello (" +
+                rs.message() + ")");
+      continue;
+    }
+    const uint8_t* p = got.data();
+    const bool magic_ok = net::get_be32(p) == kRingMagic;
+    const bool secret_ok =
+        net::secrets_equal(std::span<const uint8_t>(p + 4, UniqueId::kSecretBytes), id.secret());
+    const int their_rank = static_cast<int>(net::get_be32(p + 4 + UniqueId::kSecretBytes));
+    const int their_n = static_cast<int>(net::get_be32(p + 8 + UniqueId::kSecretBytes));
+    if (!magic_ok || !secret_ok) {
+      log_.warn("bootstrap: refused a connection from " + from_s + ": " +
+                (magic_ok ? "wrong secret" : "not a weft bootstrap peer"));
+      continue;
+    }
+    if (their_rank != prev || their_n != nranks_) {
+      log_.warn("bootstrap: refused a ring connection from " + from_s + " claiming rank " +
+                std::to_string(their_rank) + " of " + std::to_string(their_n) + " (expected rank " +
+                std::to_string(prev) + " of " + std::to_string(nranks_) + ")");
+      continue;
+    }
+    std::array<uint8_t, kAckBytes> ack{};
+    net::put_be32(ack.data(), kAckMagic);
+    net::put_be32(ack.data() + 4, static_cast<uint32_t>(rank_));
+    rs = c.send_all(ack.data(), ack.size(), deadline);
+    if (!rs.ok()) return Status(rs.code(), "acknowledging rank " + std::to_string(prev) + ": " + rs.message());
+    prev_ = std::move(c);
+  }
+  listener_.close();
+
+  std::array<uint8_t, kAckBytes> ack{};
+  st = next_.recv_all(ack.data(), ack.size(), deadline);
+  if (st.code() == StatusCode::kTimeout) {
+    return timeout_error("rank " + std::to_string(rank_) + " timed out waiting for rank " +
+                         std::to_string(next) + " to accept its ring connection");
+  }
+  if (!st.ok()) {
+    return remote_error("rank " + std::to_string(next) + " refused the ring connection from rank " +
+                        std::to_string(rank_) + " (" + st.message() + ")");
+  }
+  if (net::get_be32(ack.data()) != kAckMagic || static_cast<int>(net::get_be32(ack.data() + 4)) != next)
+    return remote_error("rank " + std::to_string(next) + " sent a malformed ring acknowledgement");
+  return Status();
+}
+
+Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Deadline deadline,
+                              const char* what) {
+  size_t sent = 0, got = 0;
+  const std::string next = std::to_string(next_rank()), prev = std::to_string(prev_rank());
+  while (sent < bytes || got < bytes) {
+    if (sent < bytes) {
+      auto n = next_.send_some(out + sent, bytes - sent);
+      if (!n.ok()) {
+        if (n.status().code() == StatusCode::kRemoteError)
+          return remote_error("rank " + next + " closed the connection during " + what);
+        return n.status().with_context(std::string(what) + ": sending to rank " + next);
+      }
+      sent += *n;
+    }
+    if (got < bytes) {
+      auto n = prev_.recv_some(in + got, bytes - got);
+      if (!n.ok()) {
+        if (n.status().code() == StatusCode::kRemoteError)
+          return remote_error("rank " + prev + " closed the connection during " + what);
+        return n.status().with_context(std::string(what) + ": receiving from rank " + prev);
+      }
+      got += *n;
+    }
+    if (sent == bytes && got == bytes) break;
+    pollfd fds[2];
+    int nfds = 0;
+    if (sent < bytes) fds[nfds++] = pollfd{next_.fd(), POLLOUT, 0};
+    if (got < bytes) fds[nfds++] = pollfd{prev_.fd(), POLLIN, 0};
+    int rc = ::poll(fds, static_cast<nfds_t>(nfds), deadline.remaining_ms());
+    if (rc < 0 && errno != EINTR) return system_error(std::string(what) + ": poll");
+    if (rc == 0 && deadline.expired()) {
+      std::string waiting;
+      if (got < bytes) waiting = "rank " + prev + " (received " + std::to_string(got) + " of " + std::to_string(bytes) + " bytes)";
+      if (sent < bytes) waiting += std::string(waiting.empty() ? "" : " and ") + "rank " + next +
+                                   " (sent " + std::to_string(sent) + " of " + std::to_string(bytes) + " bytes)";
+      return timeout_error(std::string(what) + " timed out on rank " + std::to_string(rank_) +
+                           " waiting for " + waiting);
+    }
+  }
+  return Status();
+}
+
+Status TcpBootstrap::ring_allgather(const void* mine, void* all, size_t bytes, Deadline deadline,
+                                    const char* what) {
+  if (aborted_.load()) return invalid_usage(std::string("bootstrap: ") + what + " after abort()");
+  uint8_t* out = static_cast<uint8_t*>(all);
+  if (bytes == 0) return Status();
+  std::memmove(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
+  // Step k: send block (rank-k) mod n to the next rank, receive block (rank-k-1) mod n from the
+  // previous rank. After n-1 steps every rank holds every block.
+  for (int k = 0; k + 1 < nranks_; ++k) {
+    const size_t send_block = static_cast<size_t>((rank_ - k + nranks_) % nranks_);
+    const size_t recv_block = static_cast<size_t>((rank_ - k - 1 + 2 * nranks_) % nranks_);
+    Status st = exchange(out + send_block * bytes, out + recv_block * bytes, bytes, deadline, what);
+    if (!st.ok() && aborted_.load())
+      return invalid_usage(std::string("bootstrap: ") + what + " interrupted by abort()");
+    if (!st.ok()) return st.with_context("bootstrap");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int rank, int nranks,
+                                                     const Config& config, Deadline deadline) {
+  if (!id.valid()) return invalid_argument("bootstrap: the UniqueId is not a weft UniqueId");
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return invalid_argument("bootstrap: rank " + std::to_string(rank) + " is not in [0, " +
+                            std::to_string(nranks) + ")");
+  }
+  const std::string root_at = id.host() + ":" + std::to_string(id.port());
+  net::SocketOptions opts;
+  opts.nodelay = true;
+  // The root may not be listening yet (serve() on another process): retry refusals.
+  auto root = Socket::connect(id.host(), id.port(), deadline, opts, /*retry_refused=*/true);
+  if (!root.ok()) {
+    return Status(root.status().code(), "bootstrap: rank " + std::to_string(rank) +
+                                            " could not reach the root: " + root.status().message());
+  }
+  auto local = root->local_address();
+  WEFT_TRY(local);
+  auto boot = std::make_unique<TcpBootstrap>(rank, nranks, local->ip, config);
+  auto listener = Socket::listen(local->ip, 0);
+  if (!listener.ok()) return listener.status().with_context("bootstrap: rank listener");
+  boot->listener_ = std::move(listener).value();
+  Status st = boot->rendezvous(id, config, std::move(root).value(), deadline);
+  if (!st.ok()) return st.with_context("bootstrap");
+  st = boot->build_ring(id, deadline);
+  if (!st.ok()) return st.with_context("bootstrap");
+  return std::unique_ptr<Bootstrap>(std::move(boot));
+}
+
+}  // namespace weft

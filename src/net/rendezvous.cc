@@ -1,0 +1,331 @@
+#include "src/net/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <map>
+#include <system_error>
+#include <thread>
+
+#include "src/deadline.h"
+#include "src/log.h"
+
+namespace weft::net {
+
+std::array<uint8_t, Hello::kBytes> Hello::encode() const {
+  std::array<uint8_t, kBytes> b{};
+  uint8_t* p = b.data();
+  put_be32(p, kMagic);
+  p += 4;
+  std::memcpy(p, secret.data(), secret.size());
+  p += secret.size();
+  put_be32(p, static_cast<uint32_t>(rank));
+  p += 4;
+  put_be32(p, static_cast<uint32_t>(nranks));
+  p += 4;
+  std::memcpy(p, listen.ip.data(), 4);
+  p += 4;
+  put_be16(p, listen.port);
+  return b;
+}
+
+Result<Hello> Hello::decode(std::span<const uint8_t, kBytes> b) {
+  const uint8_t* p = b.data();
+  if (get_be32(p) != kMagic) return remote_error("not a weft bootstrap hello (bad magic)");
+  p += 4;
+  Hello h;
+  std::memcpy(h.secret.data(), p, h.secret.size());
+  p += h.secret.size();
+  h.rank = static_cast<int32_t>(get_be32(p));
+  p += 4;
+  h.nranks = static_cast<int32_t>(get_be32(p));
+  p += 4;
+  std::memcpy(h.listen.ip.data(), p, 4);
+  p += 4;
+  h.listen.port = get_be16(p);
+  return h;
+}
+
+std::array<uint8_t, ReplyHeader::kBytes> encode_reply_header(const ReplyHeader& h) {
+  std::array<uint8_t, ReplyHeader::kBytes> b{};
+  put_be32(b.data(), ReplyHeader::kMagic);
+  put_be32(b.data() + 4, h.code);
+  put_be32(b.data() + 8, h.payload_bytes);
+  return b;
+}
+
+Result<ReplyHeader> decode_reply_header(std::span<const uint8_t, ReplyHeader::kBytes> b) {
+  if (get_be32(b.data()) != ReplyHeader::kMagic)
+    return remote_error("the bootstrap root sent a malformed reply (bad magic)");
+  ReplyHeader h;
+  h.code = get_be32(b.data() + 4);
+  h.payload_bytes = get_be32(b.data() + 8);
+  if (h.payload_bytes > ReplyHeader::kMaxPayload)
+    return remote_error("the bootstrap root sent a malformed reply (" +
+                        std::to_string(h.payload_bytes) + " bytes)");
+  return h;
+}
+
+namespace {
+
+// "2, 5" from {2, 5}; long lists end "..., and 120 more".
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  const size_t shown = std::min<size_t>(ranks.size(), 32);
+  for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (shown < ranks.size()) s += ", and " + std::to_string(ranks.size() - shown) + " more";
+  return s;
+}
+
+std::string ranks_phrase(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
+}
+
+// The root for one rendezvous. Runs on its own thread; owns everything it uses.
+class Root {
+ public:
+  Root(Socket listener, SocketAddress where, std::vector<uint8_t> secret, const Config& config)
+      : listener_(std::move(listener)),
+        where_(std::move(where)),
+        secret_(std::move(secret)),
+        timeout_(config.timeout),
+        log_(parse_log_level(config.debug), -1) {}
+
+  void run();
+
+ private:
+  struct Pending {  // accepted, hello not yet complete
+    Socket socket;
+    std::array<uint8_t, Hello::kBytes> buf{};
+    size_t got = 0;
+  };
+  struct Arrived {
+    Socket socket;
+    Hello hello;
+    SocketAddress from;
+  };
+
+  void on_hello(Socket socket, const Hello& hello);
+  // Sends an error to every waiting rank and enters the failed state.
+  void fail(StatusCode code, const std::string& message);
+  void send_error(Socket& s, StatusCode code, const std::string& message, Deadline deadline);
+  void send_table();
+  void log(LogLevel level, const std::string& m) { log_.log(level, "bootstrap root at " + where_.to_string() + ": " + m); }
+
+  Socket listener_;
+  SocketAddress where_;
+  std::vector<uint8_t> secret_;
+  std::chrono::milliseconds timeout_;
+  Logger log_;
+
+  Deadline deadline_ = Deadline::never();
+  bool any_arrived_ = false;
+  int expected_ = 0;  // nranks of the first arrival
+  std::vector<Pending> pending_;
+  std::vector<Arrived> arrived_;
+  // Failed state: every later rank gets this error, until the deadline.
+  bool failed_ = false;
+  bool done_ = false;
+  StatusCode failure_code_ = StatusCode::kOk;
+  std::string failure_;
+  int served_ = 0;      // ranks that got their answer
+  int most_ranks_ = 0;  // the largest nranks any rank claimed
+};
+
+// Replies are small (they fit in the socket buffer), so `deadline` is a backstop against a rank
+// that stopped reading, shared by every reply of one round so the root never lingers.
+void Root::send_error(Socket& s, StatusCode code, const std::string& message, Deadline d) {
+  ReplyHeader h{static_cast<uint32_t>(code), static_cast<uint32_t>(message.size())};
+  auto head = encode_reply_header(h);
+  Status st = s.send_all(head.data(), head.size(), d);
+  if (st.ok()) st = s.send_all(message.data(), message.size(), d);
+  if (!st.ok()) log(LogLevel::kInfo, "could not deliver an error to a rank: " + st.message());
+  ++served_;
+}
+
+void Root::fail(StatusCode code, const std::string& message) {
+  log(LogLevel::kWarn, message);
+  failed_ = true;
+  failure_code_ = code;
+  failure_ = message;
+  Deadline d = Deadline::after(std::chrono::milliseconds(500));
+  for (Arrived& a : arrived_) send_error(a.socket, code, message, d);
+  arrived_.clear();
+  if (served_ >= most_ranks_) done_ = true;
+}
+
+void Root::send_table() {
+  const int n = expected_;
+  std::vector<uint8_t> payload(static_cast<size_t>(n) * kWireAddressBytes, 0);
+  for (const Arrived& a : arrived_) {
+    uint8_t* p = payload.data() + static_cast<size_t>(a.hello.rank) * kWireAddressBytes;
+    std::memcpy(p, a.hello.listen.ip.data(), 4);
+    put_be16(p + 4, a.hello.listen.port);
+  }
+  auto head = encode_reply_header(ReplyHeader{0, static_cast<uint32_t>(payload.size())});
+  // The table fits in the socket buffers except for very large jobs; bound the round anyway.
+  Deadline d = Deadline::after(std::chrono::seconds(2));
+  for (Arrived& a : arrived_) {
+    Status st = a.socket.send_all(head.data(), head.size(), d);
+    if (st.ok()) st = a.socket.send_all(payload.data(), payload.size(), d);
+    if (!st.ok())
+      log(LogLevel::kWarn, "could not send the address table to rank " +
+                               std::to_string(a.hello.rank) + ": " + st.message());
+  }
+  log(LogLevel::kInfo, "all " + std::to_string(n) + " ranks arrived");
+  arrived_.clear();
+  done_ = true;
+}
+
+void Root::on_hello(Socket socket, const Hello& hello) {
+  auto from = socket.peer_address();
+  SocketAddress from_addr = from.ok() ? *from : SocketAddress{"?", 0};
+  if (!secrets_equal(hello.secret, secret_)) {
+    log(LogLevel::kWarn, "refused a connection from " + from_addr.to_string() +
+                             ": wrong secret (a rank from another job, or a stale WEFT_UNIQUE_ID?)");
+    return;  // closing the socket tells the sender
+  }
+  if (!any_arrived_) {
+    any_arrived_ = true;
+    deadline_ = Deadline::after(timeout_);
+    expected_ = hello.nranks;
+  }
+  most_ranks_ = std::max(most_ranks_, hello.nranks);
+  if (failed_) {
+    send_error(socket, failure_code_, failure_, Deadline::after(std::chrono::milliseconds(500)));
+    if (served_ >= most_ranks_) done_ = true;
+    return;
+  }
+  const std::string r = "rank " + std::to_string(hello.rank);
+  if (hello.nranks < 1 || hello.rank < 0 || hello.rank >= hello.nranks) {
+    arrived_.push_back(Arrived{std::move(socket), hello, from_addr});
+    fail(StatusCode::kInvalidArgument, "a process claimed " + r + " of " + std::to_string(hello.nranks) +
+                                           " (from " + from_addr.to_string() + ")");
+    return;
+  }
+  if (hello.nranks != expected_) {
+    // Name every rank on each side of the disagreement.
+    std::map<int, std::vector<int>> by_nranks;
+    for (const Arrived& a : arrived_) by_nranks[a.hello.nranks].push_back(a.hello.rank);
+    by_nranks[hello.nranks].push_back(hello.rank);
+    std::string m = "ranks disagree on nranks:";
+    bool first = true;
+    for (auto& [count, ranks] : by_nranks) {
+      std::sort(ranks.begin(), ranks.end());
+      m += std::string(first ? " " : "; ") + ranks_phrase(ranks) + " said " + std::to_string(count);
+      first = false;
+    }
+    arrived_.push_back(Arrived{std::move(socket), hello, from_addr});
+    fail(StatusCode::kInvalidArgument, m);
+    return;
+  }
+  for (const Arrived& a : arrived_) {
+    if (a.hello.rank == hello.rank) {
+      std::string m = r + " arrived twice (from " + a.from.to_string() + " and " +
+                      from_addr.to_string() + "); check each process's rank";
+      arrived_.push_back(Arrived{std::move(socket), hello, from_addr});
+      fail(StatusCode::kInvalidArgument, m);
+      return;
+    }
+  }
+  log(LogLevel::kTrace, r + " arrived from " + from_addr.to_string());
+  arrived_.push_back(Arrived{std::move(socket), hello, from_addr});
+  if (static_cast<int>(arrived_.size()) == expected_) send_table();
+}
+
+void Root::run() {
+  deadline_ = Deadline::after(timeout_);
+  while (!done_) {
+    std::vector<pollfd> fds;
+    fds.push_back(pollfd{listener_.fd(), POLLIN, 0});
+    for (const Pending& p : pending_) fds.push_back(pollfd{p.socket.fd(), POLLIN, 0});
+    int rc = ::poll(fds.data(), fds.size(), std::min(deadline_.remaining_ms(), 1000));
+    if (rc < 0 && errno != EINTR) {
+      log(LogLevel::kWarn, "poll failed; giving up");
+      break;
+    }
+    if (deadline_.expired()) break;
+    // Read hellos (before accepting, so indices still match fds).
+    std::vector<Pending> still;
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      Pending& p = pending_[i];
+      if (fds[i + 1].revents == 0) {
+        still.push_back(std::move(p));
+        continue;
+      }
+      auto n = p.socket.recv_some(p.buf.data() + p.got, p.buf.size() - p.got);
+      if (!n.ok()) continue;  // closed before saying hello: drop it
+      p.got += *n;
+      if (p.got < p.buf.size()) {
+        still.push_back(std::move(p));
+        continue;
+      }
+      auto hello = Hello::decode(p.buf);
+      if (!hello.ok()) {
+        auto from = p.socket.peer_address();
+        log(LogLevel::kWarn, "refused a connection from " + (from.ok() ? from->to_string() : "?") +
+                                 ": " + hello.status().message());
+        continue;
+      }
+      on_hello(std::move(p.socket), *hello);
+      if (done_) break;
+    }
+    pending_ = std::move(still);
+    if (done_) break;
+    // Accept what is waiting (bounded, so a flood cannot starve the loop).
+    for (int i = 0; i < 256 && pending_.size() < 4096; ++i) {
+      auto s = listener_.try_accept();
+      if (!s.ok() || !s->valid()) break;
+      pending_.push_back(Pending{std::move(s).value()});
+    }
+  }
+  if (!done_) {
+    if (!any_arrived_) {
+      log(LogLevel::kInfo, "no rank arrived within " + format_seconds(timeout_) + "; exiting");
+    } else if (!failed_) {
+      std::vector<bool> seen(static_cast<size_t>(std::max(expected_, 0)), false);
+      for (const Arrived& a : arrived_) seen[static_cast<size_t>(a.hello.rank)] = true;
+      std::vector<int> missing;
+      for (int r = 0; r < expected_; ++r)
+        if (!seen[static_cast<size_t>(r)]) missing.push_back(r);
+      std::string m = "timed out after " + format_seconds(timeout_) + " waiting for " +
+                      ranks_phrase(missing) + " of " + std::to_string(expected_) + " at " +
+                      where_.to_string();
+      log(LogLevel::kWarn, m);
+      Deadline d = Deadline::after(std::chrono::milliseconds(500));
+      for (Arrived& a : arrived_) send_error(a.socket, StatusCode::kTimeout, m, d);
+    }
+  }
+  // Everything (listener, sockets) closes here; the thread ends.
+}
+
+}  // namespace
+
+Status start_root(Socket listener, const SocketAddress& where, std::span<const uint8_t> secret,
+                  const Config& config) {
+  try {
+    auto root = std::make_unique<Root>(std::move(listener), where,
+                                       std::vector<uint8_t>(secret.begin(), secret.end()), config);
+    std::thread([root = std::move(root)]() noexcept {
+      try {
+        root->run();
+      } catch (...) {
+        // Never let the root take down its host process (bad_alloc, etc.).
+      }
+    }).detach();
+  } catch (const std::system_error& e) {
+    return Status(StatusCode::kSystemError,
+                  std::string("cannot start the bootstrap root thread: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kSystemError, "cannot start the bootstrap root thread: out of memory");
+  }
+  return Status();
+}
+
+}  // namespace weft::net

@@ -1,0 +1,60 @@
+// Rendezvous: the wire format between the ranks and the bootstrap root, and the root itself.
+//
+// A rank connects to the root named by the UniqueId and sends a Hello (the secret, its rank,
+// nranks and its own bootstrap listen address). The root answers every rank once with a Reply:
+// the table of all ranks' listen addresses, or an error (a code and a message naming the
+// offending or missing ranks). All integers are big-endian on the wire.
+//
+// start_root() runs the root in a detached thread that owns everything it touches (the listener,
+// a copy of the secret and config); it never throws into or blocks its host process, and it
+// exits after one rendezvous or after its timeout.
+//
+// Internal to weft_net (used by unique_id.cc and bootstrap.cc).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "src/net/socket.h"
+#include "weft/config.h"
+#include "weft/status.h"
+#include "weft/unique_id.h"
+
+namespace weft::net {
+
+struct Hello {
+  static constexpr uint32_t kMagic = 0x57464831;  // "WFH1"
+  static constexpr size_t kBytes = 4 + UniqueId::kSecretBytes + 4 + 4 + 4 + 2 + 2;
+  std::array<uint8_t, UniqueId::kSecretBytes> secret{};
+  int32_t rank = 0;
+  int32_t nranks = 0;
+  WireAddress listen;
+
+  std::array<uint8_t, kBytes> encode() const;
+  // kRemoteError when the magic is wrong (not a weft rank).
+  static Result<Hello> decode(std::span<const uint8_t, kBytes> bytes);
+};
+
+// Reply header: magic, status code (0: OK), payload bytes. The payload is nranks WireAddresses
+// (8 bytes each: ip, port, 2 zero bytes) on success, else the error text.
+struct ReplyHeader {
+  static constexpr uint32_t kMagic = 0x57465231;  // "WFR1"
+  static constexpr size_t kBytes = 12;
+  static constexpr uint32_t kMaxPayload = 64u << 20;
+  uint32_t code = 0;
+  uint32_t payload_bytes = 0;
+};
+std::array<uint8_t, ReplyHeader::kBytes> encode_reply_header(const ReplyHeader& h);
+Result<ReplyHeader> decode_reply_header(std::span<const uint8_t, ReplyHeader::kBytes> bytes);
+constexpr size_t kWireAddressBytes = 8;
+
+// Starts the root for one rendezvous on `listener` (already bound and listening at `where`).
+// Returns an error only if the thread cannot be started.
+Status start_root(Socket listener, const SocketAddress& where,
+                  std::span<const uint8_t> secret, const Config& config);
+
+}  // namespace weft::net

@@ -1,0 +1,110 @@
+/* The C API from C: every collective once, a send/recv group, requests, and the error codes and
+ * messages for bad arguments. Run under weft-run (see tests/capi/CMakeLists.txt). Exits non-zero
+ * with a message on the first failed check. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weft/weft.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                        \
+      fprintf(stderr, "\n");                               \
+      ++failures;                                          \
+    }                                                      \
+  } while (0)
+#define OK(call) CHECK((call) == weftSuccess, "%s: %s", #call, weftGetLastError(comm))
+
+int main(void) {
+  weftComm_t comm = NULL;
+  weftResult_t r = weftCommInitFromEnv(&comm);
+  if (r != weftSuccess) {
+    fprintf(stderr, "init: %s: %s\n", weftGetErrorString(r), weftGetLastError(NULL));
+    return 1;
+  }
+  int rank = -1, n = -1;
+  OK(weftCommUserRank(comm, &rank));
+  OK(weftCommCount(comm, &n));
+
+  /* allreduce, blocking and with a request */
+  double x[4] = {rank, rank, rank, rank}, y[4];
+  OK(weftAllReduce(x, y, 4, weftFloat64, weftSum, comm, NULL));
+  CHECK(y[3] == n * (n - 1) / 2.0, "allreduce sum %g", y[3]);
+  weftRequest_t req = NULL;
+  OK(weftAllReduce(x, x, 4, weftFloat64, weftMax, comm, &req));
+  OK(weftWait(req));
+  int done = 0;
+  OK(weftTest(req, &done));
+  CHECK(done == 1, "weftTest after weftWait says not done");
+  OK(weftRequestFree(req));
+  CHECK(x[0] == n - 1, "allreduce max %g", x[0]);
+
+  /* broadcast from the last rank, allgather, reduce_scatter, alltoall, gather, scatter, reduce */
+  int v = rank == n - 1 ? 42 : 0;
+  OK(weftBroadcast(&v, &v, 1, weftInt32, n - 1, comm, NULL));
+  CHECK(v == 42, "broadcast %d", v);
+  int* all = calloc((size_t)n, sizeof(int));
+  int* blocks = calloc((size_t)n, sizeof(int));
+  OK(weftAllGather(&rank, all, 1, weftInt32, comm, NULL));
+  for (int i = 0; i < n; ++i) CHECK(all[i] == i, "allgather[%d] = %d", i, all[i]);
+  for (int i = 0; i < n; ++i) blocks[i] = i * 100 + rank;
+  OK(weftAlltoAll(blocks, all, 1, weftInt32, comm, NULL));
+  for (int i = 0; i < n; ++i) CHECK(all[i] == rank * 100 + i, "alltoall[%d] = %d", i, all[i]);
+  for (int i = 0; i < n; ++i) blocks[i] = i;
+  int mine = -1;
+  OK(weftReduceScatter(blocks, &mine, 1, weftInt32, weftSum, comm, NULL));
+  CHECK(mine == rank * n, "reduce_scatter %d", mine);
+  OK(weftGather(&rank, all, 1, weftInt32, 0, comm, NULL));
+  if (rank == 0)
+    for (int i = 0; i < n; ++i) CHECK(all[i] == i, "gather[%d] = %d", i, all[i]);
+  OK(weftScatter(blocks, &mine, 1, weftInt32, 0, comm, NULL));
+  CHECK(mine == rank, "scatter %d", mine);
+  int sum = -1;
+  OK(weftReduce(&rank, &sum, 1, weftInt32, weftSum, 0, comm, NULL));
+  if (rank == 0) CHECK(sum == n * (n - 1) / 2, "reduce %d", sum);
+  OK(weftBarrier(comm, NULL));
+
+  /* a ring exchange in a group: receive posted before send, both blocking-style */
+  int from_left = -1;
+  OK(weftGroupStart());
+  OK(weftRecv(&from_left, 1, weftInt32, (rank + n - 1) % n, comm, NULL));
+  OK(weftSend(&rank, 1, weftInt32, (rank + 1) % n, comm, NULL));
+  OK(weftGroupEnd());
+  CHECK(from_left == (rank + n - 1) % n, "ring recv %d", from_left);
+
+  /* errors: codes and messages */
+  r = weftBroadcast(&v, &v, 1, weftInt32, n, comm, NULL);
+  CHECK(r == weftInvalidArgument, "bad root gave %d", r);
+  CHECK(strstr(weftGetLastError(comm), "out of range") != NULL, "bad root message: %s", weftGetLastError(comm));
+  r = weftAllReduce(x, NULL, 4, weftFloat64, weftSum, comm, NULL);
+  CHECK(r == weftInvalidArgument, "NULL recvbuff gave %d", r);
+  CHECK(strstr(weftGetLastError(comm), "recvbuff is NULL") != NULL, "message: %s", weftGetLastError(comm));
+  r = weftAllReduce(x, y, 4, (weftDataType_t)77, weftSum, comm, NULL);
+  CHECK(r == weftInvalidArgument, "bad dtype gave %d", r);
+  r = weftAllReduce(x, y, 4, weftFloat64, weftSum, NULL, NULL);
+  CHECK(r == weftInvalidArgument, "NULL comm gave %d", r);
+  r = weftGroupEnd();
+  CHECK(r == weftInvalidUsage, "unbalanced group end gave %d", r);
+  CHECK(strcmp(weftGetErrorString(weftTimeout), "operation timed out") == 0, "error string");
+  weftResult_t async = weftInternalError;
+  OK(weftCommGetAsyncError(comm, &async));
+  CHECK(async == weftSuccess, "async error %d", async);
+
+  /* split into halves */
+  weftComm_t half = NULL;
+  OK(weftCommSplit(comm, rank % 2, rank, &half));
+  int hn = 0;
+  OK(weftCommCount(half, &hn));
+  CHECK(hn == (n + 1 - rank % 2) / 2, "split size %d", hn);
+  OK(weftCommDestroy(half));
+
+  free(all);
+  free(blocks);
+  OK(weftCommDestroy(comm));
+  if (failures == 0) printf("rank %d: C API checks passed\n", rank);
+  return failures == 0 ? 0 : 1;
+}

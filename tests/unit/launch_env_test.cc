@@ -1,0 +1,345 @@
+// read_launch_env: launcher detection and parsing, driven by setenv/unsetenv. No network: every
+// root address here is numeric, and nothing is served.
+#include "src/launch_env.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft {
+namespace {
+
+const char* const kVars[] = {
+    "WEFT_UNIQUE_ID", "WEFT_RANK", "WEFT_NRANKS", "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE",
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "WEFT_ROOT_PORT", "WEFT_SECRET", "WEFT_ROOT", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_MCA_ess_base_jobid",
+    "PMIX_NAMESPACE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
+    "SLURM_STEP_TASKS_PER_NODE", "SLURM_NODEID", "SLURM_JOB_ID", "SLURM_STEP_ID",
+};
+
+// Clears every variable read_launch_env looks at, and restores them afterwards.
+class LaunchEnvTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kVars) {
+      if (const char* old = std::getenv(v)) saved_[v] = old;
+      ::unsetenv(v);
+    }
+  }
+  void TearDown() override {
+    for (const char* v : kVars) ::unsetenv(v);
+    for (auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  void set(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto& [k, v] : vars) ::setenv(k, v, 1);
+  }
+  LaunchEnv ok() {
+    auto r = read_launch_env(Config());
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? *r : LaunchEnv();
+  }
+  // The error's message; fails the test if there was none.
+  std::string error(StatusCode code = StatusCode::kInvalidArgument) {
+    auto r = read_launch_env(Config());
+    EXPECT_FALSE(r.ok());
+    if (r.ok()) return "";
+    EXPECT_EQ(r.status().code(), code) << r.status().to_string();
+    return r.status().message();
+  }
+
+  std::map<std::string, std::string> saved_;
+};
+
+#define EXPECT_MENTIONS(text, what) \
+  EXPECT_NE((text).find(what), std::string::npos) << "'" << (text) << "' does not mention " << (what)
+
+std::vector<uint8_t> secret_of(const LaunchEnv& e) {
+  auto s = e.id.secret();
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+TEST_F(LaunchEnvTest, NothingSetNamesTheLaunchers) {
+  std::string e = error(StatusCode::kInvalidUsage);
+  EXPECT_MENTIONS(e, "weft-run");
+  EXPECT_MENTIONS(e, "mpirun");
+  EXPECT_MENTIONS(e, "srun");
+  EXPECT_MENTIONS(e, "torchrun");
+}
+
+// ---- weft-run
+
+class WeftRunEnv : public LaunchEnvTest {
+ protected:
+  void SetUp() override {
+    LaunchEnvTest::SetUp();
+    std::vector<uint8_t> secret(UniqueId::kSecretBytes, 0x5a);
+    auto id = UniqueId::for_address("127.0.0.1", 4321, secret);
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    id_ = *id;
+    hex_ = id_.to_hex();
+    set({{"WEFT_UNIQUE_ID", hex_.c_str()}, {"WEFT_RANK", "2"}, {"WEFT_NRANKS", "3"},
+         {"WEFT_LOCAL_RANK", "2"}, {"WEFT_LOCAL_SIZE", "3"}});
+  }
+  UniqueId id_;
+  std::string hex_;
+};
+
+TEST_F(WeftRunEnv, ReadsEverything) {
+  LaunchEnv e = ok();
+  EXPECT_EQ(e.launcher, "weft-run");
+  EXPECT_EQ(e.rank, 2);
+  EXPECT_EQ(e.nranks, 3);
+  EXPECT_EQ(e.local_rank, 2);
+  EXPECT_EQ(e.local_size, 3);
+  EXPECT_EQ(e.id.bytes, id_.bytes);
+  EXPECT_FALSE(e.serve_root);
+}
+
+TEST_F(WeftRunEnv, WinsOverOtherLaunchers) {
+  set({{"RANK", "0"}, {"WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_RANK", "5"},
+       {"OMPI_COMM_WORLD_SIZE", "8"}, {"SLURM_PROCID", "1"}});
+  EXPECT_EQ(ok().launcher, "weft-run");
+}
+
+TEST_F(WeftRunEnv, MissingOrMalformedValuesAreNamed) {
+  ::unsetenv("WEFT_RANK");
+  EXPECT_MENTIONS(error(), "WEFT_RANK");
+  set({{"WEFT_RANK", "two"}});
+  EXPECT_MENTIONS(error(), "WEFT_RANK='two'");
+  set({{"WEFT_RANK", "3"}});
+  std::string e = error();
+  EXPECT_MENTIONS(e, "WEFT_RANK=3");
+  EXPECT_MENTIONS(e, "WEFT_NRANKS=3");
+  set({{"WEFT_RANK", "-1"}});
+  EXPECT_MENTIONS(error(), "WEFT_RANK");
+  set({{"WEFT_RANK", "0"}, {"WEFT_NRANKS", "3x"}});
+  EXPECT_MENTIONS(error(), "WEFT_NRANKS='3x'");
+  set({{"WEFT_NRANKS", "3"}, {"WEFT_LOCAL_SIZE", "4"}});
+  EXPECT_MENTIONS(error(), "WEFT_LOCAL_SIZE");
+  set({{"WEFT_LOCAL_SIZE", "2"}});
+  EXPECT_MENTIONS(error(), "WEFT_LOCAL_RANK=2");
+  set({{"WEFT_LOCAL_RANK", "0"}, {"WEFT_UNIQUE_ID", "abcd"}});
+  EXPECT_MENTIONS(error(), "WEFT_UNIQUE_ID");
+}
+
+TEST_F(WeftRunEnv, LocalValuesAreOptional) {
+  ::unsetenv("WEFT_LOCAL_RANK");
+  ::unsetenv("WEFT_LOCAL_SIZE");
+  LaunchEnv e = ok();
+  EXPECT_EQ(e.local_rank, -1);
+  EXPECT_EQ(e.local_size, -1);
+}
+
+// ---- torchrun
+
+class TorchrunEnv : public LaunchEnvTest {
+ protected:
+  void SetUp() override {
+    LaunchEnvTest::SetUp();
+    set({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+         {"MASTER_ADDR", "10.0.0.7"}, {"MASTER_PORT", "29500"}});
+  }
+};
+
+TEST_F(TorchrunEnv, ReadsRankAndRoot) {
+  LaunchEnv e = ok();
+  EXPECT_EQ(e.launcher, "torchrun");
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.nranks, 4);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.local_size, 2);
+  EXPECT_EQ(e.id.host(), "10.0.0.7");
+  EXPECT_EQ(e.id.port(), 29500);
+  EXPECT_FALSE(e.serve_root);
+  set({{"RANK", "0"}});
+  LaunchEnv root = ok();
+  EXPECT_TRUE(root.serve_root);
+  EXPECT_EQ(root.id.bytes, e.id.bytes);  // every rank derives the same id
+}
+
+TEST_F(TorchrunEnv, SecretDependsOnRunIdUnlessGiven) {
+  auto plain = secret_of(ok());
+  set({{"TORCHELASTIC_RUN_ID", "job-a"}});
+  auto a = secret_of(ok());
+  set({{"TORCHELASTIC_RUN_ID", "job-b"}});
+  auto b = secret_of(ok());
+  EXPECT_NE(plain, a);
+  EXPECT_NE(a, b);
+  set({{"WEFT_SECRET", "000102030405060708090a0b0c0d0e0f101112131415161718191A1B1C1D1E1F"}});
+  auto given = secret_of(ok());
+  ASSERT_EQ(given.size(), 32u);
+  for (size_t i = 0; i < given.size(); ++i) EXPECT_EQ(given[i], i);
+  set({{"WEFT_SECRET", "0011"}});
+  EXPECT_MENTIONS(error(), "WEFT_SECRET");
+  set({{"WEFT_SECRET", std::string(64, 'g').c_str()}});
+  EXPECT_MENTIONS(error(), "WEFT_SECRET");
+}
+
+TEST_F(TorchrunEnv, RootPortChoice) {
+  set({{"WEFT_ROOT_PORT", "31000"}});
+  EXPECT_EQ(ok().id.port(), 31000);
+  ::unsetenv("WEFT_ROOT_PORT");
+  set({{"TORCHELASTIC_USE_AGENT_STORE", "True"}});  // torchrun's own store holds MASTER_PORT
+  EXPECT_EQ(ok().id.port(), 29501);
+  set({{"TORCHELASTIC_USE_AGENT_STORE", "False"}});
+  EXPECT_EQ(ok().id.port(), 29500);
+  set({{"MASTER_PORT", "70000"}});
+  EXPECT_MENTIONS(error(), "MASTER_PORT='70000'");
+  ::unsetenv("MASTER_PORT");
+  EXPECT_MENTIONS(error(), "MASTER_PORT");
+  set({{"WEFT_ROOT_PORT", "31000"}});  // enough without MASTER_PORT
+  EXPECT_EQ(ok().id.port(), 31000);
+}
+
+TEST_F(TorchrunEnv, MissingValuesAreNamed) {
+  ::unsetenv("MASTER_ADDR");
+  EXPECT_MENTIONS(error(), "MASTER_ADDR");
+  set({{"MASTER_ADDR", "10.0.0.7"}, {"RANK", "4"}});
+  EXPECT_MENTIONS(error(), "RANK=4");
+  set({{"RANK", "0"}, {"LOCAL_RANK", "x"}});
+  EXPECT_MENTIONS(error(), "LOCAL_RANK='x'");
+  ::unsetenv("LOCAL_RANK");
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  LaunchEnv e = ok();
+  EXPECT_EQ(e.local_rank, -1);
+  EXPECT_EQ(e.local_size, -1);
+  ::unsetenv("WORLD_SIZE");
+  EXPECT_MENTIONS(error(), "WORLD_SIZE");
+}
+
+// ---- Open MPI
+
+class OpenMpiEnv : public LaunchEnvTest {
+ protected:
+  void SetUp() override {
+    LaunchEnvTest::SetUp();
+    set({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+         {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+         {"OMPI_MCA_ess_base_jobid", "1234567"}});
+  }
+};
+
+TEST_F(OpenMpiEnv, OneNodeUsesLoopbackAndAPortFromTheJobId) {
+  LaunchEnv e = ok();
+  EXPECT_EQ(e.launcher, "mpirun");
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.nranks, 4);
+  EXPECT_EQ(e.local_rank, 3);
+  EXPECT_EQ(e.local_size, 4);
+  EXPECT_FALSE(e.serve_root);
+  EXPECT_EQ(e.id.host(), "127.0.0.1");
+  EXPECT_GE(e.id.port(), 10000);
+  EXPECT_LT(e.id.port(), 30000);
+  set({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
+  LaunchEnv root = ok();
+  EXPECT_TRUE(root.serve_root);
+  EXPECT_EQ(root.id.bytes, e.id.bytes);
+  set({{"OMPI_MCA_ess_base_jobid", "7654321"}});
+  LaunchEnv other = ok();
+  EXPECT_NE(other.id.bytes, e.id.bytes);
+  ::unsetenv("OMPI_MCA_ess_base_jobid");
+  set({{"PMIX_NAMESPACE", "prterun-host-123@1"}});
+  EXPECT_EQ(ok().id.host(), "127.0.0.1");
+  ::unsetenv("PMIX_NAMESPACE");
+  EXPECT_MENTIONS(error(), "WEFT_ROOT");
+}
+
+TEST_F(OpenMpiEnv, SeveralNodesNeedWeftRoot) {
+  set({{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
+  EXPECT_MENTIONS(error(), "WEFT_ROOT");
+  set({{"WEFT_ROOT", "10.1.2.3:4000"}});
+  LaunchEnv e = ok();
+  EXPECT_EQ(e.id.host(), "10.1.2.3");
+  EXPECT_EQ(e.id.port(), 4000);
+  set({{"WEFT_ROOT", "10.1.2.3"}});
+  EXPECT_MENTIONS(error(), "WEFT_ROOT='10.1.2.3'");
+  set({{"WEFT_ROOT", "10.1.2.3:0"}});
+  EXPECT_MENTIONS(error(), "WEFT_ROOT");
+  ::unsetenv("WEFT_ROOT");
+  set({{"MASTER_ADDR", "10.9.9.9"}, {"MASTER_PORT", "5000"}});
+  EXPECT_EQ(ok().id.host(), "10.9.9.9");
+  ::unsetenv("MASTER_PORT");
+  EXPECT_MENTIONS(error(), "MASTER_PORT");
+}
+
+TEST_F(OpenMpiEnv, WinsOverSlurm) {
+  set({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  EXPECT_EQ(ok().launcher, "mpirun");
+}
+
+TEST_F(OpenMpiEnv, BadValuesAreNamed) {
+  set({{"OMPI_COMM_WORLD_SIZE", "0"}});
+  EXPECT_MENTIONS(error(), "OMPI_COMM_WORLD_SIZE");
+  set({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "4"}});
+  EXPECT_MENTIONS(error(), "OMPI_COMM_WORLD_LOCAL_RANK=4");
+}
+
+// ---- Slurm
+
+class SlurmEnv : public LaunchEnvTest {
+ protected:
+  void SetUp() override {
+    LaunchEnvTest::SetUp();
+    set({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"},
+         {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}, {"SLURM_NODEID", "1"},
+         {"SLURM_JOB_ID", "998877"}, {"SLURM_STEP_ID", "0"}});
+  }
+};
+
+TEST_F(SlurmEnv, SeveralNodesNeedWeftRoot) {
+  EXPECT_MENTIONS(error(), "WEFT_ROOT");
+  set({{"WEFT_ROOT", "192.168.5.1:29400"}});  // numeric: a host name would be resolved
+  LaunchEnv e = ok();
+  EXPECT_EQ(e.launcher, "srun");
+  EXPECT_EQ(e.rank, 2);
+  EXPECT_EQ(e.nranks, 4);
+  EXPECT_EQ(e.local_rank, 0);
+  EXPECT_EQ(e.local_size, 2);
+  EXPECT_EQ(e.id.host(), "192.168.5.1");
+  EXPECT_EQ(e.id.port(), 29400);
+  EXPECT_FALSE(e.serve_root);
+}
+
+TEST_F(SlurmEnv, OneNodeUsesLoopback) {
+  set({{"SLURM_STEP_TASKS_PER_NODE", "4"}, {"SLURM_NODEID", "0"}});
+  LaunchEnv e = ok();
+  EXPECT_EQ(e.local_size, 4);
+  EXPECT_EQ(e.id.host(), "127.0.0.1");
+  set({{"SLURM_STEP_ID", "1"}});
+  LaunchEnv step1 = ok();
+  EXPECT_NE(step1.id.bytes, e.id.bytes);  // another step, another root
+  ::unsetenv("SLURM_JOB_ID");
+  EXPECT_MENTIONS(error(), "WEFT_ROOT");
+}
+
+TEST_F(SlurmEnv, TasksPerNodeFormats) {
+  set({{"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_NODEID", "3"}, {"SLURM_NTASKS", "7"},
+       {"WEFT_ROOT", "10.0.0.1:1000"}});
+  EXPECT_EQ(ok().local_size, 1);
+  set({{"SLURM_NODEID", "2"}});
+  EXPECT_EQ(ok().local_size, 2);
+  set({{"SLURM_NODEID", "4"}});
+  EXPECT_MENTIONS(error(), "SLURM_NODEID=4");
+  ::unsetenv("SLURM_NODEID");
+  EXPECT_MENTIONS(error(), "SLURM_NODEID");
+  set({{"SLURM_STEP_TASKS_PER_NODE", "2(x"}});
+  EXPECT_MENTIONS(error(), "SLURM_STEP_TASKS_PER_NODE='2(x'");
+  set({{"SLURM_NTASKS_PER_NODE", "3"}});  // preferred over SLURM_STEP_TASKS_PER_NODE
+  EXPECT_EQ(ok().local_size, 3);
+}
+
+TEST_F(SlurmEnv, MissingValuesAreNamed) {
+  ::unsetenv("SLURM_NTASKS");
+  EXPECT_MENTIONS(error(), "SLURM_NTASKS");
+  set({{"SLURM_NTASKS", "2"}});
+  EXPECT_MENTIONS(error(), "SLURM_PROCID=2");
+}
+
+}  // namespace
+}  // namespace weft

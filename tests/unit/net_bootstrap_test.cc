@@ -1,0 +1,467 @@
+// UniqueId and Bootstrap: hex round trip, rendezvous + ring among real processes (fork), and the
+// failures a user meets: a wrong secret, missing ranks, ranks that disagree, a peer that aborts.
+//
+// Each multi-process test forks its ranks first; the parent then makes the UniqueId (which starts
+// the root thread) and hands its hex to the children through pipes, so no thread is alive across
+// fork(). A child reports an empty string for success or a description of what went wrong, and
+// _exit()s; every wait is bounded.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "src/net/bootstrap.h"
+#include "src/net/socket.h"
+#include "weft/unique_id.h"
+
+namespace weft {
+namespace {
+
+using std::chrono::milliseconds;
+
+Config test_config(milliseconds timeout = milliseconds(5000)) {
+  Config c;
+  c.socket_ifname = "lo";  // keep all traffic on loopback
+  c.timeout = timeout;
+  c.debug = "NONE";
+  return c;
+}
+
+// Reads exactly `n` bytes or fails within `ms`.
+bool read_exact(int fd, char* p, size_t n, int ms) {
+  Deadline d = Deadline::after(milliseconds(ms));
+  while (n > 0) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, d.remaining_ms()) <= 0) return false;
+    ssize_t got = ::read(fd, p, n);
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+void write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+// Forks `n` processes running body(index, id); returns their reports ("" = success).
+std::vector<std::string> run_processes(int n, const std::function<Result<UniqueId>()>& make_id,
+                                       const std::function<std::string(int, const UniqueId&)>& body,
+                                       milliseconds limit = milliseconds(20000)) {
+  struct Child {
+    pid_t pid;
+    int to;
+    int from;
+  };
+  std::vector<Child> kids;
+  for (int i = 0; i < n; ++i) {
+    int down[2], up[2];
+    if (::pipe(down) != 0 || ::pipe(up) != 0) return {"pipe failed"};
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(down[1]);
+      ::close(up[0]);
+      for (const Child& k : kids) {
+        ::close(k.to);
+        ::close(k.from);
+      }
+      std::string hex(UniqueId::kBytes * 2, '\0');
+      std::string report;
+      if (!read_exact(down[0], hex.data(), hex.size(), 10000)) {
+        report = "no UniqueId from the parent";
+      } else {
+        auto id = UniqueId::from_hex(hex);
+        report = id.ok() ? body(i, *id) : "bad id: " + id.status().to_string();
+      }
+      write_all(up[1], report);
+      ::close(up[1]);
+      ::_exit(report.empty() ? 0 : 1);
+    }
+    ::close(down[0]);
+    ::close(up[1]);
+    kids.push_back(Child{pid, down[1], up[0]});
+  }
+  std::vector<std::string> reports(static_cast<size_t>(n));
+  auto id = make_id();
+  for (Child& k : kids) {
+    if (id.ok()) write_all(k.to, id->to_hex());
+    ::close(k.to);
+  }
+  if (!id.ok()) reports.assign(static_cast<size_t>(n), "make_id: " + id.status().to_string());
+  Deadline deadline = Deadline::after(limit);
+  for (size_t i = 0; i < kids.size(); ++i) {
+    std::string got;
+    char buf[4096];
+    for (;;) {
+      pollfd p{kids[i].from, POLLIN, 0};
+      if (::poll(&p, 1, deadline.remaining_ms()) <= 0) {
+        got += "[no report: child hung]";
+        break;
+      }
+      ssize_t m = ::read(kids[i].from, buf, sizeof(buf));
+      if (m <= 0) break;
+      got.append(buf, static_cast<size_t>(m));
+    }
+    ::close(kids[i].from);
+    int status = 0;
+    pid_t done = 0;
+    while ((done = ::waitpid(kids[i].pid, &status, WNOHANG)) == 0 && !deadline.expired())
+      std::this_thread::sleep_for(milliseconds(5));
+    if (done == 0) {
+      ::kill(kids[i].pid, SIGKILL);
+      ::waitpid(kids[i].pid, &status, 0);
+      got += "[killed: child hung]";
+    } else if (!WIFEXITED(status)) {
+      got += "[child crashed, signal " + std::to_string(WTERMSIG(status)) + "]";
+    } else if (WEXITSTATUS(status) != 0 && got.empty()) {
+      got = "[child exited " + std::to_string(WEXITSTATUS(status)) + "]";
+    }
+    if (id.ok()) reports[i] = got;
+  }
+  return reports;
+}
+
+std::function<Result<UniqueId>()> create_id(Config config) {
+  return [config] { return UniqueId::create(config); };
+}
+
+#define CHILD_CHECK(cond, what)                                                      \
+  do {                                                                               \
+    if (!(cond)) return std::string(what) + " (line " + std::to_string(__LINE__) + ")"; \
+  } while (0)
+
+uint8_t pattern(int rank, size_t i, size_t bytes) {
+  return static_cast<uint8_t>(rank * 37 + i * 11 + bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// UniqueId
+
+TEST(NetUniqueId, HexRoundTrip) {
+  auto id = UniqueId::create(test_config(milliseconds(200)));
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  EXPECT_TRUE(id->valid());
+  EXPECT_EQ(id->host(), "127.0.0.1");
+  EXPECT_NE(id->port(), 0);
+  EXPECT_EQ(id->secret().size(), UniqueId::kSecretBytes);
+  std::string hex = id->to_hex();
+  EXPECT_EQ(hex.size(), 256u);
+  EXPECT_EQ(hex.substr(0, 8), "57454654");  // "WEFT"
+  auto back = UniqueId::from_hex(hex);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->bytes, id->bytes);
+  // Upper case is accepted too.
+  std::string upper = hex;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto up = UniqueId::from_hex(upper);
+  ASSERT_TRUE(up.ok());
+  EXPECT_EQ(up->bytes, id->bytes);
+}
+
+TEST(NetUniqueId, SecretsDiffer) {
+  auto a = UniqueId::create(test_config(milliseconds(200)));
+  auto b = UniqueId::create(test_config(milliseconds(200)));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_FALSE(std::equal(a->secret().begin(), a->secret().end(), b->secret().begin()));
+  EXPECT_NE(a->port(), b->port());
+}
+
+TEST(NetUniqueId, FromHexRejectsBadInput) {
+  auto id = UniqueId::create(test_config(milliseconds(200)));
+  ASSERT_TRUE(id.ok());
+  std::string hex = id->to_hex();
+
+  auto short_hex = UniqueId::from_hex(hex.substr(0, 100));
+  ASSERT_FALSE(short_hex.ok());
+  EXPECT_EQ(short_hex.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(short_hex.status().message().find("256"), std::string::npos);
+  EXPECT_NE(short_hex.status().message().find("100"), std::string::npos);
+
+  std::string bad_char = hex;
+  bad_char[17] = 'g';
+  auto bc = UniqueId::from_hex(bad_char);
+  ASSERT_FALSE(bc.ok());
+  EXPECT_NE(bc.status().message().find("'g' at position 17"), std::string::npos)
+      << bc.status().message();
+
+  std::string bad_magic = hex;
+  bad_magic[0] = '0';
+  auto bm = UniqueId::from_hex(bad_magic);
+  ASSERT_FALSE(bm.ok());
+  EXPECT_NE(bm.status().message().find("magic"), std::string::npos);
+
+  EXPECT_FALSE(UniqueId::from_hex("").ok());
+  EXPECT_FALSE(UniqueId{}.valid());
+}
+
+TEST(NetUniqueId, ForAddress) {
+  std::vector<uint8_t> secret(UniqueId::kSecretBytes, 7);
+  auto id = UniqueId::for_address("127.0.0.1", 4242, secret);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  EXPECT_TRUE(id->valid());
+  EXPECT_EQ(id->host(), "127.0.0.1");
+  EXPECT_EQ(id->port(), 4242);
+  EXPECT_TRUE(std::equal(secret.begin(), secret.end(), id->secret().begin()));
+  auto named = UniqueId::for_address("localhost", 4242, secret);
+  ASSERT_TRUE(named.ok()) << named.status().to_string();
+  EXPECT_EQ(named->host(), "127.0.0.1");
+
+  std::vector<uint8_t> short_secret(5, 1);
+  auto bad = UniqueId::for_address("127.0.0.1", 4242, short_secret);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(UniqueId::for_address("no.such.host.invalid", 4242, secret).ok());
+}
+
+TEST(NetUniqueId, RootWithNoArrivalsExitsAfterTimeout) {
+  auto id = UniqueId::create(test_config(milliseconds(200)));
+  ASSERT_TRUE(id.ok());
+  // Listening now...
+  auto early = net::Socket::connect(id->host(), id->port(), Deadline::after(milliseconds(1000)));
+  EXPECT_TRUE(early.ok()) << early.status().to_string();
+  early = net::Socket();
+  // ...and gone once the timeout passed.
+  std::this_thread::sleep_for(milliseconds(700));
+  auto late = net::Socket::connect(id->host(), id->port(), Deadline::after(milliseconds(1000)));
+  EXPECT_FALSE(late.ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bootstrap among processes
+
+class NetBootstrapRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(NetBootstrapRanks, AllgatherAndBarrier) {
+  const int n = GetParam();
+  Config config = test_config();
+  auto reports = run_processes(n, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    auto boot = Bootstrap::create(id, rank, n, config, Deadline::after(config.timeout));
+    CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
+    Bootstrap& b = **boot;
+    CHILD_CHECK(b.rank() == rank && b.nranks() == n, "rank/nranks");
+    CHILD_CHECK(b.host_ip() == "127.0.0.1", "host_ip " + b.host_ip());
+    for (size_t bytes : {size_t{1}, size_t{13}, size_t{4096}, (size_t{1} << 20) + 3, size_t{0}}) {
+      std::vector<uint8_t> mine(bytes), all(bytes * static_cast<size_t>(n), 0xee);
+      for (size_t i = 0; i < bytes; ++i) mine[i] = pattern(rank, i, bytes);
+      Status st = b.allgather(mine.data(), all.data(), bytes, Deadline::after(config.timeout));
+      CHILD_CHECK(st.ok(), "allgather(" + std::to_string(bytes) + "): " + st.to_string());
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < bytes; ++i)
+          CHILD_CHECK(all[static_cast<size_t>(r) * bytes + i] == pattern(r, i, bytes),
+                      "allgather(" + std::to_string(bytes) + ") wrong byte from rank " + std::to_string(r));
+      Status bs = b.barrier(Deadline::after(config.timeout));
+      CHILD_CHECK(bs.ok(), "barrier: " + bs.to_string());
+    }
+    return "";
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(reports[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, NetBootstrapRanks, ::testing::Values(1, 2, 3, 5),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
+
+TEST(NetBootstrap, RootExitsAfterServing) {
+  Config config = test_config();
+  UniqueId made;
+  auto reports = run_processes(
+      2,
+      [&]() -> Result<UniqueId> {
+        auto id = UniqueId::create(config);
+        if (id.ok()) made = *id;
+        return id;
+      },
+      [&](int rank, const UniqueId& id) -> std::string {
+        auto boot = Bootstrap::create(id, rank, 2, config, Deadline::after(config.timeout));
+        return boot.ok() ? "" : boot.status().to_string();
+      });
+  EXPECT_EQ(reports[0], "");
+  EXPECT_EQ(reports[1], "");
+  // The root closed its listener once every rank had its table.
+  bool refused = false;
+  for (int i = 0; i < 100 && !refused; ++i) {
+    refused = !net::Socket::connect(made.host(), made.port(), Deadline::after(milliseconds(500))).ok();
+    if (!refused) std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_TRUE(refused);
+}
+
+TEST(NetBootstrap, WrongSecretIsRefusedAndRealRanksSucceed) {
+  Config config = test_config();
+  auto reports = run_processes(3, create_id(config), [&](int index, const UniqueId& id) -> std::string {
+    if (index == 2) {  // the stranger: right address, wrong secret, claims rank 0
+      std::vector<uint8_t> secret(id.secret().begin(), id.secret().end());
+      secret[0] ^= 1;
+      auto bad = UniqueId::for_address(id.host(), id.port(), secret);
+      CHILD_CHECK(bad.ok(), bad.status().to_string());
+      auto boot = Bootstrap::create(*bad, 0, 2, config, Deadline::after(milliseconds(2000)));
+      CHILD_CHECK(!boot.ok(), "a wrong secret was accepted");
+      CHILD_CHECK(boot.status().code() == StatusCode::kRemoteError,
+                  "expected RemoteError, got " + boot.status().to_string());
+      CHILD_CHECK(boot.status().message().find("secret") != std::string::npos, boot.status().message());
+      return "";
+    }
+    // Let the stranger reach the root first.
+    std::this_thread::sleep_for(milliseconds(300));
+    auto boot = Bootstrap::create(id, index, 2, config, Deadline::after(config.timeout));
+    CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
+    int mine = 100 + index, all[2] = {0, 0};
+    Status st = (*boot)->allgather(&mine, all, sizeof(int), Deadline::after(config.timeout));
+    CHILD_CHECK(st.ok(), st.to_string());
+    CHILD_CHECK(all[0] == 100 && all[1] == 101, "allgather values");
+    return "";
+  });
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(reports[static_cast<size_t>(i)], "") << "process " << i;
+}
+
+TEST(NetBootstrap, MissingRankTimesOutNamingIt) {
+  Config config = test_config(milliseconds(1500));
+  auto start = std::chrono::steady_clock::now();
+  auto reports = run_processes(2, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    auto boot = Bootstrap::create(id, rank, 3, config, Deadline::after(config.timeout));
+    CHILD_CHECK(!boot.ok(), "create succeeded with a rank missing");
+    const Status& st = boot.status();
+    CHILD_CHECK(st.code() == StatusCode::kTimeout, "expected Timeout: " + st.to_string());
+    CHILD_CHECK(st.message().find("waiting for rank 2 of 3") != std::string::npos, st.message());
+    CHILD_CHECK(st.message().find("1.5 s") != std::string::npos, st.message());
+    CHILD_CHECK(st.message().find("127.0.0.1:") != std::string::npos, st.message());
+    return "";
+  });
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(reports[0], "");
+  EXPECT_EQ(reports[1], "");
+  EXPECT_LT(took, milliseconds(6000));
+}
+
+TEST(NetBootstrap, MismatchedNranksIsAnError) {
+  Config config = test_config(milliseconds(2000));
+  auto reports = run_processes(2, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    const int nranks = rank == 0 ? 2 : 3;
+    auto boot = Bootstrap::create(id, rank, nranks, config, Deadline::after(config.timeout));
+    CHILD_CHECK(!boot.ok(), "create succeeded with disagreeing nranks");
+    const Status& st = boot.status();
+    CHILD_CHECK(st.code() == StatusCode::kInvalidArgument, "expected InvalidArgument: " + st.to_string());
+    CHILD_CHECK(st.message().find("disagree") != std::string::npos, st.message());
+    CHILD_CHECK(st.message().find("rank 0 said 2") != std::string::npos, st.message());
+    CHILD_CHECK(st.message().find("rank 1 said 3") != std::string::npos, st.message());
+    return "";
+  });
+  EXPECT_EQ(reports[0], "");
+  EXPECT_EQ(reports[1], "");
+}
+
+TEST(NetBootstrap, DuplicateRankIsAnError) {
+  Config config = test_config(milliseconds(2000));
+  auto reports = run_processes(2, create_id(config), [&](int, const UniqueId& id) -> std::string {
+    auto boot = Bootstrap::create(id, 1, 2, config, Deadline::after(config.timeout));
+    CHILD_CHECK(!boot.ok(), "two processes were both accepted as rank 1");
+    const Status& st = boot.status();
+    CHILD_CHECK(st.code() == StatusCode::kInvalidArgument, "expected InvalidArgument: " + st.to_string());
+    CHILD_CHECK(st.message().find("rank 1 arrived twice") != std::string::npos, st.message());
+    return "";
+  });
+  EXPECT_EQ(reports[0], "");
+  EXPECT_EQ(reports[1], "");
+}
+
+TEST(NetBootstrap, BadArgumentsAreRejectedLocally) {
+  Config config = test_config(milliseconds(200));
+  auto id = UniqueId::create(config);
+  ASSERT_TRUE(id.ok());
+  auto a = Bootstrap::create(*id, 2, 2, config, Deadline::after(milliseconds(200)));
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  auto b = Bootstrap::create(UniqueId{}, 0, 1, config, Deadline::after(milliseconds(200)));
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(NetBootstrap, AbortMakesThePeerFailPromptly) {
+  Config config = test_config();
+  auto reports = run_processes(2, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    auto boot = Bootstrap::create(id, rank, 2, config, Deadline::after(config.timeout));
+    CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
+    if (rank == 1) {
+      (*boot)->abort();
+      uint8_t x = 0, all[2];
+      Status st = (*boot)->allgather(&x, all, 1, Deadline::after(config.timeout));
+      CHILD_CHECK(!st.ok(), "allgather after abort succeeded");
+      std::this_thread::sleep_for(milliseconds(1500));  // stay alive: the abort alone must do it
+      return "";
+    }
+    auto start = std::chrono::steady_clock::now();
+    std::vector<uint8_t> mine(1 << 20, 1), all(2 << 20);
+    Status st = (*boot)->allgather(mine.data(), all.data(), mine.size(), Deadline::after(config.timeout));
+    auto took = std::chrono::steady_clock::now() - start;
+    CHILD_CHECK(st.code() == StatusCode::kRemoteError, "expected RemoteError: " + st.to_string());
+    CHILD_CHECK(st.message().find("rank 1 closed the connection during allgather") != std::string::npos,
+                st.message());
+    CHILD_CHECK(took < milliseconds(1000), "the abort was not prompt");
+    return "";
+  });
+  EXPECT_EQ(reports[0], "");
+  EXPECT_EQ(reports[1], "");
+}
+
+TEST(NetBootstrap, AllgatherTimeoutNamesThePeer) {
+  Config config = test_config();
+  auto reports = run_processes(2, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    auto boot = Bootstrap::create(id, rank, 2, config, Deadline::after(config.timeout));
+    CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
+    if (rank == 1) {
+      std::this_thread::sleep_for(milliseconds(800));  // never joins the allgather
+      return "";
+    }
+    int x = 1, all[2];
+    Status st = (*boot)->allgather(&x, all, sizeof(x), Deadline::after(milliseconds(200)));
+    CHILD_CHECK(st.code() == StatusCode::kTimeout, "expected Timeout: " + st.to_string());
+    CHILD_CHECK(st.message().find("waiting for rank 1") != std::string::npos, st.message());
+    return "";
+  });
+  EXPECT_EQ(reports[0], "");
+  EXPECT_EQ(reports[1], "");
+}
+
+TEST(NetBootstrap, ServeForALauncherDictatedAddress) {
+  // torchrun style: every rank builds the id from MASTER_ADDR/PORT and a shared secret; only the
+  // parent (standing in for rank 0's process) serves.
+  Config config = test_config();
+  auto reports = run_processes(
+      3,
+      [&]() -> Result<UniqueId> {
+        auto probe = net::Socket::listen("127.0.0.1", 0);
+        WEFT_TRY(probe);
+        uint16_t port = probe->local_address()->port;
+        probe->close();
+        std::vector<uint8_t> secret(UniqueId::kSecretBytes, 0x5a);
+        auto id = UniqueId::for_address("127.0.0.1", port, secret);
+        WEFT_TRY(id);
+        WEFT_TRY(id->serve(config));
+        return id;
+      },
+      [&](int rank, const UniqueId& id) -> std::string {
+        auto boot = Bootstrap::create(id, rank, 3, config, Deadline::after(config.timeout));
+        CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
+        Status st = (*boot)->barrier(Deadline::after(config.timeout));
+        CHILD_CHECK(st.ok(), st.to_string());
+        return "";
+      });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(reports[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+}  // namespace
+}  // namespace weft

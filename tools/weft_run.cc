@@ -1,0 +1,599 @@
+// weft-run: starts N ranks of a program on this machine.
+//
+//   weft-run -n N [--timeout SECONDS] [--] program [args...]
+//
+// It creates a UniqueId (so the rendezvous root runs inside weft-run), then forks N children with
+// WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS, WEFT_LOCAL_RANK and WEFT_LOCAL_SIZE set. Every line a
+// rank writes to stdout or stderr comes out on weft-run's stdout or stderr prefixed "[rank] ",
+// always whole (one writer, whole lines). If a rank exits non-zero or dies by a signal, weft-run
+// stops the others (SIGTERM, SIGKILL after a grace period), says which rank failed and how, and
+// exits non-zero. SIGINT/SIGTERM/SIGHUP are forwarded to the ranks. Usage errors exit 2.
+//
+// Each rank runs in its own process group, so stopping a rank stops what it started too. stdin
+// goes to rank 0 when it is not a terminal; every other rank reads /dev/null.
+//
+// One thread (besides the root's): a poll() loop over the output pipes and a signalfd.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/config.h"
+#include "weft/unique_id.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxRanks = 4096;
+constexpr auto kGrace = std::chrono::seconds(2);        // SIGTERM -> SIGKILL
+constexpr auto kReapLimit = std::chrono::seconds(5);    // SIGKILL -> give up waiting
+constexpr auto kDrainLimit = std::chrono::seconds(1);   // last rank reaped -> stop reading pipes
+constexpr size_t kMaxLine = size_t{64} << 10;           // longer lines are cut into pieces
+constexpr int kUsageExit = 2;
+
+constexpr const char* kUsage =
+    "usage: weft-run -n N [--timeout SECONDS] [--] program [args...]\n"
+    "  -n N               start N ranks of program on this machine (1..4096)\n"
+    "  --timeout SECONDS  stop every rank after SECONDS (fractions allowed) and fail\n"
+    "  -h, --help         print this help\n"
+    "Each rank gets WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS, WEFT_LOCAL_RANK and WEFT_LOCAL_SIZE;\n"
+    "its output lines come out prefixed with \"[rank] \". See docs/LAUNCH.md.\n";
+
+struct Options {
+  int nranks = 0;
+  std::optional<double> timeout_s;
+  std::vector<std::string> argv;
+};
+
+// Writes all of `data` to fd; false once the reader has gone (EPIPE) or the write failed.
+bool write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {  // someone made it non-blocking
+      struct pollfd p {fd, POLLOUT, 0};
+      ::poll(&p, 1, 1000);
+      continue;
+    }
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+void say(const std::string& line) {
+  std::string s = "weft-run: " + line + "\n";
+  (void)write_all(STDERR_FILENO, s.data(), s.size());
+}
+
+[[noreturn]] void usage_error(const std::string& message) {
+  say(message);
+  (void)write_all(STDERR_FILENO, kUsage, std::strlen(kUsage));
+  std::fflush(nullptr);
+  _exit(kUsageExit);
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  int i = 1;
+  auto parse_n = [&](const std::string& text) {
+    char* end = nullptr;
+    errno = 0;
+    long v = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || errno != 0 || *end != '\0' || v < 1 || v > kMaxRanks) {
+      usage_error("-n wants a number of ranks from 1 to " + std::to_string(kMaxRanks) +
+                  ", not '" + text + "'");
+    }
+    o.nranks = static_cast<int>(v);
+  };
+  auto parse_timeout = [&](const std::string& text) {
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(v) || v <= 0 || v > 1e7) {
+      usage_error("--timeout wants a positive number of seconds, not '" + text + "'");
+    }
+    o.timeout_s = v;
+  };
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      (void)write_all(STDOUT_FILENO, kUsage, std::strlen(kUsage));
+      _exit(0);
+    }
+    if (a == "-n" || a == "--timeout") {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      if (a == "-n") {
+        parse_n(argv[++i]);
+      } else {
+        parse_timeout(argv[++i]);
+      }
+    } else if (a.rfind("-n", 0) == 0 && a.size() > 2 && a[2] != '-') {
+      parse_n(a.substr(2));
+    } else if (a.rfind("--timeout=", 0) == 0) {
+      parse_timeout(a.substr(10));
+    } else if (!a.empty() && a[0] == '-') {
+      usage_error("unknown option '" + a + "'");
+    } else {
+      break;
+    }
+  }
+  for (; i < argc; ++i) o.argv.push_back(argv[i]);
+  if (o.nranks == 0) usage_error("say how many ranks to start with -n N");
+  if (o.argv.empty()) usage_error("no program to run");
+  return o;
+}
+
+// The program's path, searched in PATH like execvp would (done before fork: the child may only
+// call async-signal-safe functions, and execve is one, execvp is not guaranteed to be).
+std::optional<std::string> find_program(const std::string& name) {
+  auto runnable = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    return runnable(name) ? std::optional<std::string>(name) : std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t at = 0;
+  for (;;) {
+    size_t colon = dirs.find(':', at);
+    std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (runnable(candidate)) return candidate;
+    if (colon == std::string::npos) return std::nullopt;
+    at = colon + 1;
+  }
+}
+
+std::string signal_text(int sig) {
+  const char* d = ::strsignal(sig);
+  return "signal " + std::to_string(sig) + " (" + (d != nullptr ? d : "unknown") + ")";
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "a signal";
+  }
+}
+
+// One output stream of one rank: its pipe and the partial line not yet written.
+struct Stream {
+  int fd = -1;
+  int out_fd = STDOUT_FILENO;  // where its lines go
+  std::string prefix;          // "[rank] "
+  std::string pending;         // bytes after the last newline
+};
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;  // waitpid status once reaped
+  Stream out, err;
+};
+
+class Launcher {
+ public:
+  explicit Launcher(Options o) : opt_(std::move(o)) {}
+  // Runs everything; returns weft-run's exit status.
+  int run();
+
+ private:
+  bool start_ranks(const std::string& path, const std::string& id_hex);
+  void pump(Stream& s);
+  void emit(Stream& s, bool at_eof);
+  void reap();
+  void on_signal(int sig);
+  void begin_stop(std::string message, int exit_code);
+  void stop_all(int sig);
+  int running_count() const;
+  bool streams_open() const;
+
+  Options opt_;
+  std::vector<Rank> ranks_;
+  std::string batch_;                  // output being assembled for one write
+  bool out_dead_[3] = {false, false, false};  // by fd: our stdout/stderr reader has gone
+  // Stopping: the first failure, timeout or signal decides the message and the exit status.
+  bool stopping_ = false;
+  std::string stop_message_;
+  int exit_code_ = 0;
+  std::optional<Clock::time_point> kill_at_, give_up_at_, drain_until_;
+  int signals_seen_ = 0;
+};
+
+int Launcher::running_count() const {
+  int n = 0;
+  for (const Rank& r : ranks_) n += r.running ? 1 : 0;
+  return n;
+}
+
+bool Launcher::streams_open() const {
+  for (const Rank& r : ranks_) {
+    if (r.out.fd >= 0 || r.err.fd >= 0) return true;
+  }
+  return false;
+}
+
+void Launcher::stop_all(int sig) {
+  for (const Rank& r : ranks_) {
+    if (!r.running) continue;
+    if (::kill(-r.pid, sig) != 0) ::kill(r.pid, sig);  // its process group, else the rank alone
+  }
+}
+
+void Launcher::begin_stop(std::string message, int exit_code) {
+  if (stopping_) return;
+  stopping_ = true;
+  stop_message_ = std::move(message);
+  exit_code_ = exit_code;
+  stop_all(SIGTERM);
+  kill_at_ = Clock::now() + kGrace;
+}
+
+// Writes the complete lines of s.pending (all of it at EOF), each prefixed, in one write.
+void Launcher::emit(Stream& s, bool at_eof) {
+  batch_.clear();
+  size_t start = 0;
+  while (start < s.pending.size()) {
+    size_t nl = s.pending.find('\n', start);
+    size_t len;
+    size_t skip;
+    if (nl != std::string::npos && nl - start <= kMaxLine) {
+      len = nl - start;
+      skip = 1;
+    } else if (s.pending.size() - start >= kMaxLine) {
+      len = kMaxLine;  // an over-long line goes out in pieces, so memory stays bounded
+      skip = 0;
+    } else if (at_eof) {
+      len = s.pending.size() - start;  // a last line without a newline
+      skip = 0;
+    } else {
+      break;
+    }
+    batch_ += s.prefix;
+    batch_.append(s.pending, start, len);
+    batch_ += '\n';
+    start += len + skip;
+  }
+  s.pending.erase(0, start);
+  if (!batch_.empty() && !out_dead_[s.out_fd]) {
+    if (!write_all(s.out_fd, batch_.data(), batch_.size())) out_dead_[s.out_fd] = true;
+  }
+}
+
+void Launcher::pump(Stream& s) {
+  char buf[16384];
+  for (int i = 0; i < 16; ++i) {  // bounded: other streams get their turn
+    ssize_t n = ::read(s.fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) {  // EOF (or an error, treated alike)
+      emit(s, true);
+      ::close(s.fd);
+      s.fd = -1;
+      return;
+    }
+    s.pending.append(buf, static_cast<size_t>(n));
+    emit(s, false);
+  }
+}
+
+void Launcher::reap() {
+  for (;;) {
+    int st = 0;
+    pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid <= 0) return;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      Rank& rank = ranks_[r];
+      if (rank.pid != pid || !rank.running) continue;
+      rank.running = false;
+      rank.status = st;
+      const bool failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+      if (failed && !stopping_) {
+        std::string how = WIFEXITED(st) ? "exited with status " + std::to_string(WEXITSTATUS(st))
+                                        : "killed by " + signal_text(WTERMSIG(st));
+        const int others = running_count();
+        std::string msg = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") " + how;
+        if (others > 0) {
+          msg += others == 1 ? std::string("; stopped the other rank")
+                             : "; stopped the other " + std::to_string(others) + " ranks";
+        }
+        begin_stop(msg, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+      }
+    }
+  }
+}
+
+void Launcher::on_signal(int sig) {
+  ++signals_seen_;
+  if (signals_seen_ == 1) {
+    const int n = running_count();
+    stop_all(sig);  // forward it as it is
+    if (!stopping_) {
+      stopping_ = true;
+      stop_message_ = std::string("received ") + signal_name(sig) + "; passed it on to " +
+                      std::to_string(n) + (n == 1 ? " rank" : " ranks");
+      exit_code_ = 128 + sig;
+      kill_at_ = Clock::now() + kGrace;
+    }
+  } else {
+    stop_all(SIGKILL);  // asked twice: no more waiting
+    kill_at_ = Clock::now();
+  }
+}
+
+bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
+  // Everything the children need is built here, before fork: between fork and exec a child of
+  // a multi-threaded process (the root runs in a thread) may only make async-signal-safe calls.
+  static constexpr const char* kOurs[] = {"WEFT_UNIQUE_ID=", "WEFT_RANK=", "WEFT_NRANKS=",
+                                          "WEFT_LOCAL_RANK=", "WEFT_LOCAL_SIZE="};
+  std::vector<std::string> base;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view v(*e);
+    bool ours = false;
+    for (const char* k : kOurs) ours = ours || v.rfind(k, 0) == 0;
+    if (!ours) base.emplace_back(v);
+  }
+  std::vector<char*> args;
+  for (std::string& a : opt_.argv) args.push_back(a.data());
+  args.push_back(nullptr);
+
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0) {
+    say(std::string("cannot open /dev/null: ") + std::strerror(errno));
+    return false;
+  }
+  const bool stdin_to_rank0 = ::isatty(STDIN_FILENO) == 0;
+  sigset_t none;
+  sigemptyset(&none);
+
+  ranks_.resize(static_cast<size_t>(opt_.nranks));
+  const std::string n = std::to_string(opt_.nranks);
+  bool ok = true;
+  for (int r = 0; r < opt_.nranks && ok; ++r) {
+    std::vector<std::string> env = base;
+    env.push_back("WEFT_UNIQUE_ID=" + id_hex);
+    env.push_back("WEFT_RANK=" + std::to_string(r));
+    env.push_back("WEFT_NRANKS=" + n);
+    env.push_back("WEFT_LOCAL_RANK=" + std::to_string(r));
+    env.push_back("WEFT_LOCAL_SIZE=" + n);
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      say(std::string("pipe: ") + std::strerror(errno));
+      ok = false;
+      break;
+    }
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      say(std::string("pipe: ") + std::strerror(errno));
+      ::close(out[0]);
+      ::close(out[1]);
+      ok = false;
+      break;
+    }
+    const int in = (r == 0 && stdin_to_rank0) ? STDIN_FILENO : devnull;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      // Child: async-signal-safe calls only.
+      ::setpgid(0, 0);
+      if (in != STDIN_FILENO) ::dup2(in, STDIN_FILENO);
+      ::dup2(out[1], STDOUT_FILENO);
+      ::dup2(err[1], STDERR_FILENO);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(SIGPIPE, &dfl, nullptr);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+#ifdef SYS_close_range
+      ::syscall(SYS_close_range, 3u, ~0u, 0u);  // nothing of weft-run's leaks into the rank
+#endif
+      ::execve(path.c_str(), args.data(), envp.data());
+      const char* e = ::strerrorname_np(errno);  // a table lookup ("ENOENT"): no locale, no malloc
+      if (e == nullptr) e = "unknown error";
+      (void)!::write(STDERR_FILENO, "weft-run: exec ", 15);
+      (void)!::write(STDERR_FILENO, path.c_str(), path.size());
+      (void)!::write(STDERR_FILENO, ": ", 2);
+      (void)!::write(STDERR_FILENO, e, std::strlen(e));
+      (void)!::write(STDERR_FILENO, "\n", 1);
+      _exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    if (pid < 0) {
+      say("cannot start rank " + std::to_string(r) + ": fork: " + std::strerror(errno));
+      ::close(out[0]);
+      ::close(err[0]);
+      ok = false;
+      break;
+    }
+    ::setpgid(pid, pid);  // also done by the child; whichever runs first wins the race
+    Rank& rank = ranks_[static_cast<size_t>(r)];
+    rank.pid = pid;
+    rank.running = true;
+    const std::string prefix = "[" + std::to_string(r) + "] ";
+    rank.out = Stream{out[0], STDOUT_FILENO, prefix, {}};
+    rank.err = Stream{err[0], STDERR_FILENO, prefix, {}};
+    ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+    ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+  }
+  ::close(devnull);
+  if (!ok) {
+    ranks_.erase(std::remove_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.pid < 0; }),
+                 ranks_.end());
+    begin_stop("could not start all " + n + " ranks; stopped the " +
+                   std::to_string(running_count()) + " already started",
+               1);
+  }
+  return ok;
+}
+
+int Launcher::run() {
+  // Signals arrive through a signalfd; block them first so that every thread (the root's too,
+  // created below) inherits the mask. Writing to a closed stdout must not kill weft-run.
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, s);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  const int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) {
+    say(std::string("signalfd: ") + std::strerror(errno));
+    return 1;
+  }
+
+  // Enough descriptors for two pipes per rank.
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    const rlim_t need = static_cast<rlim_t>(2 * opt_.nranks + 64);
+    if (rl.rlim_cur < need && rl.rlim_max >= need) {
+      rl.rlim_cur = need;
+      ::setrlimit(RLIMIT_NOFILE, &rl);
+    } else if (rl.rlim_cur < need) {
+      say("-n " + std::to_string(opt_.nranks) + " needs " + std::to_string(need) +
+          " open files but the limit is " + std::to_string(rl.rlim_max) + " (ulimit -n)");
+      return 1;
+    }
+  }
+
+  auto path = find_program(opt_.argv[0]);
+  if (!path) {
+    say(opt_.argv[0] + ": command not found (or not executable)");
+    return 127;
+  }
+  auto config = weft::Config::from_env();
+  if (!config.ok()) {
+    say(config.status().message());
+    return kUsageExit;
+  }
+  auto id = weft::UniqueId::create(*config);
+  if (!id.ok()) {
+    say("cannot start the rendezvous root: " + id.status().message());
+    return 1;
+  }
+
+  const Clock::time_point started = Clock::now();
+  std::optional<Clock::time_point> timeout_at;
+  if (opt_.timeout_s) {
+    timeout_at = started + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(*opt_.timeout_s));
+  }
+  start_ranks(*path, id->to_hex());
+
+  std::vector<struct pollfd> fds;
+  std::vector<Stream*> owners;
+  for (;;) {
+    const auto now = Clock::now();
+    // Deadlines: the run's timeout, the grace before SIGKILL, giving up on stuck processes, and
+    // reading what is left in the pipes after the last rank has gone.
+    if (timeout_at && now >= *timeout_at && !stopping_) {
+      const int n = running_count();
+      char secs[32];
+      std::snprintf(secs, sizeof(secs), "%g", *opt_.timeout_s);
+      begin_stop(std::string("timed out after ") + secs + " s; stopped " + std::to_string(n) +
+                     (n == 1 ? " rank" : " ranks") + " still running",
+                 124);
+    }
+    if (kill_at_ && now >= *kill_at_) {
+      stop_all(SIGKILL);
+      kill_at_.reset();
+      give_up_at_ = now + kReapLimit;
+    }
+    if (give_up_at_ && now >= *give_up_at_ && running_count() > 0) {
+      say(std::to_string(running_count()) + " rank(s) did not die after SIGKILL; leaving them");
+      break;
+    }
+    if (running_count() == 0) {
+      if (!drain_until_) drain_until_ = now + kDrainLimit;
+      if (!streams_open() || now >= *drain_until_) break;
+    }
+
+    fds.clear();
+    owners.clear();
+    fds.push_back({sigfd, POLLIN, 0});
+    owners.push_back(nullptr);
+    for (Rank& r : ranks_) {
+      for (Stream* s : {&r.out, &r.err}) {
+        if (s->fd < 0) continue;
+        fds.push_back({s->fd, POLLIN, 0});
+        owners.push_back(s);
+      }
+    }
+    auto wake = Clock::time_point::max();
+    for (const auto& t : {timeout_at, kill_at_, give_up_at_, drain_until_}) {
+      if (t) wake = std::min(wake, *t);
+    }
+    int wait_ms = -1;
+    if (wake != Clock::time_point::max()) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+      wait_ms = static_cast<int>(std::clamp<long long>(ms, 0, 60000));
+    }
+    int ready = ::poll(fds.data(), fds.size(), wait_ms);
+    if (ready < 0 && errno != EINTR) {
+      say(std::string("poll: ") + std::strerror(errno));
+      begin_stop("internal error; stopped all ranks", 1);
+      continue;
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) pump(*owners[i]);
+    }
+    if (fds[0].revents != 0) {
+      struct signalfd_siginfo si {};
+      while (::read(sigfd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+        if (si.ssi_signo != SIGCHLD) on_signal(static_cast<int>(si.ssi_signo));
+      }
+      reap();
+    }
+  }
+  // Whatever is still open is cut off with what it had.
+  for (Rank& r : ranks_) {
+    for (Stream* s : {&r.out, &r.err}) {
+      if (s->fd < 0) continue;
+      emit(*s, true);
+      ::close(s->fd);
+      s->fd = -1;
+    }
+  }
+  ::close(sigfd);
+  if (stopping_) say(stop_message_);
+  return stopping_ ? (exit_code_ != 0 ? exit_code_ : 1) : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse_args(argc, argv);
+  int code = Launcher(std::move(o)).run();
+  std::fflush(nullptr);
+  // _exit: the root's thread may still be running; skip static destructors under it.
+  _exit(code);
+}

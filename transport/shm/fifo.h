@@ -1,0 +1,103 @@
+// The layout of one shm segment: the memory two processes share for one (peer pair, channel).
+//
+//   [ SegmentHeader (padded to a page) | ring 0: side 0 -> side 1 | ring 1: side 1 -> side 0 ]
+//
+// Side 0 is the lower rank (it creates the segment), side 1 the higher rank. The header holds
+// what each side tells the other at connect (pid, CMA probe, threshold), the abort and close
+// flags, and the control words of the two FIFOs.
+//
+// A FIFO is a single-producer single-consumer byte stream over a ring of `fifo_bytes` (a
+// multiple of 4096). `head` counts the bytes the sender has published, `tail` the bytes the
+// receiver has released; both only grow, both are multiples of kStreamAlign, and each sits on its
+// own cache line (the sender writes head and reads tail; the receiver the opposite). The sender
+// writes data, then stores head with release; the receiver loads head with acquire, reads, then
+// stores tail with release; the sender loads tail with acquire before reusing the space.
+//
+// Stream format. There are no message headers: both sides know every message's size (the k-th
+// send matches the k-th receive with the same byte count) and, from the mode agreed at connect,
+// how it travels:
+//  - inline: the payload, padded to a multiple of kStreamAlign. So every piece of a message
+//    starts kStreamAlign-aligned from the message start and a ring wrap never splits an element.
+//  - CMA (bytes >= the agreed threshold, when both sides agreed on CMA): one kStreamAlign-sized
+//    CmaDescriptor naming the sender's buffer. The receiver reads the buffer with
+//    process_vm_readv and releases the descriptor (advances tail) only when it is done, so the
+//    sender's "tail passed my descriptor" is the acknowledgement that completes the send.
+//  - 0 bytes: nothing at all.
+//
+// The structs live in memory shared with another process: only trivially copyable fields and
+// lock-free (hence address-free) atomics.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace weft::transport::shm {
+
+inline constexpr size_t kCacheLine = 64;
+inline constexpr size_t kStreamAlign = 64;  // every message advances a stream by a multiple of it
+inline constexpr size_t kRingAlign = 4096;  // fifo_bytes is rounded up to a multiple of it
+inline constexpr uint64_t kSegmentMagic = 0x315f'6d68'735f'7466ULL;  // "tf_shm_1", little endian
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kReasonBytes = 256;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+constexpr size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// CMA probe results (SideInfo::cma_probe).
+enum class CmaProbe : uint32_t {
+  kPending = 0,
+  kReadable = 1,  // this side read the peer's probe word with process_vm_readv
+  kRefused = 2,   // the kernel refused (EPERM, ...) or the word did not match
+  kUnwanted = 3,  // one side's config has cma = false; nothing was tried
+};
+
+// What one side publishes. Written by that side only; the peer reads it.
+struct alignas(kCacheLine) SideInfo {
+  std::atomic<uint32_t> joined;  // 1 once pid..cma_threshold are written (release)
+  int32_t pid;
+  uint64_t probe_addr;           // address of a word in this process the peer reads to test CMA
+  uint64_t probe_value;          // what the peer should find there
+  uint64_t cma_threshold;        // this side's Config::cma_threshold
+  uint32_t cma_wanted;           // this side's Config::cma
+  std::atomic<uint32_t> cma_probe;  // a CmaProbe: how this side fared reading the peer's word
+  std::atomic<uint32_t> closed;     // 1 once this side destroyed its connection
+  std::atomic<uint32_t> aborted;    // 1 once `reason` holds this side's abort reason (release)
+  char reason[kReasonBytes];        // NUL-terminated
+};
+
+// Control words of one direction; see the file comment.
+struct FifoControl {
+  alignas(kCacheLine) std::atomic<uint64_t> head;
+  alignas(kCacheLine) std::atomic<uint64_t> tail;
+};
+
+struct SegmentHeader {
+  std::atomic<uint64_t> magic;  // kSegmentMagic once the creator has filled the fields below
+  uint32_t version;
+  uint64_t fifo_bytes;
+  uint64_t segment_bytes;
+  SideInfo side[2];
+  FifoControl fifo[2];  // fifo[s] carries side s's sends
+};
+
+// The one record a CMA message puts in the stream.
+struct CmaDescriptor {
+  uint64_t seq;    // the sender's ticket for this message (a desync check)
+  uint64_t addr;   // the sender's buffer, in the sender's address space
+  uint64_t bytes;  // its length (must equal the receive's)
+};
+static_assert(sizeof(CmaDescriptor) <= kStreamAlign);
+
+inline constexpr size_t kHeaderBytes = round_up(sizeof(SegmentHeader), kRingAlign);
+
+constexpr size_t segment_bytes_for(size_t fifo_bytes) { return kHeaderBytes + 2 * fifo_bytes; }
+
+// The ring that carries side s's sends.
+inline uint8_t* ring_of(void* segment, int s, size_t fifo_bytes) {
+  return static_cast<uint8_t*>(segment) + kHeaderBytes + static_cast<size_t>(s) * fifo_bytes;
+}
+
+}  // namespace weft::transport::shm

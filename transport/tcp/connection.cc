@@ -1,0 +1,385 @@
+#include "transport/tcp/connection.h"
+
+#include <poll.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace weft::transport::tcp {
+namespace {
+
+constexpr uint32_t kFrameData = 1;
+constexpr uint32_t kFrameAbort = 2;
+constexpr size_t kHeaderBytes = 16;
+constexpr size_t kMaxAbortText = 4096;
+constexpr size_t kMinStripe = size_t{64} << 10;
+constexpr size_t kMaxStripe = size_t{1} << 20;
+constexpr size_t kStagingBytes = size_t{1} << 20;
+constexpr size_t kMinSlot = size_t{64} << 10;
+constexpr int kMaxIov = 64;
+// Reads/writes per lane per progress() call, so one busy lane cannot starve the others.
+constexpr int kMaxSyscallsPerLane = 16;
+
+using net::get_be32;
+using net::get_be64;
+using net::put_be32;
+using net::put_be64;
+
+std::array<uint8_t, kHeaderBytes> frame_header(uint32_t type, uint64_t len) {
+  std::array<uint8_t, kHeaderBytes> h{};
+  put_be32(h.data(), type);
+  put_be64(h.data() + 8, len);
+  return h;
+}
+
+}  // namespace
+
+std::array<uint8_t, Handshake::kBytes> Handshake::encode() const {
+  std::array<uint8_t, kBytes> b{};
+  uint8_t* p = b.data();
+  put_be32(p, kMagic);
+  std::memcpy(p + 4, secret.data(), kSecretBytes);
+  put_be64(p + 36, comm_tag);
+  put_be32(p + 44, static_cast<uint32_t>(rank));
+  put_be32(p + 48, static_cast<uint32_t>(channel));
+  put_be32(p + 52, static_cast<uint32_t>(index));
+  put_be32(p + 56, static_cast<uint32_t>(nsockets));
+  return b;
+}
+
+Result<Handshake> Handshake::decode(std::span<const uint8_t, kBytes> b) {
+  const uint8_t* p = b.data();
+  if (get_be32(p) != kMagic) return remote_error("not a weft tcp handshake (bad magic)");
+  Handshake h;
+  std::memcpy(h.secret.data(), p + 4, kSecretBytes);
+  h.comm_tag = get_be64(p + 36);
+  h.rank = static_cast<int32_t>(get_be32(p + 44));
+  h.channel = static_cast<int32_t>(get_be32(p + 48));
+  h.index = static_cast<int32_t>(get_be32(p + 52));
+  h.nsockets = static_cast<int32_t>(get_be32(p + 56));
+  return h;
+}
+
+std::array<uint8_t, Handshake::kAckBytes> Handshake::encode_ack(int32_t rank) {
+  std::array<uint8_t, kAckBytes> b{};
+  put_be32(b.data(), kAckMagic);
+  put_be32(b.data() + 4, static_cast<uint32_t>(rank));
+  return b;
+}
+
+TcpConnection::TcpConnection(std::vector<net::Socket> sockets, int peer, int channel,
+                             std::string peer_address)
+    : peer_(peer), channel_(channel), peer_address_(std::move(peer_address)) {
+  lanes_.resize(sockets.size());
+  for (size_t i = 0; i < sockets.size(); ++i) lanes_[i].socket = std::move(sockets[i]);
+  slot_bytes_ = std::max(kMinSlot, kStagingBytes / lanes_.size()) & ~size_t{7};
+}
+
+TcpConnection::~TcpConnection() = default;
+
+std::string TcpConnection::who() const {
+  return "rank " + std::to_string(peer_) + " (tcp, channel " + std::to_string(channel_) + ")";
+}
+
+std::string TcpConnection::describe() const {
+  return "tcp to rank " + std::to_string(peer_) + " channel " + std::to_string(channel_) + " (" +
+         peer_address_ + ", " + std::to_string(lanes_.size()) +
+         (lanes_.size() == 1 ? " socket)" : " sockets)");
+}
+
+Status TcpConnection::fail(Status s) {
+  if (error_.ok()) error_ = std::move(s);
+  return error_;
+}
+
+size_t TcpConnection::chunk_bytes(size_t bytes) const {
+  const size_t n = lanes_.size();
+  if (n == 1 || bytes == 0) return std::max<size_t>(bytes, 1);
+  size_t stripe = (bytes + n - 1) / n;
+  stripe = (stripe + 4095) & ~size_t{4095};
+  return std::clamp(stripe, kMinStripe, kMaxStripe);
+}
+
+Result<uint64_t> TcpConnection::post_send(const void* src, size_t bytes) {
+  if (aborted_) return invalid_usage(describe() + ": post_send after abort()");
+  if (src == nullptr && bytes > 0) return invalid_argument(describe() + ": post_send of null data");
+  const size_t chunk = chunk_bytes(bytes);
+  const size_t nchunks = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+  send_ops_.push_back(SendOp{nchunks});
+  SendOp* op = &send_ops_.back();
+  const size_t first_lane = static_cast<size_t>(sends_posted_ % lanes_.size());
+  const uint8_t* p = static_cast<const uint8_t*>(src);
+  for (size_t j = 0; j < nchunks; ++j) {
+    const size_t off = j * chunk;
+    const size_t len = std::min(chunk, bytes - off);
+    Lane& lane = lanes_[(first_lane + j) % lanes_.size()];
+    lane.sends.push_back(SendChunk{op, p == nullptr ? nullptr : p + off, len, 0, frame_header(kFrameData, len)});
+  }
+  return ++sends_posted_;
+}
+
+Result<uint64_t> TcpConnection::post_recv(const RecvSink& sink, size_t bytes) {
+  if (aborted_) return invalid_usage(describe() + ": post_recv after abort()");
+  if (sink.reduce == nullptr && sink.dst == nullptr && bytes > 0)
+    return invalid_argument(describe() + ": post_recv into a null buffer");
+  if (sink.reduce != nullptr && !staging_) {
+    staging_.reset(new uint8_t[slot_bytes_ * lanes_.size()]);
+    for (size_t i = 0; i < lanes_.size(); ++i) lanes_[i].slot = staging_.get() + i * slot_bytes_;
+  }
+  const size_t chunk = chunk_bytes(bytes);
+  const size_t nchunks = bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+  recv_ops_.push_back(RecvOp{sink, bytes, nchunks, 0});
+  RecvOp* op = &recv_ops_.back();
+  const size_t first_lane = static_cast<size_t>(recvs_posted_ % lanes_.size());
+  for (size_t j = 0; j < nchunks; ++j) {
+    const size_t off = j * chunk;
+    lanes_[(first_lane + j) % lanes_.size()].recvs.push_back(
+        RecvChunk{op, off, std::min(chunk, bytes - off)});
+  }
+  return ++recvs_posted_;
+}
+
+void TcpConnection::retire_ops() {
+  while (!send_ops_.empty() && send_ops_.front().chunks_left == 0) {
+    send_ops_.pop_front();
+    ++sends_done_;
+  }
+  while (!recv_ops_.empty() && recv_ops_.front().chunks_left == 0) {
+    recv_ops_.pop_front();
+    ++recvs_done_;
+  }
+}
+
+Status TcpConnection::progress_send(Lane& lane) {
+  for (int calls = 0; calls < kMaxSyscallsPerLane && !lane.sends.empty(); ++calls) {
+    // Gather the unsent part of as many queued frames as fit in one sendmsg.
+    iovec iov[kMaxIov];
+    int n = 0;
+    size_t want = 0;
+    for (auto it = lane.sends.begin(); it != lane.sends.end() && n + 2 <= kMaxIov; ++it) {
+      SendChunk& c = *it;
+      if (c.done < kHeaderBytes) {
+        iov[n++] = iovec{c.header.data() + c.done, kHeaderBytes - c.done};
+        if (c.len > 0) iov[n++] = iovec{const_cast<uint8_t*>(c.src), c.len};
+      } else {
+        iov[n++] = iovec{const_cast<uint8_t*>(c.src) + (c.done - kHeaderBytes),
+                         c.len - (c.done - kHeaderBytes)};
+      }
+      want += kHeaderBytes + c.len - c.done;
+      if (want >= (size_t{4} << 20)) break;
+    }
+    auto sent = lane.socket.sendv_some(iov, n);
+    if (!sent.ok()) {
+      if (sent.status().code() == StatusCode::kRemoteError)
+        return fail(remote_error(who() + ": connection closed by peer"));
+      return fail(sent.status().with_context(who()));
+    }
+    size_t left = *sent;
+    while (left > 0) {
+      SendChunk& c = lane.sends.front();
+      const size_t rest = kHeaderBytes + c.len - c.done;
+      if (left < rest) {
+        c.done += left;
+        left = 0;
+        break;
+      }
+      left -= rest;
+      c.op->chunks_left--;
+      lane.sends.pop_front();
+    }
+    if (*sent < want) break;  // the socket buffer is full
+  }
+  return Status();
+}
+
+Status TcpConnection::finish_header(Lane& lane) {
+  lane.frame_type = get_be32(lane.header.data());
+  lane.frame_len = get_be64(lane.header.data() + 8);
+  lane.payload_got = 0;
+  lane.header_got = 0;
+  lane.in_frame = true;
+  if (lane.frame_type == kFrameAbort) {
+    if (lane.frame_len > kMaxAbortText)
+      return fail(remote_error(who() + ": corrupt stream (abort notice of " +
+                               std::to_string(lane.frame_len) + " bytes)"));
+    lane.abort_text.assign(lane.frame_len, '\0');
+  } else if (lane.frame_type != kFrameData) {
+    return fail(remote_error(who() + ": corrupt stream (frame type " +
+                             std::to_string(lane.frame_type) + ")"));
+  }
+  return Status();
+}
+
+void TcpConnection::complete_recv_chunk(Lane& lane) {
+  lane.recvs.front().op->chunks_left--;
+  lane.recvs.pop_front();
+  lane.in_frame = false;
+  lane.slot_filled = 0;
+  retire_ops();
+}
+
+// Hands the staged bytes of the lane's front chunk to the reduce, when that chunk is the next
+// piece of the oldest incomplete message.
+Status TcpConnection::deliver_staged(Lane& lane, RecvChunk& c, bool* moved) {
+  RecvOp* op = c.op;
+  if (recv_ops_.empty() || &recv_ops_.front() != op || op->delivered < c.offset) return Status();
+  if (lane.slot_filled == 0) return Status();
+  const size_t end = lane.slot_base + lane.slot_filled;
+  const bool chunk_end = end == c.offset + c.len;
+  const size_t n = chunk_end ? lane.slot_filled : (lane.slot_filled & ~size_t{7});
+  if (n == 0) return Status();
+  op->sink.reduce(op->sink.ctx, lane.slot_base, lane.slot, n);
+  op->delivered += n;
+  lane.slot_base += n;
+  lane.slot_filled -= n;
+  if (lane.slot_filled > 0) std::memmove(lane.slot, lane.slot + n, lane.slot_filled);
+  *moved = true;
+  return Status();
+}
+
+Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
+  for (int calls = 0; calls < kMaxSyscallsPerLane; ++calls) {
+    if (lane.eof) return Status();
+    if (!lane.in_frame) {
+      // Read the next header (also when nothing is posted, so that an abort notice or a closed
+      // peer is noticed promptly).
+      auto n = lane.socket.recv_some(lane.header.data() + lane.header_got, kHeaderBytes - lane.header_got);
+      if (!n.ok()) {
+        if (n.status().code() != StatusCode::kRemoteError) return fail(n.status().with_context(who()));
+        lane.eof = true;  // an error only if this lane still has work (see progress())
+        return Status();
+      }
+      if (*n == 0) return Status();
+      *moved = true;
+      lane.header_got += *n;
+      if (lane.header_got < kHeaderBytes) return Status();
+      WEFT_TRY(finish_header(lane));
+      continue;
+    }
+    if (lane.frame_type == kFrameAbort) {
+      auto n = lane.socket.recv_some(lane.abort_text.data() + lane.payload_got,
+                                     lane.frame_len - lane.payload_got);
+      if (n.ok()) lane.payload_got += *n;
+      if (!n.ok() || lane.payload_got == lane.frame_len) {
+        return fail(remote_error("rank " + std::to_string(peer_) + " aborted: " + lane.abort_text));
+      }
+      if (*n == 0) return Status();
+      continue;
+    }
+    // A DATA frame: it belongs to the lane's oldest posted chunk.
+    if (lane.recvs.empty()) return Status();  // parked until a recv is posted
+    RecvChunk& c = lane.recvs.front();
+    if (lane.frame_len != c.len) {
+      return fail(internal_error(
+          who() + ": the peer sent a " + std::to_string(lane.frame_len) + "-byte frame where a " +
+          std::to_string(c.len) + "-byte one was expected (a send and its matching recv differ "
+          "in size; message of " + std::to_string(c.op->bytes) + " bytes)"));
+    }
+    if (c.op->sink.reduce == nullptr) {
+      // Straight into dst; read the next frame's header in the same call.
+      iovec iov[2];
+      int cnt = 0;
+      if (c.len > lane.payload_got) {
+        iov[cnt++] = iovec{static_cast<uint8_t*>(c.op->sink.dst) + c.offset + lane.payload_got,
+                           c.len - lane.payload_got};
+      }
+      if (cnt == 0) {  // an empty frame is complete as soon as its header is in
+        complete_recv_chunk(lane);
+        *moved = true;
+        continue;
+      }
+      iov[cnt++] = iovec{lane.header.data(), kHeaderBytes};
+      auto n = lane.socket.recvv_some(iov, cnt);
+      if (!n.ok()) {
+        if (n.status().code() == StatusCode::kRemoteError)
+          return fail(remote_error(who() + ": connection closed by peer"));
+        return fail(n.status().with_context(who()));
+      }
+      if (*n == 0) return Status();
+      *moved = true;
+      const size_t payload = std::min<size_t>(*n, c.len - lane.payload_got);
+      lane.payload_got += payload;
+      const size_t extra = *n - payload;
+      if (lane.payload_got == c.len) {
+        complete_recv_chunk(lane);
+        lane.header_got = extra;
+        if (extra == kHeaderBytes) WEFT_TRY(finish_header(lane));
+      }
+      continue;
+    }
+    // Reduce: stage, then deliver in order.
+    WEFT_TRY(deliver_staged(lane, c, moved));
+    if (lane.payload_got == c.len && lane.slot_filled == 0) {
+      complete_recv_chunk(lane);
+      *moved = true;
+      continue;
+    }
+    if (lane.payload_got == c.len) return Status();  // staged, waiting for its turn
+    if (lane.slot_filled == 0) lane.slot_base = c.offset + lane.payload_got;
+    const size_t space = slot_bytes_ - lane.slot_filled;
+    if (space == 0) return Status();  // waiting for its turn
+    auto n = lane.socket.recv_some(lane.slot + lane.slot_filled,
+                                   std::min<size_t>(space, c.len - lane.payload_got));
+    if (!n.ok()) {
+      if (n.status().code() == StatusCode::kRemoteError)
+        return fail(remote_error(who() + ": connection closed by peer"));
+      return fail(n.status().with_context(who()));
+    }
+    if (*n == 0) return Status();
+    *moved = true;
+    lane.slot_filled += *n;
+    lane.payload_got += *n;
+  }
+  return Status();
+}
+
+Status TcpConnection::progress() {
+  if (!error_.ok()) return error_;
+  if (aborted_) return invalid_usage(describe() + ": progress after abort()");
+  for (Lane& lane : lanes_) WEFT_TRY(progress_send(lane));
+  // Receive until a pass moves nothing: one lane's delivery can unblock another's.
+  for (int pass = 0; pass < 4; ++pass) {
+    bool moved = false;
+    for (Lane& lane : lanes_) WEFT_TRY(progress_recv(lane, &moved));
+    if (!moved) break;
+  }
+  retire_ops();
+  // A peer may close once it has sent everything; a closed lane is an error only while it still
+  // has bytes to move.
+  for (const Lane& lane : lanes_) {
+    if (lane.eof && (!lane.recvs.empty() || !lane.sends.empty()))
+      return fail(remote_error(who() + ": connection closed by peer"));
+  }
+  return Status();
+}
+
+void TcpConnection::abort(std::string_view reason) {
+  if (aborted_) return;
+  aborted_ = true;
+  std::string text(reason.substr(0, kMaxAbortText));
+  auto header = frame_header(kFrameAbort, text.size());
+  // Best effort, bounded: finish a half-written frame (the notice must start on a frame
+  // boundary), then write the notice, then close our sending side.
+  Deadline deadline = Deadline::after(std::chrono::milliseconds(200));
+  for (Lane& lane : lanes_) {
+    if (!lane.socket.valid()) continue;
+    bool boundary = true;
+    if (!lane.sends.empty() && lane.sends.front().done > 0) {
+      SendChunk& c = lane.sends.front();
+      Status st;
+      if (c.done < kHeaderBytes)
+        st = lane.socket.send_all(c.header.data() + c.done, kHeaderBytes - c.done, deadline);
+      const size_t from = c.done > kHeaderBytes ? c.done - kHeaderBytes : 0;
+      if (st.ok()) st = lane.socket.send_all(c.src + from, c.len - from, deadline);
+      boundary = st.ok();
+    }
+    if (boundary && lane.socket.send_all(header.data(), header.size(), deadline).ok())
+      (void)lane.socket.send_all(text.data(), text.size(), deadline);
+    lane.socket.shutdown_write();
+  }
+  if (error_.ok()) error_ = invalid_usage(describe() + ": aborted (" + text + ")");
+}
+
+}  // namespace weft::transport::tcp

@@ -1,0 +1,143 @@
+// The tcp Connection: one peer, one channel, config.tcp_sockets non-blocking TCP sockets ("lanes").
+//
+// Wire format, per lane: a sequence of frames, each a 16-byte header (type, 4 zero bytes, length;
+// big-endian)
+// and `length` payload bytes. DATA frames carry message bytes; an ABORT frame carries the reason
+// text and is the last frame its sender writes.
+//
+// Message k (counting sends in one direction from 0) is cut into chunks that depend only on its
+// size and the lane count, so both ends agree without negotiating: with one lane, the whole
+// message; with n lanes, stripes of about size/n bytes (a multiple of 4096, clamped to
+// 64 KiB..1 MiB), the last one shorter. Chunk j travels on lane (k + j) mod n as one DATA frame. Each lane is FIFO, so the order of bytes is exact. A
+// 0-byte message is one empty DATA frame, so tickets stay matched.
+//
+// Receiving: without a reduce, each lane reads straight into the destination. With a reduce,
+// lanes read into their slot of a staging buffer (1 MiB per connection, allocated on first use)
+// and pieces are handed to the reduce strictly in message order, only for the oldest incomplete
+// message, each piece starting and ending on a multiple of 8 bytes except the message's last.
+//
+// The connection owns its sockets. Thread-safety: one thread at a time (see transport.h).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/net/socket.h"
+#include "transport/transport.h"
+
+namespace weft::transport::tcp {
+
+// The first bytes a dialing rank sends on each socket of a connection.
+struct Handshake {
+  static constexpr uint32_t kMagic = 0x57465431;     // "WFT1"
+  static constexpr uint32_t kAckMagic = 0x57465441;  // "WFTA": the acceptor's answer
+  static constexpr size_t kBytes = 64;
+  static constexpr size_t kAckBytes = 8;
+  static constexpr size_t kSecretBytes = 32;
+  std::array<uint8_t, kSecretBytes> secret{};
+  uint64_t comm_tag = 0;
+  int32_t rank = 0;      // the dialer's rank
+  int32_t channel = 0;
+  int32_t index = 0;     // which socket of the connection, 0 .. nsockets-1
+  int32_t nsockets = 1;  // the dialer's tcp_sockets
+
+  std::array<uint8_t, kBytes> encode() const;
+  // Fails (kRemoteError) on a wrong magic.
+  static Result<Handshake> decode(std::span<const uint8_t, kBytes> bytes);
+  // The acceptor's answer: magic + its rank.
+  static std::array<uint8_t, kAckBytes> encode_ack(int32_t rank);
+};
+
+// Socket buffer size requested for every tcp socket (SO_SNDBUF/SO_RCVBUF).
+constexpr int kSocketBufferBytes = 4 << 20;
+
+class TcpConnection final : public Connection {
+ public:
+  // REQUIRES: sockets non-empty, connected, handshake done, in socket-index order.
+  TcpConnection(std::vector<net::Socket> sockets, int peer, int channel, std::string peer_address);
+  ~TcpConnection() override;
+
+  Result<uint64_t> post_send(const void* src, size_t bytes) override;
+  Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override;
+  Status progress() override;
+  uint64_t sends_done() const override { return sends_done_; }
+  uint64_t recvs_done() const override { return recvs_done_; }
+  bool idle() const override { return send_ops_.empty() && recv_ops_.empty(); }
+  void abort(std::string_view reason) override;
+  std::string describe() const override;
+
+ private:
+  struct SendOp {
+    size_t chunks_left = 0;
+  };
+  struct RecvOp {
+    RecvSink sink;
+    size_t bytes = 0;
+    size_t chunks_left = 0;
+    size_t delivered = 0;  // reduce: bytes handed to sink.reduce, in order
+  };
+  struct SendChunk {
+    SendOp* op;
+    const uint8_t* src;  // payload start
+    size_t len;
+    size_t done;  // bytes of header + payload written
+    std::array<uint8_t, 16> header;
+  };
+  struct RecvChunk {
+    RecvOp* op;
+    size_t offset;  // in the message
+    size_t len;
+  };
+  struct Lane {
+    net::Socket socket;
+    std::deque<SendChunk> sends;
+    std::deque<RecvChunk> recvs;
+    // Receive side: the header of the frame being read, then its payload.
+    std::array<uint8_t, 16> header{};
+    size_t header_got = 0;
+    bool in_frame = false;  // header parsed; payload_got of frame_len read
+    uint32_t frame_type = 0;
+    uint64_t frame_len = 0;
+    uint64_t payload_got = 0;
+    std::string abort_text;
+    bool eof = false;
+    // Reduce staging: slot[0, slot_filled) holds message bytes [slot_base, slot_base+filled).
+    uint8_t* slot = nullptr;
+    size_t slot_filled = 0;
+    size_t slot_base = 0;
+  };
+
+  // Splits a message into chunk sizes (see the file comment).
+  size_t chunk_bytes(size_t bytes) const;
+  Status progress_send(Lane& lane);
+  // Sets *moved when it read or delivered anything.
+  Status progress_recv(Lane& lane, bool* moved);
+  Status finish_header(Lane& lane);
+  Status deliver_staged(Lane& lane, RecvChunk& c, bool* moved);
+  void complete_recv_chunk(Lane& lane);
+  void retire_ops();
+  Status fail(Status s);
+  std::string who() const;  // "rank 3 (tcp, channel 0)"
+
+  std::vector<Lane> lanes_;
+  int peer_;
+  int channel_;
+  std::string peer_address_;
+  std::deque<SendOp> send_ops_;
+  std::deque<RecvOp> recv_ops_;
+  uint64_t sends_posted_ = 0, sends_done_ = 0;
+  uint64_t recvs_posted_ = 0, recvs_done_ = 0;
+  std::unique_ptr<uint8_t[]> staging_;
+  size_t slot_bytes_ = 0;
+  Status error_;  // sticky
+  bool aborted_ = false;
+};
+
+}  // namespace weft::transport::tcp
