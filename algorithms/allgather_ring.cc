@@ -11,10 +11,11 @@ Program allgather_ring(const CollectiveArgs& a, int r) {
   ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
   if (count == 0) return b.finish();
   const size_t own = static_cast<size_t>(r) * count;
-  if (!a.in_place) b.copy({kIn, 0, count}, {kOut, own, count});
+  const size_t slices = slices_for(count, a.slice_count);
+  if (!a.in_place)
+    for (size_t s = 0; s < slices; ++s) b.copy(slice_of(kIn, 0, count, slices, s), slice_of(kOut, own, count, slices, s));
   if (n == 1) return b.finish();
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  const size_t slices = slices_for(count, a.slice_count);
   auto mod = [n](int x) { return ((x % n) + n) % n; };
 
   for (int k = 0; k < n - 1; ++k) {

@@ -15,7 +15,7 @@ Program alltoall_pairwise(const CollectiveArgs& a, int r) {
   BufferRef source = kIn;
   if (a.in_place && n > 1) {
     b.need_tmp(total);
-    b.copy({kIn, 0, total}, {kTmp, 0, total});
+    for (size_t blk = 0; blk < static_cast<size_t>(n); ++blk) b.copy({kIn, blk * count, count}, {kTmp, blk * count, count});
     source = kTmp;
   }
   const size_t own = static_cast<size_t>(r) * count;

@@ -12,9 +12,10 @@ Program broadcast_ring(const CollectiveArgs& a, int r) {
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const size_t slices = slices_for(a.count, a.slice_count);
   if (pos == 0) {
-    if (!a.in_place) b.copy({kIn, 0, a.count}, {kOut, 0, a.count});
-    if (n > 1)
-      for (size_t s = 0; s < slices; ++s) b.send(next, slice_of(kIn, 0, a.count, slices, s));
+    for (size_t s = 0; s < slices; ++s) {
+      if (n > 1) b.send(next, slice_of(kIn, 0, a.count, slices, s));
+      if (!a.in_place) b.copy(slice_of(kIn, 0, a.count, slices, s), slice_of(kOut, 0, a.count, slices, s));
+    }
     return b.finish();
   }
   for (size_t s = 0; s < slices; ++s) {

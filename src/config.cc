@@ -17,18 +17,16 @@ Status parse_size(const char* name, const char* text, size_t min, size_t* out) {
   char* end = nullptr;
   errno = 0;
   unsigned long long v = std::strtoull(text, &end, 10);
-  if (errno != 0 || end == text || v < min) {
-    return invalid_argument(std::string(name) + "='" + text + "' is not an integer >= " +
-                            std::to_string(min));
-  }
-  std::string suffix = end;
-  if (suffix == "K" || suffix == "k") v <<= 10;
-  else if (suffix == "M" || suffix == "m") v <<= 20;
-  else if (suffix == "G" || suffix == "g") v <<= 30;
+  const std::string suffix = end != nullptr ? end : "";
+  int shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
   else if (!suffix.empty())
-    return invalid_argument(std::string(name) + "='" + text + "': unknown suffix '" + suffix +
-                            "' (use K, M or G)");
-  *out = static_cast<size_t>(v);
+    return invalid_argument(std::string(name) + "='" + text + "': unknown suffix '" + suffix + "' (use K, M or G)");
+  if (errno != 0 || end == text || text[0] == '-' || (v << shift) >> shift != v || (v << shift) < min)
+    return invalid_argument(std::string(name) + "='" + text + "' is not a size >= " + std::to_string(min));
+  *out = static_cast<size_t>(v << shift);
   return Status();
 }
 

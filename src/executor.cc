@@ -79,6 +79,8 @@ Status Executor::prepare(const RunSpec& spec) {
   queue_of_.assign(n, -1);
   reduce_ctx_.resize(n);
   ready_.clear();
+  local_ready_.clear();
+  local_next_ = 0;
   queues_.clear();
   active_.clear();
   done_steps_ = 0;
@@ -344,12 +346,14 @@ Status Executor::run(const RunSpec& spec) {
   uint32_t polls = 0;
   while (done_steps_ < n) {
     bool moved = false;
+    // Communication first: post every step whose dependencies are met; local steps wait in
+    // local_ready_ and run one per turn, so a long copy or reduce never starves the transports.
     while (!ready_.empty()) {
       const uint32_t i = ready_.back();
       ready_.pop_back();
       moved = true;
       if (queue_of_[i] < 0) {
-        WEFT_TRY(run_local(i));
+        local_ready_.push_back(i);
       } else {
         deps_met_[i] = 1;
         WEFT_TRY(post(queues_[static_cast<size_t>(queue_of_[i])]));
@@ -367,6 +371,10 @@ Status Executor::run(const RunSpec& spec) {
         complete(q.steps[q.completed++]);
         moved = true;
       }
+    }
+    if (local_next_ < local_ready_.size()) {
+      WEFT_TRY(run_local(local_ready_[local_next_++]));
+      moved = true;
     }
     if (moved) {
       backoff.reset();

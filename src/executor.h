@@ -123,7 +123,9 @@ class Executor {
   std::vector<uint8_t> deps_met_;       // comm steps whose dependencies are met
   std::vector<uint32_t> dependents_;    // CSR: steps that depend on step i
   std::vector<uint32_t> dependents_begin_;
-  std::vector<uint32_t> ready_;
+  std::vector<uint32_t> ready_;        // dependencies met, not yet handled
+  std::vector<uint32_t> local_ready_;  // local steps to run, in order; local_next_ is the next
+  size_t local_next_ = 0;
   std::vector<int32_t> queue_of_;       // per step: queue index or -1
   std::vector<Queue> queues_;
   std::vector<ReduceCtx> reduce_ctx_;   // per step (recv_reduce)

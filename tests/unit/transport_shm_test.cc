@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -733,6 +734,55 @@ TEST_F(ShmSetupTest, DeadPeerIsReportedAtConnect) {
   EXPECT_EQ(c.status().code(), StatusCode::kRemoteError) << c.status().to_string();
   EXPECT_NE(c.status().message().find("process " + std::to_string(pid)), std::string::npos);
   EXPECT_LT(Clock::now() - t0, seconds(1));
+}
+
+// A segment as a creator (`creator_pid`) would leave it, optionally joined by an opener.
+void make_segment(const std::string& name, int32_t creator_pid, uint64_t creator_ns,
+                  int32_t opener_pid = 0) {
+  const size_t bytes = shm::segment_bytes_for(4096);
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << name;
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* h = new (p) shm::SegmentHeader();
+  h->version = shm::kLayoutVersion;
+  h->fifo_bytes = 4096;
+  h->segment_bytes = bytes;
+  h->side[0].pid = creator_pid;
+  h->side[0].pid_ns = creator_ns;
+  h->side[0].joined.store(1);
+  if (opener_pid != 0) {
+    h->side[1].pid = opener_pid;
+    h->side[1].pid_ns = creator_ns;
+    h->side[1].joined.store(1);
+  }
+  h->magic.store(shm::kSegmentMagic);
+  ::munmap(p, bytes);
+  ::close(fd);
+}
+
+TEST_F(ShmSetupTest, OrphanedSegmentsAreRemoved) {
+  struct stat st {};
+  ASSERT_EQ(::stat("/proc/self/ns/pid", &st), 0);
+  const uint64_t ns = st.st_ino;
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  auto name = [&](int ch) { return shm::ShmConnection::segment_name(tag_, 0, 1, ch); };
+  make_segment(name(0), dead, ns);                  // creator died waiting: orphan
+  make_segment(name(1), ::getpid(), ns);            // creator alive: kept
+  make_segment(name(2), dead, ns + 1);              // another pid namespace: kept
+  make_segment(name(3), dead, ns, ::getpid());      // opener joined and alive: kept
+  make_segment(name(4), dead, ns, dead);            // both gone: orphan
+  EXPECT_GE(shm::ShmConnection::remove_orphans(), 2);
+  auto left = segments_with_tag(tag_);
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> want;
+  for (int ch : {1, 2, 3}) want.push_back(name(ch).substr(1));
+  EXPECT_EQ(left, want);
+  for (const auto& n : left) ::shm_unlink(("/" + n).c_str());
 }
 
 TEST(ShmNames, SegmentNameNamesTagPairAndChannel) {

@@ -1,7 +1,11 @@
 #include "transport/shm/connection.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -25,7 +29,7 @@ constexpr size_t kSlice = size_t{64} << 10;
 // executor for long.
 constexpr size_t kPumpBudget = size_t{8} << 20;
 // CMA into the destination: bytes per process_vm_readv.
-constexpr size_t kCmaChunk = size_t{2} << 20;
+constexpr size_t kCmaChunk = size_t{4} << 20;
 // CMA into a reduce sink: the staging chunk (cache-sized, so the reduce reads it from cache).
 constexpr size_t kStagingBytes = size_t{256} << 10;
 
@@ -38,7 +42,50 @@ int pidfd_open(pid_t pid) {
 #endif
 }
 
+// Identifies this process's pid namespace (pids are only comparable within one); 0 if unknown.
+uint64_t pid_namespace_id() {
+  struct stat st {};
+  if (::stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+bool process_gone(int32_t pid) { return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH; }
+
 }  // namespace
+
+int ShmConnection::remove_orphans() {
+  const uint64_t ns = pid_namespace_id();
+  if (ns == 0) return 0;
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (struct dirent* e = ::readdir(d)) {
+      if (std::strncmp(e->d_name, "weft-", 5) == 0) names.push_back(std::string("/") + e->d_name);
+    }
+    ::closedir(d);
+  }
+  int removed = 0;
+  for (const std::string& name : names) {
+    int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) continue;  // gone already, or not ours
+    bool orphan = false;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= kHeaderBytes) {
+      void* p = ::mmap(nullptr, kHeaderBytes, PROT_READ, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        const auto* h = static_cast<const SegmentHeader*>(p);
+        if (h->magic.load(std::memory_order_acquire) == kSegmentMagic &&
+            h->version == kLayoutVersion && h->side[0].pid_ns == ns && process_gone(h->side[0].pid)) {
+          const bool opener_came = h->side[1].joined.load(std::memory_order_acquire) != 0;
+          orphan = !opener_came || (h->side[1].pid_ns == ns && process_gone(h->side[1].pid));
+        }
+        ::munmap(p, kHeaderBytes);
+      }
+    }
+    ::close(fd);
+    if (orphan && ::shm_unlink(name.c_str()) == 0) ++removed;
+  }
+  return removed;
+}
 
 std::string ShmConnection::segment_name(uint64_t comm_tag, int rank_a, int rank_b, int channel) {
   char buf[96];
@@ -218,6 +265,7 @@ Status ShmConnection::join(Deadline deadline) {
 
   // Tell the peer who we are.
   self_info_->pid = static_cast<int32_t>(::getpid());
+  self_info_->pid_ns = pid_namespace_id();
   self_info_->probe_addr = reinterpret_cast<uintptr_t>(&probe_word_);
   self_info_->probe_value = probe_word_;
   self_info_->cma_threshold = params_.config.cma_threshold;

@@ -106,6 +106,12 @@ class ShmConnection final : public Connection {
   // Segment name for (comm_tag, pair, channel): "/weft-<tag as 16 hex digits>-<lo>-<hi>-<ch>".
   static std::string segment_name(uint64_t comm_tag, int rank_a, int rank_b, int channel);
 
+  // Removes /dev/shm/weft-* segments left by a creator that died before its peer opened them
+  // (the one moment a segment has a name nobody will remove: e.g. a rank killed while it waited
+  // in connect). Only segments of this user, made in this pid namespace, whose creator process
+  // no longer exists (and whose opener, if it came, is gone too) are removed. Returns how many.
+  static int remove_orphans();
+
   // Every this often, a progress() call that found nothing to move checks whether the peer
   // process still exists.
   static constexpr std::chrono::milliseconds kLivenessPeriod{2};

@@ -38,7 +38,7 @@ inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kStreamAlign = 64;  // every message advances a stream by a multiple of it
 inline constexpr size_t kRingAlign = 4096;  // fifo_bytes is rounded up to a multiple of it
 inline constexpr uint64_t kSegmentMagic = 0x315f'6d68'735f'7466ULL;  // "tf_shm_1", little endian
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr size_t kReasonBytes = 256;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -58,6 +58,7 @@ enum class CmaProbe : uint32_t {
 struct alignas(kCacheLine) SideInfo {
   std::atomic<uint32_t> joined;  // 1 once pid..cma_threshold are written (release)
   int32_t pid;
+  uint64_t pid_ns;               // inode of /proc/self/ns/pid (0: unknown); see remove_orphans
   uint64_t probe_addr;           // address of a word in this process the peer reads to test CMA
   uint64_t probe_value;          // what the peer should find there
   uint64_t cma_threshold;        // this side's Config::cma_threshold

@@ -104,6 +104,9 @@ Result<std::unique_ptr<Transport>> make_shm_transport(const TransportContext& ct
     return invalid_argument("shm: rank " + std::to_string(ctx.rank) + " of " +
                             std::to_string(ctx.nranks));
   }
+  // Segments of ranks killed in the middle of a connect would otherwise stay in /dev/shm until
+  // reboot; every new communicator on the node tidies up after them.
+  shm::ShmConnection::remove_orphans();
   return std::unique_ptr<Transport>(new ShmTransport(ctx));
 }
 

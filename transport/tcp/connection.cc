@@ -338,13 +338,15 @@ Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
 Status TcpConnection::progress() {
   if (!error_.ok()) return error_;
   if (aborted_) return invalid_usage(describe() + ": progress after abort()");
-  for (Lane& lane : lanes_) WEFT_TRY(progress_send(lane));
-  // Receive until a pass moves nothing: one lane's delivery can unblock another's.
+  // Receive first, until a pass moves nothing (one lane's delivery can unblock another's): a
+  // peer that aborted sends its notice and then closes, and the notice, which names the reason,
+  // must win over the EPIPE our next send would meet.
   for (int pass = 0; pass < 4; ++pass) {
     bool moved = false;
     for (Lane& lane : lanes_) WEFT_TRY(progress_recv(lane, &moved));
     if (!moved) break;
   }
+  for (Lane& lane : lanes_) WEFT_TRY(progress_send(lane));
   retire_ops();
   // A peer may close once it has sent everything; a closed lane is an error only while it still
   // has bytes to move.
