@@ -29,8 +29,10 @@ struct Config {
   // WEFT_SHM_FIFO_BYTES: bytes in each shared-memory FIFO (one per direction per peer pair).
   size_t shm_fifo_bytes = size_t{4} << 20;
   // WEFT_CMA: 1 lets shm move messages of at least cma_threshold bytes with one
-  // process_vm_readv copy (falls back to the FIFO where the kernel refuses).
-  bool cma = true;
+  // process_vm_readv copy (falls back to the FIFO where the kernel refuses). Off by default:
+  // on the VMs weft is measured on, the two-copy FIFO pipelines across both cores and beats the
+  // single CMA copy at every size (docs/PERFORMANCE.md); turn it on where CMA measures faster.
+  bool cma = false;
   // WEFT_CMA_THRESHOLD: the message size from which shm uses CMA.
   size_t cma_threshold = size_t{64} << 10;
   // WEFT_SLICE_BYTES: collectives cut each chunk into slices of about this size so steps pipeline.

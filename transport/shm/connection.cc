@@ -301,6 +301,8 @@ Status ShmConnection::join(Deadline deadline) {
   rx_ = &header_->fifo[1 - side_];
   tx_ring_ = ring_of(segment_.data(), side_, fifo_bytes_);
   rx_ring_ = ring_of(segment_.data(), 1 - side_, fifo_bytes_);
+  tx_slots_ = slots_of(segment_.data(), side_, fifo_bytes_);
+  rx_slots_ = slots_of(segment_.data(), 1 - side_, fifo_bytes_);
   return Status();
 }
 
@@ -314,8 +316,10 @@ Result<uint64_t> ShmConnection::post_send(const void* src, size_t bytes) {
   SendOp op;
   op.src = static_cast<const uint8_t*>(src);
   op.bytes = bytes;
-  op.cma = use_cma(bytes);
-  op.padded = op.cma ? kStreamAlign : round_up(bytes, kStreamAlign);
+  op.route = route_for(bytes);
+  op.padded = op.route == Route::kCma      ? kStreamAlign
+              : op.route == Route::kInline ? round_up(bytes, kStreamAlign)
+                                           : 0;
   sends_.push_back(op);
   const uint64_t ticket = ++sends_posted_;
   if (sends_written_ + 1 == sends_.size()) {
@@ -337,8 +341,10 @@ Result<uint64_t> ShmConnection::post_recv(const RecvSink& sink, size_t bytes) {
   RecvOp op;
   op.sink = sink;
   op.bytes = bytes;
-  op.cma = use_cma(bytes);
-  op.padded = op.cma ? kStreamAlign : round_up(bytes, kStreamAlign);
+  op.route = route_for(bytes);
+  op.padded = op.route == Route::kCma      ? kStreamAlign
+              : op.route == Route::kInline ? round_up(bytes, kStreamAlign)
+                                           : 0;
   recvs_.push_back(op);
   return ++recvs_posted_;
 }
@@ -348,6 +354,18 @@ Status ShmConnection::pump_sends(bool* moved) {
   // Step 1: write queued messages into the ring, in order, as far as space allows.
   while (sends_written_ < sends_.size() && budget > 0) {
     SendOp& op = sends_[sends_written_];
+    if (op.route == Route::kSlot) {
+      if (slots_sent_ - slot_tail_seen_ >= kSlots) {
+        slot_tail_seen_ = tx_->slot_tail.load(std::memory_order_acquire);
+        if (slots_sent_ - slot_tail_seen_ >= kSlots) break;
+      }
+      SlotRecord& rec = tx_slots_[slots_sent_ & (kSlots - 1)];
+      std::memcpy(rec.payload, op.src, op.bytes);
+      rec.flag.store(++slots_sent_, std::memory_order_release);
+      ++sends_written_;
+      *moved = true;
+      continue;
+    }
     while (op.written < op.padded && budget > 0) {
       size_t space = fifo_bytes_ - (tx_head_ - tx_tail_seen_);
       if (space < kStreamAlign) {
@@ -357,7 +375,7 @@ Status ShmConnection::pump_sends(bool* moved) {
       }
       uint8_t* at = tx_ring_ + tx_offset_;
       size_t n;
-      if (op.cma) {
+      if (op.route == Route::kCma) {
         CmaDescriptor d{sends_done_ + sends_written_ + 1, reinterpret_cast<uintptr_t>(op.src),
                         op.bytes};
         std::memcpy(at, &d, sizeof(d));
@@ -371,7 +389,7 @@ Status ShmConnection::pump_sends(bool* moved) {
       tx_offset_ += n;
       if (tx_offset_ == fifo_bytes_) tx_offset_ = 0;
       tx_->head.store(tx_head_, std::memory_order_release);
-      if (op.cma) op.ack_at = tx_head_;
+      if (op.route == Route::kCma) op.ack_at = tx_head_;
       budget -= std::min(budget, n);
       *moved = true;
     }
@@ -382,7 +400,7 @@ Status ShmConnection::pump_sends(bool* moved) {
   // descriptor (it has finished reading our buffer by then).
   while (sends_written_ > 0) {
     const SendOp& op = sends_.front();
-    if (op.cma && tx_tail_seen_ < op.ack_at) {
+    if (op.route == Route::kCma && tx_tail_seen_ < op.ack_at) {
       tx_tail_seen_ = tx_->tail.load(std::memory_order_acquire);
       if (tx_tail_seen_ < op.ack_at) break;
     }
@@ -402,11 +420,23 @@ Status ShmConnection::cma_read(void* dst, uint64_t remote, size_t bytes) {
     errno = 0;
     ssize_t n = ::process_vm_readv(params_.peer_pid, &local, 1, &theirs, 1, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == ESRCH) {
-      return remote_error(peer_name() + ": process " + std::to_string(params_.peer_pid) +
-                          " exited");
-    }
     if (n <= 0) {
+      const int err = errno;
+      // The buffer went away under us: the peer abandoned the send. Its abort notice (written
+      // before it let go of the buffer), its close or its death says why; report that.
+      if (peer_info_->aborted.load(std::memory_order_acquire) != 0) return peer_aborted();
+      if (err == ESRCH || !check_process().ok()) {
+        return remote_error(peer_name() + ": process " + std::to_string(params_.peer_pid) +
+                            " exited");
+      }
+      if (err == EFAULT) {
+        return remote_error(peer_name() + ": its send buffer (" + std::to_string(bytes) +
+                            " bytes left to read) is no longer mapped; it gave up on the send" +
+                            (peer_info_->closed.load(std::memory_order_acquire) != 0
+                                 ? " and closed the connection"
+                                 : " before it completed"));
+      }
+      errno = err;
       return system_error(describe() + ": process_vm_readv of " + std::to_string(bytes) +
                           " bytes from pid " + std::to_string(params_.peer_pid) + " failed");
     }
@@ -421,8 +451,18 @@ Status ShmConnection::pump_recvs(bool* moved) {
   size_t budget = kPumpBudget;
   while (!recvs_.empty() && budget > 0) {
     RecvOp& op = recvs_.front();
-    if (op.padded > 0) {
-      if (op.cma && op.have_descriptor) {
+    if (op.route == Route::kSlot) {
+      // One cache line: the flag says whether the record is this message.
+      const SlotRecord& rec = rx_slots_[slots_received_ & (kSlots - 1)];
+      if (rec.flag.load(std::memory_order_acquire) != slots_received_ + 1) break;
+      if (op.sink.reduce != nullptr) {
+        op.sink.reduce(op.sink.ctx, 0, rec.payload, op.bytes);
+      } else {
+        std::memcpy(op.sink.dst, rec.payload, op.bytes);
+      }
+      rx_->slot_tail.store(++slots_received_, std::memory_order_release);
+    } else if (op.padded > 0) {
+      if (op.route == Route::kCma && op.have_descriptor) {
         // Step 2 of a CMA message: copy straight from the sender's buffer.
         size_t n;
         if (op.sink.reduce == nullptr) {
@@ -452,7 +492,7 @@ Status ShmConnection::pump_recvs(bool* moved) {
           if (avail == 0) break;
         }
         const uint8_t* at = rx_ring_ + rx_offset_;
-        if (op.cma) {
+        if (op.route == Route::kCma) {
           // Step 1 of a CMA message: its descriptor.
           CmaDescriptor d;
           std::memcpy(&d, at, sizeof(d));

@@ -1,7 +1,8 @@
 // ShmConnection: one rank's end of a shared-memory connection to a peer on the same node, for
-// one channel. It maps one segment (see fifo.h for the layout and stream format) and moves
-// messages through the FIFO in its direction, or, for large messages when both sides agreed on
-// CMA at connect, with a single process_vm_readv copy from the sender's buffer.
+// one channel. It maps one segment (see fifo.h for the layout and the three routes a message can
+// take): small messages go through flagged slot records (one cache-line transfer each), others
+// through the stream FIFO in its direction, and large ones, when both sides agreed on CMA at
+// connect, by a single process_vm_readv copy from the sender's buffer.
 //
 // Costs: no allocation per message once the op queues have grown to the pipeline depth (the
 // ~256 KiB reduce staging chunk is allocated once, on the first CMA receive with a reduce sink);
@@ -117,13 +118,14 @@ class ShmConnection final : public Connection {
   static constexpr std::chrono::milliseconds kLivenessPeriod{2};
 
  private:
+  enum class Route : uint8_t { kEmpty, kSlot, kInline, kCma };  // see fifo.h
   struct SendOp {
     const uint8_t* src = nullptr;
     size_t bytes = 0;
     size_t padded = 0;     // stream bytes it occupies (inline: bytes rounded up; CMA: one record)
     size_t written = 0;    // stream bytes published so far
     uint64_t ack_at = 0;   // CMA: complete once the peer's tail reaches this
-    bool cma = false;
+    Route route = Route::kEmpty;
   };
   struct RecvOp {
     RecvSink sink;
@@ -131,7 +133,7 @@ class ShmConnection final : public Connection {
     size_t padded = 0;
     size_t done = 0;       // inline: stream bytes consumed; CMA: payload bytes copied
     uint64_t remote = 0;   // CMA: the sender's buffer address once the descriptor arrived
-    bool cma = false;
+    Route route = Route::kEmpty;
     bool have_descriptor = false;
   };
 
@@ -147,7 +149,11 @@ class ShmConnection final : public Connection {
   Status check_process() const;     // kRemoteError once the peer process has exited
   Status peer_aborted() const;      // kRemoteError carrying the peer's reason
   Status cma_read(void* dst, uint64_t remote, size_t bytes);
-  bool use_cma(size_t bytes) const { return cma_ && bytes > 0 && bytes >= cma_threshold_; }
+  Route route_for(size_t bytes) const {
+    if (bytes == 0) return Route::kEmpty;
+    if (bytes <= kSlotPayload) return Route::kSlot;
+    return cma_ && bytes >= cma_threshold_ ? Route::kCma : Route::kInline;
+  }
   Status fail(Status status);       // records the first failure; later calls return it
   Status local_abort_status() const;
   std::string peer_name() const;    // "rank 3 (shm, channel 0)"
@@ -172,6 +178,9 @@ class ShmConnection final : public Connection {
   uint64_t tx_head_ = 0;        // our copy of tx_->head
   uint64_t tx_tail_seen_ = 0;   // last value loaded from tx_->tail
   size_t tx_offset_ = 0;        // tx_head_ % fifo_bytes_
+  SlotRecord* tx_slots_ = nullptr;
+  uint64_t slots_sent_ = 0;       // slot messages written
+  uint64_t slot_tail_seen_ = 0;   // last value loaded from tx_->slot_tail
   OpQueue<SendOp> sends_;
   size_t sends_written_ = 0;    // sends_[0, sends_written_) are fully in the stream
   uint64_t sends_posted_ = 0;
@@ -183,6 +192,8 @@ class ShmConnection final : public Connection {
   uint64_t rx_tail_ = 0;        // our copy of rx_->tail
   uint64_t rx_head_seen_ = 0;   // last value loaded from rx_->head
   size_t rx_offset_ = 0;        // rx_tail_ % fifo_bytes_
+  const SlotRecord* rx_slots_ = nullptr;
+  uint64_t slots_received_ = 0;   // slot messages consumed
   OpQueue<RecvOp> recvs_;
   uint64_t recvs_posted_ = 0;
   uint64_t recvs_done_ = 0;
