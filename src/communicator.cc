@@ -127,84 +127,52 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   return Request(op);
 }
 
+CollectiveArgs args_of(Collective coll, size_t count, DataType type, RedOp op = RedOp::kSum, int root = 0) {
+  CollectiveArgs a;
+  a.coll = coll;
+  a.count = count;
+  a.dtype = type;
+  a.op = op;
+  a.root = root;
+  return a;
+}
+
 }  // namespace
 
 Request Communicator::allreduce(const void* send, void* recv, size_t count, DataType type, RedOp op) {
-  CollectiveArgs a;
-  a.coll = Collective::kAllReduce;
-  a.count = count;
-  a.dtype = type;
-  a.op = op;
-  return collective(*state_, a, send, recv);
+  return collective(*state_, args_of(Collective::kAllReduce, count, type, op), send, recv);
 }
 
 Request Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType type, RedOp op) {
-  CollectiveArgs a;
-  a.coll = Collective::kReduceScatter;
-  a.count = count;
-  a.dtype = type;
-  a.op = op;
-  return collective(*state_, a, send, recv);
+  return collective(*state_, args_of(Collective::kReduceScatter, count, type, op), send, recv);
 }
 
 Request Communicator::allgather(const void* send, void* recv, size_t count, DataType type) {
-  CollectiveArgs a;
-  a.coll = Collective::kAllGather;
-  a.count = count;
-  a.dtype = type;
-  return collective(*state_, a, send, recv);
+  return collective(*state_, args_of(Collective::kAllGather, count, type), send, recv);
 }
 
 Request Communicator::broadcast(const void* send, void* recv, size_t count, DataType type, int root) {
-  CollectiveArgs a;
-  a.coll = Collective::kBroadcast;
-  a.count = count;
-  a.dtype = type;
-  a.root = root;
-  return collective(*state_, a, send, recv);
+  return collective(*state_, args_of(Collective::kBroadcast, count, type, RedOp::kSum, root), send, recv);
 }
 
 Request Communicator::reduce(const void* send, void* recv, size_t count, DataType type, RedOp op, int root) {
-  CollectiveArgs a;
-  a.coll = Collective::kReduce;
-  a.count = count;
-  a.dtype = type;
-  a.op = op;
-  a.root = root;
-  return collective(*state_, a, send, recv);
+  return collective(*state_, args_of(Collective::kReduce, count, type, op, root), send, recv);
 }
 
 Request Communicator::alltoall(const void* send, void* recv, size_t count, DataType type) {
-  CollectiveArgs a;
-  a.coll = Collective::kAllToAll;
-  a.count = count;
-  a.dtype = type;
-  return collective(*state_, a, send, recv);
+  return collective(*state_, args_of(Collective::kAllToAll, count, type), send, recv);
 }
 
 Request Communicator::gather(const void* send, void* recv, size_t count, DataType type, int root) {
-  CollectiveArgs a;
-  a.coll = Collective::kGather;
-  a.count = count;
-  a.dtype = type;
-  a.root = root;
-  return collective(*state_, a, send, recv);
+  return collective(*state_, args_of(Collective::kGather, count, type, RedOp::kSum, root), send, recv);
 }
 
 Request Communicator::scatter(const void* send, void* recv, size_t count, DataType type, int root) {
-  CollectiveArgs a;
-  a.coll = Collective::kScatter;
-  a.count = count;
-  a.dtype = type;
-  a.root = root;
-  return collective(*state_, a, send, recv);
+  return collective(*state_, args_of(Collective::kScatter, count, type, RedOp::kSum, root), send, recv);
 }
 
 Request Communicator::barrier() {
-  CollectiveArgs a;
-  a.coll = Collective::kBarrier;
-  a.dtype = DataType::kUint8;
-  return collective(*state_, a, nullptr, nullptr);
+  return collective(*state_, args_of(Collective::kBarrier, 0, DataType::kUint8), nullptr, nullptr);
 }
 
 namespace {
