@@ -176,26 +176,40 @@ Status check_rank(const char* rank_name, int rank, const char* size_name, int nr
   return Status();
 }
 
+// Every launcher's rank and size, both required, into env.rank and env.nranks.
+Status read_rank_and_size(LaunchEnv& env, const char* rank_name, const char* size_name,
+                          const char* launcher) {
+  auto rank = require_int(rank_name, 0, kMaxRanks - 1, launcher);
+  WEFT_TRY(rank);
+  auto nranks = require_int(size_name, 1, kMaxRanks, launcher);
+  WEFT_TRY(nranks);
+  WEFT_TRY(check_rank(rank_name, *rank, size_name, *nranks));
+  env.rank = *rank;
+  env.nranks = *nranks;
+  return Status();
+}
+
+// The optional local rank and size (-1 where unset) into env.local_rank and env.local_size.
+// REQUIRES: env.nranks is read.
+Status read_local_rank_and_size(LaunchEnv& env, const char* rank_name, const char* size_name) {
+  auto local_rank = optional_int(rank_name, 0, kMaxRanks - 1);
+  WEFT_TRY(local_rank);
+  auto local_size = optional_int(size_name, 1, kMaxRanks);
+  WEFT_TRY(local_size);
+  WEFT_TRY(check_local(rank_name, *local_rank, size_name, *local_size, env.nranks));
+  env.local_rank = *local_rank;
+  env.local_size = *local_size;
+  return Status();
+}
+
 Result<LaunchEnv> from_weft_run() {
   LaunchEnv env;
   env.launcher = "weft-run";
   auto id = UniqueId::from_hex(*get("WEFT_UNIQUE_ID"));
   if (!id.ok()) return id.status().with_context("WEFT_UNIQUE_ID");
   env.id = *id;
-  auto rank = require_int("WEFT_RANK", 0, kMaxRanks - 1, "weft-run");
-  WEFT_TRY(rank);
-  auto nranks = require_int("WEFT_NRANKS", 1, kMaxRanks, "weft-run");
-  WEFT_TRY(nranks);
-  WEFT_TRY(check_rank("WEFT_RANK", *rank, "WEFT_NRANKS", *nranks));
-  auto local_rank = optional_int("WEFT_LOCAL_RANK", 0, kMaxRanks - 1);
-  WEFT_TRY(local_rank);
-  auto local_size = optional_int("WEFT_LOCAL_SIZE", 1, kMaxRanks);
-  WEFT_TRY(local_size);
-  WEFT_TRY(check_local("WEFT_LOCAL_RANK", *local_rank, "WEFT_LOCAL_SIZE", *local_size, *nranks));
-  env.rank = *rank;
-  env.nranks = *nranks;
-  env.local_rank = *local_rank;
-  env.local_size = *local_size;
+  WEFT_TRY(read_rank_and_size(env, "WEFT_RANK", "WEFT_NRANKS", "weft-run"));
+  WEFT_TRY(read_local_rank_and_size(env, "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE"));
   env.serve_root = false;  // weft-run runs the root
   return env;
 }
@@ -203,16 +217,8 @@ Result<LaunchEnv> from_weft_run() {
 Result<LaunchEnv> from_torchrun() {
   LaunchEnv env;
   env.launcher = "torchrun";
-  auto rank = require_int("RANK", 0, kMaxRanks - 1, "torchrun");
-  WEFT_TRY(rank);
-  auto nranks = require_int("WORLD_SIZE", 1, kMaxRanks, "torchrun");
-  WEFT_TRY(nranks);
-  WEFT_TRY(check_rank("RANK", *rank, "WORLD_SIZE", *nranks));
-  auto local_rank = optional_int("LOCAL_RANK", 0, kMaxRanks - 1);
-  WEFT_TRY(local_rank);
-  auto local_size = optional_int("LOCAL_WORLD_SIZE", 1, kMaxRanks);
-  WEFT_TRY(local_size);
-  WEFT_TRY(check_local("LOCAL_RANK", *local_rank, "LOCAL_WORLD_SIZE", *local_size, *nranks));
+  WEFT_TRY(read_rank_and_size(env, "RANK", "WORLD_SIZE", "torchrun"));
+  WEFT_TRY(read_local_rank_and_size(env, "LOCAL_RANK", "LOCAL_WORLD_SIZE"));
 
   auto addr = get("MASTER_ADDR");
   if (!addr) return invalid_argument("MASTER_ADDR is not set (the torchrun environment needs it)");
@@ -247,12 +253,8 @@ Result<LaunchEnv> from_torchrun() {
   WEFT_TRY(secret);
   auto id = UniqueId::for_address(*addr, port, *secret);
   if (!id.ok()) return id.status().with_context("MASTER_ADDR='" + *addr + "'");
-  env.rank = *rank;
-  env.nranks = *nranks;
-  env.local_rank = *local_rank;
-  env.local_size = *local_size;
   env.id = *id;
-  env.serve_root = *rank == 0;
+  env.serve_root = env.rank == 0;
   return env;
 }
 
@@ -297,21 +299,9 @@ Result<LaunchEnv> finish_with_root(LaunchEnv env, const std::string& job_id,
 Result<LaunchEnv> from_open_mpi() {
   LaunchEnv env;
   env.launcher = "mpirun";
-  auto rank = require_int("OMPI_COMM_WORLD_RANK", 0, kMaxRanks - 1, "Open MPI");
-  WEFT_TRY(rank);
-  auto nranks = require_int("OMPI_COMM_WORLD_SIZE", 1, kMaxRanks, "Open MPI");
-  WEFT_TRY(nranks);
-  WEFT_TRY(check_rank("OMPI_COMM_WORLD_RANK", *rank, "OMPI_COMM_WORLD_SIZE", *nranks));
-  auto local_rank = optional_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, kMaxRanks - 1);
-  WEFT_TRY(local_rank);
-  auto local_size = optional_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1, kMaxRanks);
-  WEFT_TRY(local_size);
-  WEFT_TRY(check_local("OMPI_COMM_WORLD_LOCAL_RANK", *local_rank, "OMPI_COMM_WORLD_LOCAL_SIZE",
-                       *local_size, *nranks));
-  env.rank = *rank;
-  env.nranks = *nranks;
-  env.local_rank = *local_rank;
-  env.local_size = *local_size;
+  WEFT_TRY(read_rank_and_size(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"));
+  WEFT_TRY(read_local_rank_and_size(env, "OMPI_COMM_WORLD_LOCAL_RANK",
+                                    "OMPI_COMM_WORLD_LOCAL_SIZE"));
   std::string job_id;
   if (auto v = get("OMPI_MCA_ess_base_jobid")) {
     job_id = "ompi:" + *v;
@@ -352,11 +342,7 @@ Result<std::vector<int>> parse_tasks_per_node(const char* name, const std::strin
 Result<LaunchEnv> from_slurm() {
   LaunchEnv env;
   env.launcher = "srun";
-  auto rank = require_int("SLURM_PROCID", 0, kMaxRanks - 1, "Slurm");
-  WEFT_TRY(rank);
-  auto nranks = require_int("SLURM_NTASKS", 1, kMaxRanks, "Slurm");
-  WEFT_TRY(nranks);
-  WEFT_TRY(check_rank("SLURM_PROCID", *rank, "SLURM_NTASKS", *nranks));
+  WEFT_TRY(read_rank_and_size(env, "SLURM_PROCID", "SLURM_NTASKS", "Slurm"));
   auto local_rank = optional_int("SLURM_LOCALID", 0, kMaxRanks - 1);
   WEFT_TRY(local_rank);
   int local_size = -1;
@@ -384,9 +370,7 @@ Result<LaunchEnv> from_slurm() {
       local_size = (*counts)[static_cast<size_t>(*node)];
     }
   }
-  WEFT_TRY(check_local("SLURM_LOCALID", *local_rank, size_name, local_size, *nranks));
-  env.rank = *rank;
-  env.nranks = *nranks;
+  WEFT_TRY(check_local("SLURM_LOCALID", *local_rank, size_name, local_size, env.nranks));
   env.local_rank = *local_rank;
   env.local_size = local_size;
   std::string job_id;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,22 @@ std::vector<uint8_t> secret_of(const LaunchEnv& e) {
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
+// The fields every launcher fills in, compared in one EXPECT_EQ.
+struct Place {
+  std::string launcher;
+  int rank, nranks, local_rank, local_size;
+  bool operator==(const Place&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Place& p) {
+  return os << p.launcher << " rank " << p.rank << " of " << p.nranks << ", local rank "
+            << p.local_rank << " of " << p.local_size;
+}
+
+Place place_of(const LaunchEnv& e) {
+  return Place{e.launcher, e.rank, e.nranks, e.local_rank, e.local_size};
+}
+
 TEST_F(LaunchEnvTest, NothingSetNamesTheLaunchers) {
   std::string e = error(StatusCode::kInvalidUsage);
   EXPECT_MENTIONS(e, "weft-run");
@@ -92,11 +109,7 @@ class WeftRunEnv : public LaunchEnvTest {
 
 TEST_F(WeftRunEnv, ReadsEverything) {
   LaunchEnv e = ok();
-  EXPECT_EQ(e.launcher, "weft-run");
-  EXPECT_EQ(e.rank, 2);
-  EXPECT_EQ(e.nranks, 3);
-  EXPECT_EQ(e.local_rank, 2);
-  EXPECT_EQ(e.local_size, 3);
+  EXPECT_EQ(place_of(e), (Place{"weft-run", 2, 3, 2, 3}));
   EXPECT_EQ(e.id.bytes, id_.bytes);
   EXPECT_FALSE(e.serve_root);
 }
@@ -149,11 +162,7 @@ class TorchrunEnv : public LaunchEnvTest {
 
 TEST_F(TorchrunEnv, ReadsRankAndRoot) {
   LaunchEnv e = ok();
-  EXPECT_EQ(e.launcher, "torchrun");
-  EXPECT_EQ(e.rank, 1);
-  EXPECT_EQ(e.nranks, 4);
-  EXPECT_EQ(e.local_rank, 1);
-  EXPECT_EQ(e.local_size, 2);
+  EXPECT_EQ(place_of(e), (Place{"torchrun", 1, 4, 1, 2}));
   EXPECT_EQ(e.id.host(), "10.0.0.7");
   EXPECT_EQ(e.id.port(), 29500);
   EXPECT_FALSE(e.serve_root);
@@ -227,11 +236,7 @@ class OpenMpiEnv : public LaunchEnvTest {
 
 TEST_F(OpenMpiEnv, OneNodeUsesLoopbackAndAPortFromTheJobId) {
   LaunchEnv e = ok();
-  EXPECT_EQ(e.launcher, "mpirun");
-  EXPECT_EQ(e.rank, 3);
-  EXPECT_EQ(e.nranks, 4);
-  EXPECT_EQ(e.local_rank, 3);
-  EXPECT_EQ(e.local_size, 4);
+  EXPECT_EQ(place_of(e), (Place{"mpirun", 3, 4, 3, 4}));
   EXPECT_FALSE(e.serve_root);
   EXPECT_EQ(e.id.host(), "127.0.0.1");
   EXPECT_GE(e.id.port(), 10000);
@@ -296,11 +301,7 @@ TEST_F(SlurmEnv, SeveralNodesNeedWeftRoot) {
   EXPECT_MENTIONS(error(), "WEFT_ROOT");
   set({{"WEFT_ROOT", "192.168.5.1:29400"}});  // numeric: a host name would be resolved
   LaunchEnv e = ok();
-  EXPECT_EQ(e.launcher, "srun");
-  EXPECT_EQ(e.rank, 2);
-  EXPECT_EQ(e.nranks, 4);
-  EXPECT_EQ(e.local_rank, 0);
-  EXPECT_EQ(e.local_size, 2);
+  EXPECT_EQ(place_of(e), (Place{"srun", 2, 4, 0, 2}));
   EXPECT_EQ(e.id.host(), "192.168.5.1");
   EXPECT_EQ(e.id.port(), 29400);
   EXPECT_FALSE(e.serve_root);

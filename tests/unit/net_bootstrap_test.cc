@@ -1,15 +1,10 @@
 // UniqueId and Bootstrap: hex round trip, rendezvous + ring among real processes (fork), and the
 // failures a user meets: a wrong secret, missing ranks, ranks that disagree, a peer that aborts.
 //
-// Each multi-process test forks its ranks first; the parent then makes the UniqueId (which starts
-// the root thread) and hands its hex to the children through pipes, so no thread is alive across
-// fork(). A child reports an empty string for success or a description of what went wrong, and
-// _exit()s; every wait is bounded.
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+// Each multi-process test forks its ranks first (run_processes, tests/unit/forked_processes.h);
+// the parent then makes the UniqueId (which starts the root thread) and hands its hex to the
+// children through pipes, so no thread is alive across fork(). A child reports an empty string
+// for success or a description of what went wrong, and _exit()s; every wait is bounded.
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -23,12 +18,14 @@
 
 #include "src/net/bootstrap.h"
 #include "src/net/socket.h"
+#include "tests/unit/forked_processes.h"
 #include "weft/unique_id.h"
 
 namespace weft {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::run_processes;
 
 Config test_config(milliseconds timeout = milliseconds(5000)) {
   Config c;
@@ -36,106 +33,6 @@ Config test_config(milliseconds timeout = milliseconds(5000)) {
   c.timeout = timeout;
   c.debug = "NONE";
   return c;
-}
-
-// Reads exactly `n` bytes or fails within `ms`.
-bool read_exact(int fd, char* p, size_t n, int ms) {
-  Deadline d = Deadline::after(milliseconds(ms));
-  while (n > 0) {
-    pollfd pfd{fd, POLLIN, 0};
-    if (::poll(&pfd, 1, d.remaining_ms()) <= 0) return false;
-    ssize_t got = ::read(fd, p, n);
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-void write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
-}
-
-// Forks `n` processes running body(index, id); returns their reports ("" = success).
-std::vector<std::string> run_processes(int n, const std::function<Result<UniqueId>()>& make_id,
-                                       const std::function<std::string(int, const UniqueId&)>& body,
-                                       milliseconds limit = milliseconds(20000)) {
-  struct Child {
-    pid_t pid;
-    int to;
-    int from;
-  };
-  std::vector<Child> kids;
-  for (int i = 0; i < n; ++i) {
-    int down[2], up[2];
-    if (::pipe(down) != 0 || ::pipe(up) != 0) return {"pipe failed"};
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(down[1]);
-      ::close(up[0]);
-      for (const Child& k : kids) {
-        ::close(k.to);
-        ::close(k.from);
-      }
-      std::string hex(UniqueId::kBytes * 2, '\0');
-      std::string report;
-      if (!read_exact(down[0], hex.data(), hex.size(), 10000)) {
-        report = "no UniqueId from the parent";
-      } else {
-        auto id = UniqueId::from_hex(hex);
-        report = id.ok() ? body(i, *id) : "bad id: " + id.status().to_string();
-      }
-      write_all(up[1], report);
-      ::close(up[1]);
-      ::_exit(report.empty() ? 0 : 1);
-    }
-    ::close(down[0]);
-    ::close(up[1]);
-    kids.push_back(Child{pid, down[1], up[0]});
-  }
-  std::vector<std::string> reports(static_cast<size_t>(n));
-  auto id = make_id();
-  for (Child& k : kids) {
-    if (id.ok()) write_all(k.to, id->to_hex());
-    ::close(k.to);
-  }
-  if (!id.ok()) reports.assign(static_cast<size_t>(n), "make_id: " + id.status().to_string());
-  Deadline deadline = Deadline::after(limit);
-  for (size_t i = 0; i < kids.size(); ++i) {
-    std::string got;
-    char buf[4096];
-    for (;;) {
-      pollfd p{kids[i].from, POLLIN, 0};
-      if (::poll(&p, 1, deadline.remaining_ms()) <= 0) {
-        got += "[no report: child hung]";
-        break;
-      }
-      ssize_t m = ::read(kids[i].from, buf, sizeof(buf));
-      if (m <= 0) break;
-      got.append(buf, static_cast<size_t>(m));
-    }
-    ::close(kids[i].from);
-    int status = 0;
-    pid_t done = 0;
-    while ((done = ::waitpid(kids[i].pid, &status, WNOHANG)) == 0 && !deadline.expired())
-      std::this_thread::sleep_for(milliseconds(5));
-    if (done == 0) {
-      ::kill(kids[i].pid, SIGKILL);
-      ::waitpid(kids[i].pid, &status, 0);
-      got += "[killed: child hung]";
-    } else if (!WIFEXITED(status)) {
-      got += "[child crashed, signal " + std::to_string(WTERMSIG(status)) + "]";
-    } else if (WEXITSTATUS(status) != 0 && got.empty()) {
-      got = "[child exited " + std::to_string(WEXITSTATUS(status)) + "]";
-    }
-    if (id.ok()) reports[i] = got;
-  }
-  return reports;
 }
 
 std::function<Result<UniqueId>()> create_id(Config config) {

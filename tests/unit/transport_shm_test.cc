@@ -151,6 +151,33 @@ std::vector<std::string> segments_with_tag(uint64_t tag) {
   return found;
 }
 
+// A segment as a creator (`creator_pid`) would leave it, optionally joined by an opener, with
+// FIFOs of `fifo_bytes`.
+void make_segment(const std::string& name, int32_t creator_pid, uint64_t creator_ns,
+                  int32_t opener_pid = 0, size_t fifo_bytes = 4096) {
+  const size_t bytes = shm::segment_bytes_for(fifo_bytes);
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << name;
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* h = new (p) shm::SegmentHeader();
+  h->version = shm::kLayoutVersion;
+  h->fifo_bytes = fifo_bytes;
+  h->segment_bytes = bytes;
+  h->side[0].pid = creator_pid;
+  h->side[0].pid_ns = creator_ns;
+  h->side[0].joined.store(1);
+  if (opener_pid != 0) {
+    h->side[1].pid = opener_pid;
+    h->side[1].pid_ns = creator_ns;
+    h->side[1].joined.store(1);
+  }
+  h->magic.store(shm::kSegmentMagic);
+  ::munmap(p, bytes);
+  ::close(fd);
+}
+
 // One side's transport and connection; `rank` of 2.
 struct Side {
   std::unique_ptr<Transport> transport;
@@ -209,10 +236,10 @@ class ShmTest : public ::testing::Test {
     EXPECT_TRUE(left.empty()) << "left behind in /dev/shm: " << left.front();
   }
 
-  // Forks rank 1, which connects with `child_cfg` and runs `body` (its exit status is the
-  // child's); rank 0 connects here with `parent_cfg` into parent_.
-  void start(const Config& parent_cfg, const Config& child_cfg,
-             std::function<int(Connection&, int sock)> body) {
+  // Forks a child that runs child_main with its end of a socketpair; the parent keeps the other
+  // end in sock_. REQUIRES: child_main ends the process with _exit() or child_fail(), so that
+  // what it built is never destroyed; returning fails the child.
+  void fork_child(const std::function<void(int sock)>& child_main) {
     int sv[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     std::fflush(nullptr);
@@ -220,14 +247,25 @@ class ShmTest : public ::testing::Test {
     ASSERT_GE(child_, 0);
     if (child_ == 0) {
       ::close(sv[0]);
-      Side s = connect_side(1, tag_, child_cfg, sv[1]);
-      if (!s.status.ok()) child_fail("connect: %s", s.status.to_string().c_str());
-      child_side_ = &s;
-      _exit(body(*s.conn, sv[1]));
+      child_main(sv[1]);
+      child_fail("the child's body returned instead of calling _exit()");
     }
     ::close(sv[1]);
     sock_ = sv[0];
-    parent_ = connect_side(0, tag_, parent_cfg, sock_);
+  }
+
+  // Forks rank 1, which connects with `child_cfg` and runs `body` (its exit status is the
+  // child's); rank 0 connects here with `parent_cfg` into parent_, after `parent_delay`.
+  void start(const Config& parent_cfg, const Config& child_cfg,
+             std::function<int(Connection&, int sock)> body,
+             milliseconds parent_delay = milliseconds(0)) {
+    ASSERT_NO_FATAL_FAILURE(fork_child([&](int sock) {
+      Side s = connect_side(1, tag_, child_cfg, sock);
+      if (!s.status.ok()) child_fail("connect: %s", s.status.to_string().c_str());
+      child_side_ = &s;
+      _exit(body(*s.conn, sock));
+    }));
+    parent_ = connect_side(0, tag_, parent_cfg, sock_, 0, parent_delay);
     ASSERT_TRUE(parent_.status.ok()) << parent_.status.to_string();
   }
 
@@ -597,15 +635,9 @@ TEST_F(ShmTest, PeerClosingWithWorkPendingIsAnError) {
 
 TEST_F(ShmTest, ChannelsAreIndependent) {
   Config cfg = small_config(true, 4096, 64 << 10);
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  std::fflush(nullptr);
-  child_ = ::fork();
-  ASSERT_GE(child_, 0);
-  if (child_ == 0) {
-    ::close(sv[0]);
-    Side a = connect_side(1, tag_, cfg, sv[1], 0);
-    Side b = connect_side(1, tag_, cfg, sv[1], 5);
+  ASSERT_NO_FATAL_FAILURE(fork_child([&](int sock) {
+    Side a = connect_side(1, tag_, cfg, sock, 0);
+    Side b = connect_side(1, tag_, cfg, sock, 5);
     if (!a.status.ok() || !b.status.ok()) child_fail("connect");
     uint32_t x = 0xa, y = 0xb;
     auto ta = a.conn->post_send(&x, 4);
@@ -613,9 +645,7 @@ TEST_F(ShmTest, ChannelsAreIndependent) {
     if (!ta.ok() || !tb.ok() || !drive(*a.conn, *ta, 0).ok() || !drive(*b.conn, *tb, 0).ok())
       child_fail("send");
     _exit(0);
-  }
-  ::close(sv[1]);
-  sock_ = sv[0];
+  }));
   Side a = connect_side(0, tag_, cfg, sock_, 0);
   Side b = connect_side(0, tag_, cfg, sock_, 5);
   ASSERT_TRUE(a.status.ok()) << a.status.to_string();
@@ -638,41 +668,17 @@ TEST_F(ShmTest, StaleSegmentFromAKilledJobIsReplaced) {
   // take it for the real one.
   const Config cfg = small_config(true, 4096, 64 << 10);
   const std::string name = shm::ShmConnection::segment_name(tag_, 0, 1, 0);
-  {
-    const size_t bytes = shm::segment_bytes_for(64 << 10);
-    int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0);
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    auto* h = new (p) shm::SegmentHeader();
-    h->version = shm::kLayoutVersion;
-    h->fifo_bytes = 64 << 10;
-    h->segment_bytes = bytes;
-    h->side[0].pid = 1;
-    h->side[0].joined.store(1);
-    h->magic.store(shm::kSegmentMagic);
-    ::munmap(p, bytes);
-    ::close(fd);
-  }
-  int sv[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  std::fflush(nullptr);
-  child_ = ::fork();
-  ASSERT_GE(child_, 0);
-  if (child_ == 0) {
-    ::close(sv[0]);
-    Side s = connect_side(1, tag_, cfg, sv[1]);
-    if (!s.status.ok()) child_fail("connect: %s", s.status.to_string().c_str());
-    uint64_t v = 0x5eed;
-    auto t = s.conn->post_send(&v, 8);
-    if (!t.ok() || !drive(*s.conn, *t, 0).ok()) child_fail("send");
-    _exit(0);
-  }
-  ::close(sv[1]);
-  sock_ = sv[0];
-  parent_ = connect_side(0, tag_, cfg, sock_, 0, milliseconds(200));
-  ASSERT_TRUE(parent_.status.ok()) << parent_.status.to_string();
+  // Creator pid 1, pid namespace unknown (0), no opener, the FIFO size of `cfg`.
+  ASSERT_NO_FATAL_FAILURE(make_segment(name, 1, 0, 0, 64 << 10));
+  ASSERT_NO_FATAL_FAILURE(start(
+      cfg, cfg,
+      [&](Connection& c, int) {
+        uint64_t v = 0x5eed;
+        auto t = c.post_send(&v, 8);
+        if (!t.ok() || !drive(c, *t, 0).ok()) child_fail("send");
+        return 0;
+      },
+      milliseconds(200)));
   uint64_t v = 0;
   auto r = conn().post_recv(RecvSink{&v}, 8);
   ASSERT_TRUE(r.ok());
@@ -760,32 +766,6 @@ TEST_F(ShmSetupTest, DeadPeerIsReportedAtConnect) {
   EXPECT_EQ(c.status().code(), StatusCode::kRemoteError) << c.status().to_string();
   EXPECT_NE(c.status().message().find("process " + std::to_string(pid)), std::string::npos);
   EXPECT_LT(Clock::now() - t0, seconds(1));
-}
-
-// A segment as a creator (`creator_pid`) would leave it, optionally joined by an opener.
-void make_segment(const std::string& name, int32_t creator_pid, uint64_t creator_ns,
-                  int32_t opener_pid = 0) {
-  const size_t bytes = shm::segment_bytes_for(4096);
-  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  ASSERT_GE(fd, 0) << name;
-  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0);
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ASSERT_NE(p, MAP_FAILED);
-  auto* h = new (p) shm::SegmentHeader();
-  h->version = shm::kLayoutVersion;
-  h->fifo_bytes = 4096;
-  h->segment_bytes = bytes;
-  h->side[0].pid = creator_pid;
-  h->side[0].pid_ns = creator_ns;
-  h->side[0].joined.store(1);
-  if (opener_pid != 0) {
-    h->side[1].pid = opener_pid;
-    h->side[1].pid_ns = creator_ns;
-    h->side[1].joined.store(1);
-  }
-  h->magic.store(shm::kSegmentMagic);
-  ::munmap(p, bytes);
-  ::close(fd);
 }
 
 TEST_F(ShmSetupTest, OrphanedSegmentsAreRemoved) {

@@ -3,17 +3,13 @@
 // sockets, connect() in any order, and the failures: peer exit, abort with a reason, a handshake
 // with a wrong secret, mismatched sizes.
 //
-// Each test forks its ranks; the parent then makes the UniqueId (starting the bootstrap root) and
-// hands it to them through pipes, so no thread is alive across fork(). The ranks use the
-// bootstrap to exchange transport cards. A rank reports "" for success or what went wrong.
+// Each test forks its ranks (run_ranks, on tests/unit/forked_processes.h); the parent then makes
+// the UniqueId (starting the bootstrap root) and hands it to them through pipes, so no thread is
+// alive across fork(). The ranks use the bootstrap to exchange transport cards. A rank reports ""
+// for success or what went wrong.
 //
 // Throughput (manual): transport_tcp_test --gtest_also_run_disabled_tests
 //   --gtest_filter='*Throughput*'
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +22,7 @@
 
 #include "src/net/bootstrap.h"
 #include "src/net/socket.h"
+#include "tests/unit/forked_processes.h"
 #include "transport/tcp/connection.h"
 #include "transport/transport.h"
 #include "weft/unique_id.h"
@@ -48,101 +45,12 @@ Config test_config(int tcp_sockets = 1) {
 
 // --- process harness (see the file comment) -------------------------------------------------
 
-bool read_exact(int fd, char* p, size_t n, int ms) {
-  Deadline d = Deadline::after(milliseconds(ms));
-  while (n > 0) {
-    pollfd pfd{fd, POLLIN, 0};
-    if (::poll(&pfd, 1, d.remaining_ms()) <= 0) return false;
-    ssize_t got = ::read(fd, p, n);
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-void write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
-}
-
+// run_processes with the UniqueId made from `config`.
 std::vector<std::string> run_ranks(int n, const Config& config,
                                    const std::function<std::string(int, const UniqueId&)>& body,
                                    milliseconds limit = milliseconds(30000)) {
-  struct Child {
-    pid_t pid;
-    int to;
-    int from;
-  };
-  std::vector<Child> kids;
-  for (int i = 0; i < n; ++i) {
-    int down[2], up[2];
-    if (::pipe(down) != 0 || ::pipe(up) != 0) return {"pipe failed"};
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(down[1]);
-      ::close(up[0]);
-      for (const Child& k : kids) {
-        ::close(k.to);
-        ::close(k.from);
-      }
-      std::string hex(UniqueId::kBytes * 2, '\0');
-      std::string report;
-      if (!read_exact(down[0], hex.data(), hex.size(), 10000)) {
-        report = "no UniqueId from the parent";
-      } else {
-        auto id = UniqueId::from_hex(hex);
-        report = id.ok() ? body(i, *id) : "bad id: " + id.status().to_string();
-      }
-      write_all(up[1], report);
-      ::close(up[1]);
-      ::_exit(report.empty() ? 0 : 1);
-    }
-    ::close(down[0]);
-    ::close(up[1]);
-    kids.push_back(Child{pid, down[1], up[0]});
-  }
-  auto id = UniqueId::create(config);
-  for (Child& k : kids) {
-    if (id.ok()) write_all(k.to, id->to_hex());
-    ::close(k.to);
-  }
-  std::vector<std::string> reports(static_cast<size_t>(n));
-  Deadline deadline = Deadline::after(limit);
-  for (size_t i = 0; i < kids.size(); ++i) {
-    std::string got;
-    char buf[4096];
-    for (;;) {
-      pollfd p{kids[i].from, POLLIN, 0};
-      if (::poll(&p, 1, deadline.remaining_ms()) <= 0) {
-        got += "[no report: child hung]";
-        break;
-      }
-      ssize_t m = ::read(kids[i].from, buf, sizeof(buf));
-      if (m <= 0) break;
-      got.append(buf, static_cast<size_t>(m));
-    }
-    ::close(kids[i].from);
-    int status = 0;
-    pid_t done = 0;
-    while ((done = ::waitpid(kids[i].pid, &status, WNOHANG)) == 0 && !deadline.expired())
-      std::this_thread::sleep_for(milliseconds(5));
-    if (done == 0) {
-      ::kill(kids[i].pid, SIGKILL);
-      ::waitpid(kids[i].pid, &status, 0);
-      got += "[killed: child hung]";
-    } else if (!WIFEXITED(status)) {
-      got += "[child crashed, signal " + std::to_string(WTERMSIG(status)) + "]";
-    } else if (WEXITSTATUS(status) != 0 && got.empty()) {
-      got = "[child exited " + std::to_string(WEXITSTATUS(status)) + "]";
-    }
-    reports[i] = id.ok() ? got : "UniqueId::create: " + id.status().to_string();
-  }
-  return reports;
+  return testing::run_processes(
+      n, [&config] { return UniqueId::create(config); }, body, limit);
 }
 
 void expect_all_ok(const std::vector<std::string>& reports) {
@@ -192,6 +100,20 @@ Result<Rank> set_up(const UniqueId& id, int rank, int nranks, const Config& conf
   return r;
 }
 
+// One of two ranks, set up and connected to the other on channel 0.
+struct PairedRank {
+  Rank rank;
+  std::unique_ptr<Connection> conn;
+};
+
+Result<PairedRank> set_up_pair(const UniqueId& id, int rank, const Config& config) {
+  auto r = set_up(id, rank, 2, config);
+  WEFT_TRY(r);
+  auto conn = r->transport->connect(1 - rank, 0, Deadline::after(config.timeout));
+  WEFT_TRY(conn);
+  return PairedRank{std::move(r).value(), std::move(conn).value()};
+}
+
 // Progresses until every listed ticket completes.
 Status wait_for(Connection& c, uint64_t send_ticket, uint64_t recv_ticket,
                 Deadline deadline = Deadline::after(milliseconds(10000))) {
@@ -218,12 +140,10 @@ class TransportTcp : public ::testing::TestWithParam<int> {};  // param: tcp_soc
 TEST_P(TransportTcp, SizesBothDirectionsAtOnce) {
   Config config = test_config(GetParam());
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
-    auto r = set_up(id, rank, 2, config);
-    CHILD_CHECK(r.ok(), r.status().to_string());
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
     const int peer = 1 - rank;
-    auto conn = r->transport->connect(peer, 0, Deadline::after(config.timeout));
-    CHILD_CHECK(conn.ok(), conn.status().to_string());
-    Connection& c = **conn;
+    Connection& c = *p->conn;
     CHILD_CHECK(c.describe().find("tcp to rank " + std::to_string(peer) + " channel 0") == 0,
                 c.describe());
     const std::vector<size_t> sizes = {0, 1, 7, 8, 4095, (size_t{1} << 20) + 3, 0,
@@ -262,12 +182,10 @@ TEST_P(TransportTcp, SizesBothDirectionsAtOnce) {
 TEST_P(TransportTcp, ManySmallMessagesInOrder) {
   Config config = test_config(GetParam());
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
-    auto r = set_up(id, rank, 2, config);
-    CHILD_CHECK(r.ok(), r.status().to_string());
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
     const int peer = 1 - rank;
-    auto conn = r->transport->connect(peer, 0, Deadline::after(config.timeout));
-    CHILD_CHECK(conn.ok(), conn.status().to_string());
-    Connection& c = **conn;
+    Connection& c = *p->conn;
     constexpr size_t kCount = 5000;
     auto size_of = [](size_t m) { return (m * 7) % 61; };  // includes 0
     std::vector<std::vector<uint8_t>> out(kCount), in(kCount);
@@ -323,12 +241,10 @@ struct SumSink {
 TEST_P(TransportTcp, ReduceSinkSumsInt32) {
   Config config = test_config(GetParam());
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
-    auto r = set_up(id, rank, 2, config);
-    CHILD_CHECK(r.ok(), r.status().to_string());
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
     const int peer = 1 - rank;
-    auto conn = r->transport->connect(peer, 0, Deadline::after(config.timeout));
-    CHILD_CHECK(conn.ok(), conn.status().to_string());
-    Connection& c = **conn;
+    Connection& c = *p->conn;
     // Element counts: odd byte totals (x4 bytes, so pieces end mid-8), one over a stripe, one
     // over the staging buffer. A plain recv sits between reduces to mix the two paths.
     const std::vector<size_t> counts = {0, 1, 3, 1000, 262147, (size_t{3} << 20) / 4 + 1, 5};
@@ -487,18 +403,17 @@ TEST(TransportTcpConnect, WrongSecretHandshakeIsRefused) {
 TEST(TransportTcpFailure, PeerExitIsRemoteErrorNamingTheRank) {
   Config config = test_config();
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
-    auto r = set_up(id, rank, 2, config);
-    CHILD_CHECK(r.ok(), r.status().to_string());
-    auto conn = r->transport->connect(1 - rank, 0, Deadline::after(config.timeout));
-    CHILD_CHECK(conn.ok(), conn.status().to_string());
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
+    Connection& c = *p->conn;
     if (rank == 1) return "";  // exits; the kernel closes its sockets
     std::vector<uint8_t> buf(1000);
-    uint64_t t = *(*conn)->post_recv(RecvSink{buf.data()}, buf.size());
-    Status st = wait_for(**conn, 0, t);
+    uint64_t t = *c.post_recv(RecvSink{buf.data()}, buf.size());
+    Status st = wait_for(c, 0, t);
     CHILD_CHECK(st.code() == StatusCode::kRemoteError, "expected RemoteError: " + st.to_string());
     CHILD_CHECK(st.message() == "rank 1 (tcp, channel 0): connection closed by peer", st.message());
     // The error sticks.
-    CHILD_CHECK((*conn)->progress().code() == StatusCode::kRemoteError, "error did not stick");
+    CHILD_CHECK(c.progress().code() == StatusCode::kRemoteError, "error did not stick");
     return "";
   }));
 }
@@ -506,21 +421,20 @@ TEST(TransportTcpFailure, PeerExitIsRemoteErrorNamingTheRank) {
 TEST(TransportTcpFailure, PeerThatClosesAfterSendingEverythingIsNotAnError) {
   Config config = test_config(3);
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
-    auto r = set_up(id, rank, 2, config);
-    CHILD_CHECK(r.ok(), r.status().to_string());
-    auto conn = r->transport->connect(1 - rank, 0, Deadline::after(config.timeout));
-    CHILD_CHECK(conn.ok(), conn.status().to_string());
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
+    Connection& c = *p->conn;
     std::vector<uint8_t> data(size_t{5} << 20);
     for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(1, 0, i);
     if (rank == 1) {
-      uint64_t t = *(*conn)->post_send(data.data(), data.size());
-      CHILD_OK(wait_for(**conn, t, 0));
+      uint64_t t = *c.post_send(data.data(), data.size());
+      CHILD_OK(wait_for(c, t, 0));
       return "";  // exits at once, probably before rank 0 has read it all
     }
     std::this_thread::sleep_for(milliseconds(200));
     std::vector<uint8_t> in(data.size());
-    uint64_t t = *(*conn)->post_recv(RecvSink{in.data()}, in.size());
-    CHILD_OK(wait_for(**conn, 0, t));
+    uint64_t t = *c.post_recv(RecvSink{in.data()}, in.size());
+    CHILD_OK(wait_for(c, 0, t));
     CHILD_CHECK(in == data, "data");
     return "";
   }));
@@ -529,11 +443,9 @@ TEST(TransportTcpFailure, PeerThatClosesAfterSendingEverythingIsNotAnError) {
 TEST(TransportTcpFailure, AbortReasonReachesThePeer) {
   Config config = test_config(2);
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
-    auto r = set_up(id, rank, 2, config);
-    CHILD_CHECK(r.ok(), r.status().to_string());
-    auto conn = r->transport->connect(1 - rank, 0, Deadline::after(config.timeout));
-    CHILD_CHECK(conn.ok(), conn.status().to_string());
-    Connection& c = **conn;
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
+    Connection& c = *p->conn;
     std::vector<uint8_t> big(size_t{2} << 20, 3);
     if (rank == 1) {
       // Abort with a message half sent: the notice must still arrive intact.
@@ -558,19 +470,18 @@ TEST(TransportTcpFailure, AbortReasonReachesThePeer) {
 TEST(TransportTcpFailure, SizeMismatchIsReported) {
   Config config = test_config();
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
-    auto r = set_up(id, rank, 2, config);
-    CHILD_CHECK(r.ok(), r.status().to_string());
-    auto conn = r->transport->connect(1 - rank, 0, Deadline::after(config.timeout));
-    CHILD_CHECK(conn.ok(), conn.status().to_string());
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
+    Connection& c = *p->conn;
     std::vector<uint8_t> buf(200);
     if (rank == 1) {
-      uint64_t t = *(*conn)->post_send(buf.data(), 100);
-      CHILD_OK(wait_for(**conn, t, 0));
+      uint64_t t = *c.post_send(buf.data(), 100);
+      CHILD_OK(wait_for(c, t, 0));
       std::this_thread::sleep_for(milliseconds(500));
       return "";
     }
-    uint64_t t = *(*conn)->post_recv(RecvSink{buf.data()}, 200);
-    Status st = wait_for(**conn, 0, t);
+    uint64_t t = *c.post_recv(RecvSink{buf.data()}, 200);
+    Status st = wait_for(c, 0, t);
     CHILD_CHECK(st.code() == StatusCode::kInternalError, "expected InternalError: " + st.to_string());
     CHILD_CHECK(st.message().find("100-byte frame where a 200-byte one") != std::string::npos, st.message());
     return "";
@@ -582,11 +493,9 @@ TEST(TransportTcpPerf, DISABLED_Throughput64MiB) {
   for (int sockets : {1, 2, 4}) {
     Config config = test_config(sockets);
     auto reports = run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
-      auto r = set_up(id, rank, 2, config);
-      CHILD_CHECK(r.ok(), r.status().to_string());
-      auto conn = r->transport->connect(1 - rank, 0, Deadline::after(config.timeout));
-      CHILD_CHECK(conn.ok(), conn.status().to_string());
-      Connection& c = **conn;
+      auto p = set_up_pair(id, rank, config);
+      CHILD_CHECK(p.ok(), p.status().to_string());
+      Connection& c = *p->conn;
       const size_t bytes = size_t{64} << 20;
       std::vector<uint8_t> buf(bytes, static_cast<uint8_t>(rank));
       constexpr int kIters = 20;
@@ -594,7 +503,7 @@ TEST(TransportTcpPerf, DISABLED_Throughput64MiB) {
         uint64_t t = rank == 0 ? *c.post_send(buf.data(), bytes) : *c.post_recv(RecvSink{buf.data()}, bytes);
         CHILD_OK(rank == 0 ? wait_for(c, t, 0) : wait_for(c, 0, t));
       }
-      CHILD_OK(r->boot->barrier(Deadline::after(config.timeout)));
+      CHILD_OK(p->rank.boot->barrier(Deadline::after(config.timeout)));
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < kIters; ++i) {
         uint64_t t = rank == 0 ? *c.post_send(buf.data(), bytes) : *c.post_recv(RecvSink{buf.data()}, bytes);
