@@ -59,10 +59,23 @@ typedef enum {
   weftBfloat16 = 9,
   weftFloat8e4m3 = 10,
   weftFloat8e5m2 = 11,
-  weftNumTypes = 12
+  weftNumTypes = 12,
+  /* Not types: they give the enum the range of int, so a bad value passed from C is reported as
+   * weftInvalidArgument rather than being undefined behaviour in the C++ library. */
+  weftDataTypeMinInt_ = -2147483647 - 1,
+  weftDataTypeMaxInt_ = 2147483647
 } weftDataType_t;
 
-typedef enum { weftSum = 0, weftProd = 1, weftMax = 2, weftMin = 3, weftAvg = 4, weftNumOps = 5 } weftRedOp_t;
+typedef enum {
+  weftSum = 0,
+  weftProd = 1,
+  weftMax = 2,
+  weftMin = 3,
+  weftAvg = 4,
+  weftNumOps = 5,
+  weftRedOpMinInt_ = -2147483647 - 1, /* the range of int; see weftDataType_t */
+  weftRedOpMaxInt_ = 2147483647
+} weftRedOp_t;
 
 #define WEFT_SPLIT_NOCOLOR (-1)
 

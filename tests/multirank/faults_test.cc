@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/unit/forked_processes.h"
 #include "weft/communicator.h"
 
 namespace weft {
@@ -31,21 +32,41 @@ Config make_config(const std::string& transport, int timeout_s) {
 
 // Forks `started` of `nranks` ranks; each joins and returns body(rank, comm-or-error) as its exit
 // code. Returns each child's wait status (bounded: children still running after 120 s are killed).
+// The children are forked first and the UniqueId (whose root is a thread) made afterwards and
+// passed down a pipe, so no thread is alive across fork() to leave a lock held in a child.
 std::vector<int> run_ranks(int nranks, int started, const Config& config,
                            const std::function<int(int, Result<std::unique_ptr<Communicator>>&)>& body) {
-  auto id = UniqueId::create(config);
-  EXPECT_TRUE(id.ok()) << id.status().to_string();
   std::vector<pid_t> pids;
+  std::vector<int> to_child;
   for (int r = 0; r < started; ++r) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      ADD_FAILURE() << "pipe failed";
+      break;
+    }
     pid_t pid = fork();
     if (pid == 0) {
+      close(fds[1]);
+      for (int fd : to_child) close(fd);
+      std::string hex(UniqueId::kBytes * 2, '\0');
+      if (!testing::read_exact(fds[0], hex.data(), hex.size(), 10000)) _exit(40);
+      auto id = UniqueId::from_hex(hex);
+      if (!id.ok()) _exit(41);
       auto comm = Communicator::init(*id, r, nranks, config);
       int rc = body(r, comm);
       std::fflush(stdout);
       std::fflush(stderr);
       _exit(rc);
     }
+    close(fds[0]);
     pids.push_back(pid);
+    to_child.push_back(fds[1]);
+  }
+  auto id = UniqueId::create(config);
+  EXPECT_TRUE(id.ok()) << id.status().to_string();
+  for (int fd : to_child) {
+    if (id.ok()) testing::write_all(fd, id->to_hex());
+    close(fd);
   }
   std::vector<int> status(pids.size(), -1);
   const auto deadline = Clock::now() + std::chrono::seconds(120);
