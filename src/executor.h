@@ -114,6 +114,9 @@ class Executor {
   CollHeader make_header(const Queue& q, uint32_t step) const;
   void complete(uint32_t step);
   std::string pending_report() const;
+  // Sleeps in poll() on the connections' descriptors (up to 2 ms) when every active connection
+  // offers them; returns false (without waiting) otherwise.
+  bool wait_in_kernel();
   char* address(const algorithms::Region& r) const;
 
   ConnectionSource& connections_;
@@ -131,6 +134,7 @@ class Executor {
   std::vector<ReduceCtx> reduce_ctx_;   // per step (recv_reduce)
   std::vector<CollHeader> step_headers_;  // groups: the header sent ahead of each send step
   std::vector<transport::Connection*> active_;
+  std::vector<struct pollfd> poll_fds_;
   size_t done_steps_ = 0;
 };
 

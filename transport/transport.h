@@ -25,6 +25,8 @@
 // Transport::connect may be called from that thread only.
 #pragma once
 
+#include <poll.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -65,6 +67,13 @@ class Connection {
   virtual void abort(std::string_view reason) = 0;
   // "shm to rank 3 channel 0": for error messages and logs.
   virtual std::string describe() const = 0;
+  // For waiting in the kernel instead of spinning: appends the file descriptors (with poll
+  // events) whose readiness means progress() may move something now, and returns true. A
+  // transport that cannot be waited on this way (shared memory) returns false.
+  virtual bool poll_fds(std::vector<struct pollfd>& out) const {
+    (void)out;
+    return false;
+  }
 };
 
 // What every transport is told about the communicator it serves.

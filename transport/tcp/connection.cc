@@ -357,6 +357,15 @@ Status TcpConnection::progress() {
   return Status();
 }
 
+bool TcpConnection::poll_fds(std::vector<struct pollfd>& out) const {
+  for (const Lane& lane : lanes_) {
+    if (!lane.socket.valid()) continue;
+    const short events = static_cast<short>(POLLIN | (lane.sends.empty() ? 0 : POLLOUT));
+    out.push_back(pollfd{lane.socket.fd(), events, 0});
+  }
+  return true;
+}
+
 void TcpConnection::abort(std::string_view reason) {
   if (aborted_) return;
   aborted_ = true;

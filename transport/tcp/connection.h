@@ -72,6 +72,7 @@ class TcpConnection final : public Connection {
   bool idle() const override { return send_ops_.empty() && recv_ops_.empty(); }
   void abort(std::string_view reason) override;
   std::string describe() const override;
+  bool poll_fds(std::vector<struct pollfd>& out) const override;
 
  private:
   struct SendOp {
