@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <cstring>
 #include <sstream>
 
@@ -39,7 +38,7 @@ class Backoff {
     thread_local bool slack_set = false;
     if (!slack_set) slack_set = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
   }
-  void reset() { idle_since_.reset(); }
+  void reset() { idle_ = false; }
   // Past the spinning and yielding: a caller that can sleep in the kernel should.
   bool should_block() { return idle_us() >= kYieldUntilUs; }
   void pause() {
@@ -61,10 +60,14 @@ class Backoff {
   static constexpr int64_t kYieldUntilUs = 50;
   int64_t idle_us() {
     const auto now = std::chrono::steady_clock::now();
-    if (!idle_since_) idle_since_ = now;
-    return std::chrono::duration_cast<std::chrono::microseconds>(now - *idle_since_).count();
+    if (!idle_) {
+      idle_ = true;
+      idle_since_ = now;
+    }
+    return std::chrono::duration_cast<std::chrono::microseconds>(now - idle_since_).count();
   }
-  std::optional<std::chrono::steady_clock::time_point> idle_since_;
+  bool idle_ = false;
+  std::chrono::steady_clock::time_point idle_since_{};
 };
 
 std::string describe_header(const CollHeader& h, int nranks) {
