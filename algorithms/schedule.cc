@@ -120,56 +120,37 @@ uint32_t ProgramBuilder::add(Step s) {
   return id;
 }
 
-uint32_t ProgramBuilder::send(int peer, Region src, int channel) {
+namespace {
+
+Step make_step(StepKind kind, int peer, int channel, Region src, Region dst) {
   Step s;
-  s.kind = StepKind::kSend;
+  s.kind = kind;
   s.peer = peer;
   s.channel = channel;
   s.src = src;
-  return add(s);
+  s.dst = dst;
+  return s;
+}
+
+}  // namespace
+
+uint32_t ProgramBuilder::send(int peer, Region src, int channel) {
+  return add(make_step(StepKind::kSend, peer, channel, src, {}));
 }
 
 uint32_t ProgramBuilder::recv(int peer, Region dst, int channel) {
-  Step s;
-  s.kind = StepKind::kRecv;
-  s.peer = peer;
-  s.channel = channel;
-  s.dst = dst;
-  return add(s);
+  return add(make_step(StepKind::kRecv, peer, channel, {}, dst));
 }
 
 uint32_t ProgramBuilder::recv_reduce(int peer, Region src, Region dst, int channel) {
-  Step s;
-  s.kind = StepKind::kRecvReduce;
-  s.peer = peer;
-  s.channel = channel;
-  s.src = src;
-  s.dst = dst;
-  return add(s);
+  return add(make_step(StepKind::kRecvReduce, peer, channel, src, dst));
 }
 
-uint32_t ProgramBuilder::copy(Region src, Region dst) {
-  Step s;
-  s.kind = StepKind::kCopy;
-  s.src = src;
-  s.dst = dst;
-  return add(s);
-}
+uint32_t ProgramBuilder::copy(Region src, Region dst) { return add(make_step(StepKind::kCopy, -1, 0, src, dst)); }
 
-uint32_t ProgramBuilder::reduce(Region src, Region dst) {
-  Step s;
-  s.kind = StepKind::kReduce;
-  s.src = src;
-  s.dst = dst;
-  return add(s);
-}
+uint32_t ProgramBuilder::reduce(Region src, Region dst) { return add(make_step(StepKind::kReduce, -1, 0, src, dst)); }
 
-uint32_t ProgramBuilder::divide(Region dst) {
-  Step s;
-  s.kind = StepKind::kDivide;
-  s.dst = dst;
-  return add(s);
-}
+uint32_t ProgramBuilder::divide(Region dst) { return add(make_step(StepKind::kDivide, -1, 0, {}, dst)); }
 
 void ProgramBuilder::need_tmp(size_t count) { program_.tmp_count = std::max(program_.tmp_count, count); }
 
