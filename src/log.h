@@ -1,4 +1,4 @@
-// Diagnostics on stderr, prefixed "weft[rank r]". The level comes from Config::debug; messages
+// Diagnostics on stderr, prefixed "weft[rank r]" ("weft[root]" for the rendezvous root, rank -1). The level comes from Config::debug; messages
 // below it cost one comparison. Thread-safe (each message is one write()).
 #pragma once
 
