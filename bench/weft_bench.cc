@@ -103,20 +103,17 @@ weft::Status run_once(weft::Communicator& comm, const Options& o, const void* se
   }
 }
 
-// Buffers for a call of `count` per the collective's layout, in place or not.
+// Buffers for a call, in place or not: NCCL's in-place layouts put IN inside OUT (offset >= 0)
+// or OUT inside IN (offset < 0); algorithms::in_offset_in_out says which, per rank.
 struct Layout {
   const void* send;
   void* recv;
 };
-Layout layout(const Options& o, int rank, size_t count, size_t elem, char* sendbuf, char* recvbuf, bool in_place) {
-  if (!in_place) return {sendbuf, recvbuf};
-  switch (o.coll) {
-    case Collective::kAllGather: return {recvbuf + rank * count * elem, recvbuf};
-    case Collective::kGather: return {recvbuf + rank * count * elem, recvbuf};
-    case Collective::kReduceScatter: return {sendbuf, sendbuf + rank * count * elem};
-    case Collective::kScatter: return {sendbuf, sendbuf + rank * count * elem};
-    default: return {recvbuf, recvbuf};
-  }
+Layout layout(const CollectiveArgs& a, int rank, char* sendbuf, char* recvbuf) {
+  if (!a.in_place) return {sendbuf, recvbuf};
+  const int64_t off = *weft::algorithms::in_offset_in_out(a, rank) * static_cast<int64_t>(weft::dtype_size(a.dtype));
+  if (off >= 0) return {recvbuf + off, recvbuf};
+  return {sendbuf, sendbuf - off};
 }
 
 }  // namespace
@@ -213,12 +210,13 @@ int main(int argc, char** argv) {
     uint64_t wrong[2] = {0, 0};
     for (int place = 0; place < 2; ++place) {
       if (o.coll == Collective::kSendRecv && place == 1) break;
-      Layout l = layout(o, rank, count, elem, sendbuf.data(), recvbuf.data(), place == 1);
       CollectiveArgs a = most;
       a.coll = o.coll;
       a.count = count;
       a.dtype = o.dtype;
       a.op = o.op;
+      a.in_place = place == 1;
+      Layout l = layout(a, rank, sendbuf.data(), recvbuf.data());
       if (o.check && o.coll != Collective::kSendRecv) {
         std::vector<char> in(weft::algorithms::in_count(a, rank) * elem + 1);
         weft::bench::fill_input(a, rank, in.data(), 42);

@@ -1,9 +1,11 @@
 // Every collective x dtype x op x count x in-place x root, on real processes, against the serial
 // reference in bench/reference.h (exact, bitwise). Run under weft-run for N in {1,2,3,4,5,8}
 // over shm and over tcp (see CMakeLists.txt).
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -53,18 +55,13 @@ void run_case(const CollectiveArgs& a) {
   void* recv = out.data();
   bench::poison(out.data(), out.size());
   if (a.in_place) {
-    // NCCL's in-place layouts: the input sits inside the output buffer (or the reverse).
-    char* base = out.data();
-    switch (a.coll) {
-      case Collective::kAllGather:
-      case Collective::kGather: send = base + (a.coll == Collective::kGather && r != a.root ? 0 : r * a.count * elem); break;
-      case Collective::kReduceScatter:
-      case Collective::kScatter:
-        base = in.data();
-        send = base;
-        recv = base + (a.coll == Collective::kScatter && r != a.root ? 0 : r * a.count * elem);
-        break;
-      default: send = base; break;
+    // NCCL's in-place layouts: IN sits inside OUT (offset >= 0) or OUT inside IN (offset < 0).
+    const int64_t off = *algorithms::in_offset_in_out(a, r) * static_cast<int64_t>(elem);
+    if (off >= 0) {
+      send = out.data() + off;
+    } else {
+      send = in.data();
+      recv = in.data() - off;
     }
   }
   std::vector<char> input(in_elems * elem + 1);
@@ -189,8 +186,9 @@ TEST(Requests, ManyInFlight) {
   // test() never blocks and eventually reports completion.
   std::vector<double> x(10, 1.0);
   Request q = c.allreduce(x.data(), x.data(), x.size(), DataType::kFloat64, RedOp::kSum);
-  while (!q.test()) {
-  }
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!q.test() && std::chrono::steady_clock::now() < limit) std::this_thread::yield();
+  ASSERT_TRUE(q.test()) << "test() never reported completion within 20 s (nobody waits: the progress thread must run it)";
   ASSERT_TRUE(q.status().ok());
   EXPECT_EQ(x[0], c.size());
 }
