@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "algorithms/collective.h"
+#include "algorithms/layout.h"
 #include "algorithms/schedule.h"
 
 namespace weft::algorithms {
@@ -32,6 +33,10 @@ Program alltoall_pairwise(const CollectiveArgs& a, int rank);
 Program gather_linear(const CollectiveArgs& a, int rank);
 Program scatter_linear(const CollectiveArgs& a, int rank);
 Program barrier_dissemination(const CollectiveArgs& a, int rank);
+
+// --- AllReduce family (tree, recursive doubling, Rabenseifner, hierarchical, torus) ---
+
+// --- ReduceScatter / AllGather / All-to-All / Broadcast / Reduce variants ---
 
 // One point-to-point call of a group. Buffer i of the group is USER(i); counts are bytes.
 struct PeerOp {

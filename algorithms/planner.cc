@@ -1,44 +1,77 @@
 #include "algorithms/planner.h"
 
+#include <array>
+
 namespace weft::algorithms {
+namespace {
+
+constexpr std::array<std::string_view, kAlgorithmCount> kNames = {
+    "ring",     "tree",     "recursive_doubling", "recursive_halving", "rabenseifner",
+    "hierarchical", "torus", "bruck",             "pairwise",          "binomial",
+    "scatter_allgather", "linear", "dissemination", "group"};
+
+// Adapts a generator that needs no layout to the table's signature.
+template <Program (*F)(const CollectiveArgs&, int)>
+Program flat(const CollectiveArgs& a, const Layout&, int rank) {
+  return F(a, rank);
+}
+
+// The table. Each generator lives in <collective>_<algorithm>.cc and is declared in algorithms.h.
+constexpr AlgorithmEntry kTable[] = {
+    // The core set.
+    {Collective::kAllReduce, Algorithm::kRing, flat<allreduce_ring>, nullptr},
+    {Collective::kReduceScatter, Algorithm::kRing, flat<reduce_scatter_ring>, nullptr},
+    {Collective::kAllGather, Algorithm::kRing, flat<allgather_ring>, nullptr},
+    {Collective::kBroadcast, Algorithm::kRing, flat<broadcast_ring>, nullptr},
+    {Collective::kReduce, Algorithm::kRing, flat<reduce_ring>, nullptr},
+    {Collective::kAllToAll, Algorithm::kPairwise, flat<alltoall_pairwise>, nullptr},
+    {Collective::kGather, Algorithm::kLinear, flat<gather_linear>, nullptr},
+    {Collective::kScatter, Algorithm::kLinear, flat<scatter_linear>, nullptr},
+    {Collective::kBarrier, Algorithm::kDissemination, flat<barrier_dissemination>, nullptr},
+    // AllReduce family.
+    // (entries for tree, recursive_doubling, rabenseifner, hierarchical, torus go here)
+    // ReduceScatter / AllGather / All-to-All / Broadcast / Reduce variants.
+    // (entries go here)
+};
+
+}  // namespace
+
+bool applies_uniform_nodes(const CollectiveArgs&, const Layout& l) { return l.uniform(); }
+
+bool applies_torus(const CollectiveArgs& a, const Layout& l) {
+  int n = 1;
+  for (int d : l.torus) n *= d;
+  return !l.torus.empty() && n == a.nranks;
+}
 
 std::string_view algorithm_name(Algorithm a) {
-  switch (a) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kPairwise: return "pairwise";
-    case Algorithm::kLinear: return "linear";
-    case Algorithm::kDissemination: return "dissemination";
-    case Algorithm::kGroup: return "group";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(a);
+  return i < kNames.size() ? kNames[i] : "?";
 }
 
-Algorithm choose_algorithm(const CollectiveArgs& a) {
-  switch (a.coll) {
-    case Collective::kAllToAll: return Algorithm::kPairwise;
-    case Collective::kGather:
-    case Collective::kScatter: return Algorithm::kLinear;
-    case Collective::kBarrier: return Algorithm::kDissemination;
-    case Collective::kSendRecv: return Algorithm::kGroup;
-    default: return Algorithm::kRing;
-  }
+std::optional<Algorithm> algorithm_by_name(std::string_view name) {
+  for (size_t i = 0; i < kNames.size(); ++i)
+    if (kNames[i] == name) return static_cast<Algorithm>(i);
+  return std::nullopt;
 }
 
-Plan plan(const CollectiveArgs& a, int rank) {
+std::span<const AlgorithmEntry> algorithm_table() { return kTable; }
+
+const AlgorithmEntry* find_algorithm(Collective c, Algorithm a) {
+  for (const AlgorithmEntry& e : kTable)
+    if (e.coll == c && e.algorithm == a) return &e;
+  return nullptr;
+}
+
+bool applicable(const CollectiveArgs& call, const Layout& l, Algorithm a) {
+  const AlgorithmEntry* e = find_algorithm(call.coll, a);
+  return e != nullptr && (e->applies == nullptr || e->applies(call, l));
+}
+
+Plan plan(const CollectiveArgs& a, const Layout& l, Algorithm algorithm, int rank) {
   Plan p;
-  p.algorithm = choose_algorithm(a);
-  switch (a.coll) {
-    case Collective::kAllReduce: p.program = allreduce_ring(a, rank); break;
-    case Collective::kReduceScatter: p.program = reduce_scatter_ring(a, rank); break;
-    case Collective::kAllGather: p.program = allgather_ring(a, rank); break;
-    case Collective::kBroadcast: p.program = broadcast_ring(a, rank); break;
-    case Collective::kReduce: p.program = reduce_ring(a, rank); break;
-    case Collective::kAllToAll: p.program = alltoall_pairwise(a, rank); break;
-    case Collective::kGather: p.program = gather_linear(a, rank); break;
-    case Collective::kScatter: p.program = scatter_linear(a, rank); break;
-    case Collective::kBarrier: p.program = barrier_dissemination(a, rank); break;
-    case Collective::kSendRecv: break;
-  }
+  p.algorithm = algorithm;
+  p.program = find_algorithm(a.coll, algorithm)->generate(a, l, rank);
   return p;
 }
 

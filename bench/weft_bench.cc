@@ -17,6 +17,7 @@
 
 #include "algorithms/planner.h"
 #include "bench/reference.h"
+#include "src/comm_state.h"
 #include "weft/communicator.h"
 
 namespace {
@@ -188,7 +189,7 @@ int main(int argc, char** argv) {
                 o.coll_name.c_str(), n, comm.config().transport.c_str(),
                 o.coll == Collective::kSendRecv ? "group"
                                                 : std::string(weft::algorithms::algorithm_name(
-                                                      weft::algorithms::choose_algorithm(most))).c_str(),
+                                                      comm.state().algorithm_for(most))).c_str(),
                 o.iters, o.warmup, o.check);
     std::printf("#\n# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "", "", "", "", "", "out-of-place", "", "", "",
                 "in-place", "", "", "");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "algorithms/tuner.h"
 #include "src/node_id.h"
 
 namespace weft {
@@ -63,6 +64,29 @@ bool take_blob(const std::vector<uint8_t>& in, size_t& pos, std::vector<uint8_t>
   return true;
 }
 
+// "4x4" / "2x4x8" -> dimensions whose product must be nranks.
+Result<std::vector<int>> parse_torus(const std::string& text, int nranks) {
+  std::vector<int> dims;
+  const std::string where = "WEFT_TORUS='" + text + "'";
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t x = std::min(text.find('x', pos), text.size());
+    const std::string part = text.substr(pos, x - pos);
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos || std::stoi(part) < 1)
+      return invalid_argument(where + ": '" + part + "' is not a positive dimension (write XxY or XxYxZ)");
+    dims.push_back(std::stoi(part));
+    pos = x + 1;
+  }
+  if (dims.size() < 2 || dims.size() > 3)
+    return invalid_argument(where + ": a torus has 2 or 3 dimensions, not " + std::to_string(dims.size()));
+  long long product = 1;
+  for (int d : dims) product *= d;
+  if (product != nranks)
+    return invalid_argument(where + ": the dimensions multiply to " + std::to_string(product) + " but the communicator has " +
+                            std::to_string(nranks) + " ranks");
+  return dims;
+}
+
 }  // namespace
 
 CommState::CommState(int rank, int nranks, const Config& config)
@@ -88,6 +112,14 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
 
 Status CommState::init(const UniqueId& id) {
   const Deadline deadline = Deadline::after(config_.timeout);
+  auto filter = algorithms::AlgoFilter::parse(config_.algo, "WEFT_ALGO");
+  WEFT_TRY(filter);
+  algo_filter_ = *filter;
+  if (!config_.torus.empty()) {
+    auto dims = parse_torus(config_.torus, nranks_);
+    WEFT_TRY(dims);
+    layout_.torus = std::move(*dims);
+  }
   auto bs = Bootstrap::create(id, rank_, nranks_, config_, deadline);
   WEFT_TRY(bs);
   bootstrap_ = std::move(*bs);
@@ -126,6 +158,9 @@ Status CommState::init(const UniqueId& id) {
       return internal_error("rank " + std::to_string(r) + " sent a malformed card");
     nodes_[r].assign(node.begin(), node.end());
   }
+  std::vector<int> torus = std::move(layout_.torus);
+  layout_ = algorithms::Layout::from_node_names(nodes_);
+  layout_.torus = std::move(torus);
   WEFT_TRY(shm_->set_peer_cards(std::move(shm_cards)));
   WEFT_TRY(tcp_->set_peer_cards(std::move(tcp_cards)));
   // Small communicators join every pair now, in ascending peer order (deadlock-free, see
@@ -257,6 +292,10 @@ void CommState::worker_loop() {
   }
 }
 
+algorithms::Algorithm CommState::algorithm_for(const algorithms::CollectiveArgs& a) const {
+  return algorithms::choose_algorithm(a, layout_, algo_filter_);
+}
+
 Status CommState::execute(Operation& op) {
   const std::string who = "rank " + std::to_string(rank_) + ": ";
   if (aborted()) {
@@ -285,7 +324,7 @@ Status CommState::execute(Operation& op) {
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       if (plans_.size() >= kPlanCacheEntries) plans_.clear();
-      it = plans_.emplace(key, algorithms::plan(a, rank_)).first;
+      it = plans_.emplace(key, algorithms::plan(a, layout_, algorithm_for(a), rank_)).first;
     }
     plan = &it->second;
     spec.seq = coll_seq_++;

@@ -24,6 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "algorithms/algo_filter.h"
+#include "algorithms/layout.h"
 #include "algorithms/planner.h"
 #include "src/executor.h"
 #include "src/log.h"
@@ -49,6 +51,10 @@ class CommState : public ConnectionSource {
   Bootstrap& bootstrap() { return *bootstrap_; }
   // The node identity of each rank.
   const std::vector<std::string>& nodes() const { return nodes_; }
+  // Where the ranks sit (nodes from the identities above, the torus from WEFT_TORUS).
+  const algorithms::Layout& layout() const { return layout_; }
+  // The algorithm this communicator runs `a` with (the tuner's pick under WEFT_ALGO).
+  algorithms::Algorithm algorithm_for(const algorithms::CollectiveArgs& a) const;
 
   // Queues `op` (already validated) and returns. The op completes later with its outcome.
   void submit(const std::shared_ptr<Operation>& op);
@@ -81,6 +87,8 @@ class CommState : public ConnectionSource {
   const Config config_;
   const Logger log_;
   std::vector<std::string> nodes_;
+  algorithms::Layout layout_;
+  algorithms::AlgoFilter algo_filter_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<transport::Transport> self_, shm_, tcp_;
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;

@@ -65,6 +65,8 @@ Result<Config> Config::from_env() {
   }
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));
+  if (const char* v = env("WEFT_ALGO", "NCCL_ALGO")) c.algo = v;
+  if (const char* v = env("WEFT_TORUS")) c.torus = v;
   if (const char* v = env("WEFT_DEBUG", "NCCL_DEBUG")) {
     c.debug = v;
     if (c.debug != "WARN" && c.debug != "INFO" && c.debug != "TRACE" && c.debug != "VERSION" &&

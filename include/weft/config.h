@@ -37,6 +37,12 @@ struct Config {
   size_t cma_threshold = size_t{64} << 10;
   // WEFT_SLICE_BYTES: collectives cut each chunk into slices of about this size so steps pipeline.
   size_t slice_bytes = size_t{512} << 10;
+  // WEFT_ALGO (or NCCL_ALGO): which algorithms the tuner may pick, in NCCL_ALGO's syntax, e.g.
+  // "ring,tree;allreduce:^tree" (docs/ENV.md). Empty: all. Checked when a communicator is made.
+  std::string algo;
+  // WEFT_TORUS: the machine's torus shape as "XxY" or "XxYxZ" (product = number of ranks, rank =
+  // x + X*(y + Y*z)); enables the torus algorithms. Empty: no torus. Checked at communicator init.
+  std::string torus;
   // WEFT_DEBUG: "WARN" (default), "INFO", "TRACE", "VERSION", "NONE".
   std::string debug = "WARN";
 

@@ -2,6 +2,7 @@
 // run for many rank counts by a small in-process interpreter (program order per rank, unbounded
 // FIFOs per (from, to, channel)) against the serial reference, in and out of place. A schedule
 // that deadlocks, sends to the wrong peer or reduces the wrong chunk fails here.
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <tuple>
@@ -67,14 +68,14 @@ struct Interpreter {
   std::vector<std::vector<double>> tmp;
   std::map<std::tuple<int, int, int>, std::deque<std::vector<double>>> fifo;  // (from, to, channel)
 
-  explicit Interpreter(const CollectiveArgs& a) : args(a) {
+  Interpreter(const CollectiveArgs& a, const Layout& l, Algorithm algorithm) : args(a) {
     const int n = a.nranks;
     storage.resize(n);
     in.resize(n);
     out.resize(n);
     tmp.resize(n);
     for (int r = 0; r < n; ++r) {
-      programs.push_back(plan(a, r).program);
+      programs.push_back(plan(a, l, algorithm, r).program);
       const size_t ni = in_count(a, r), no = out_count(a, r);
       const auto off = in_offset_in_out(a, r);
       if (off) {
@@ -161,46 +162,72 @@ struct Interpreter {
   }
 };
 
-class Generators : public ::testing::TestWithParam<Collective> {};
+// The layouts a generator is tried on for n ranks: flat, nodes of 2, 3 and 4 ranks (uniform or
+// not), and every 2D and 3D torus shape of n with dimensions >= 2.
+std::vector<Layout> layouts_for(int n) {
+  std::vector<Layout> out{Layout::flat(n)};
+  for (int per_node : {2, 3, 4})
+    if (per_node < n) out.push_back(Layout::blocks(n, per_node));
+  for (int x = 2; x <= n; ++x)
+    for (int y = 2; x * y <= n; ++y) {
+      if (x * y == n) out.push_back(Layout::torus_of({x, y}));
+      for (int z = 2; x * y * z <= n; ++z)
+        if (x * y * z == n) out.push_back(Layout::torus_of({x, y, z}));
+    }
+  return out;
+}
 
-TEST_P(Generators, MatchReferenceForManyRankCounts) {
-  const Collective coll = GetParam();
-  for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 16}) {
-    for (size_t count : {0, 1, 5, 64, 1001}) {
-      for (size_t slice : {size_t{1} << 20, size_t{7}}) {
-        for (bool in_place : {false, true}) {
-          for (int root : {0, n - 1}) {
-            CollectiveArgs a;
-            a.coll = coll;
-            a.nranks = n;
-            a.count = count;
-            a.dtype = DataType::kFloat64;
-            a.op = RedOp::kSum;
-            a.root = root;
-            a.in_place = in_place;
-            a.slice_count = slice;
-            SCOPED_TRACE(describe(a) + " n=" + std::to_string(n) + " slice=" + std::to_string(slice) +
-                         (in_place ? " in place" : ""));
-            Interpreter it(a);
-            ASSERT_TRUE(it.run()) << "deadlock or unmatched message";
-            for (int r = 0; r < n; ++r) {
-              const size_t no = out_count(a, r);
-              std::vector<double> got(it.out[r], it.out[r] + no);
-              ASSERT_EQ(bench::count_wrong(a, r, got.data(), 3), 0u) << "rank " << r;
+class Generators : public ::testing::TestWithParam<AlgorithmEntry> {};
+
+TEST_P(Generators, MatchReferenceForManyRankCountsAndLayouts) {
+  const AlgorithmEntry entry = GetParam();
+  const bool quick = std::getenv("WEFT_TEST_QUICK") != nullptr;
+  int runs = 0;
+  for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16}) {
+    // Generators that apply everywhere ignore the layout; the others are tried on each.
+    const std::vector<Layout> layouts = entry.applies == nullptr ? std::vector<Layout>{Layout::flat(n)} : layouts_for(n);
+    for (const Layout& layout : layouts) {
+      for (size_t count : {0, 1, 5, 64, 1001}) {
+        for (size_t slice : {size_t{1} << 20, size_t{7}}) {
+          for (bool in_place : {false, true}) {
+            for (int root : {0, n - 1}) {
+              for (RedOp op : {RedOp::kSum, RedOp::kAvg}) {
+                CollectiveArgs a;
+                a.coll = entry.coll;
+                a.nranks = n;
+                a.count = count;
+                a.dtype = DataType::kFloat64;
+                a.op = op;
+                a.root = root;
+                a.in_place = in_place;
+                a.slice_count = slice;
+                if ((op == RedOp::kAvg && !has_op(a.coll)) || (root != 0 && !has_root(a.coll))) continue;
+                if (quick && (slice != 7 || count == 64)) continue;
+                if (!applicable(a, layout, entry.algorithm)) continue;
+                SCOPED_TRACE(describe(a) + " n=" + std::to_string(n) + " layout " + layout.describe() +
+                             " slice=" + std::to_string(slice) + (in_place ? " in place" : ""));
+                Interpreter it(a, layout, entry.algorithm);
+                ASSERT_TRUE(it.run()) << "deadlock or unmatched message";
+                for (int r = 0; r < n; ++r) {
+                  const size_t no = out_count(a, r);
+                  std::vector<double> got(it.out[r], it.out[r] + no);
+                  ASSERT_EQ(bench::count_wrong(a, r, got.data(), 3), 0u) << "rank " << r;
+                }
+                ++runs;
+              }
             }
           }
         }
       }
     }
   }
+  EXPECT_GT(runs, 0) << "the algorithm applied to no call";
 }
 
-INSTANTIATE_TEST_SUITE_P(All, Generators,
-                         ::testing::Values(Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
-                                           Collective::kBroadcast, Collective::kReduce, Collective::kAllToAll,
-                                           Collective::kGather, Collective::kScatter),
-                         [](const ::testing::TestParamInfo<Collective>& info) {
-                           return std::string(collective_name(info.param));
+INSTANTIATE_TEST_SUITE_P(Table, Generators, ::testing::ValuesIn(algorithm_table().begin(), algorithm_table().end()),
+                         [](const ::testing::TestParamInfo<AlgorithmEntry>& info) {
+                           return std::string(collective_name(info.param.coll)) + "_" +
+                                  std::string(algorithm_name(info.param.algorithm));
                          });
 
 TEST(Generators, BarrierAndGroupsTerminate) {
@@ -208,7 +235,7 @@ TEST(Generators, BarrierAndGroupsTerminate) {
     CollectiveArgs a;
     a.coll = Collective::kBarrier;
     a.nranks = n;
-    Interpreter it(a);
+    Interpreter it(a, Layout::flat(n), Algorithm::kDissemination);
     EXPECT_TRUE(it.run()) << n;
   }
 }

@@ -1,0 +1,77 @@
+#include "algorithms/layout.h"
+
+#include <map>
+
+namespace weft::algorithms {
+
+Layout Layout::flat(int nranks) { return blocks(nranks, nranks); }
+
+Layout Layout::blocks(int nranks, int per_node) {
+  Layout l;
+  l.nranks = nranks;
+  if (per_node < 1) per_node = 1;
+  for (int r = 0; r < nranks; ++r) {
+    if (r % per_node == 0) l.nodes.emplace_back();
+    l.nodes.back().push_back(r);
+  }
+  l.index();
+  return l;
+}
+
+Layout Layout::from_node_names(const std::vector<std::string>& names) {
+  Layout l;
+  l.nranks = static_cast<int>(names.size());
+  std::map<std::string, size_t> seen;
+  for (int r = 0; r < l.nranks; ++r) {
+    auto [it, fresh] = seen.emplace(names[static_cast<size_t>(r)], l.nodes.size());
+    if (fresh) l.nodes.emplace_back();
+    l.nodes[it->second].push_back(r);
+  }
+  l.index();
+  return l;
+}
+
+Layout Layout::torus_of(std::vector<int> dims) {
+  int n = 1;
+  for (int d : dims) n *= d;
+  Layout l = flat(n);
+  l.torus = std::move(dims);
+  return l;
+}
+
+bool Layout::uniform() const {
+  for (const auto& node : nodes)
+    if (node.size() != nodes[0].size()) return false;
+  return true;
+}
+
+int Layout::node_of(int rank) const { return node_of_[static_cast<size_t>(rank)]; }
+int Layout::local_of(int rank) const { return local_of_[static_cast<size_t>(rank)]; }
+
+std::string Layout::describe() const {
+  std::string s = std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes");
+  if (uniform()) {
+    s += " x " + std::to_string(ranks_per_node()) + " ranks";
+  } else {
+    s += " (";
+    for (size_t g = 0; g < nodes.size(); ++g) s += (g ? "+" : "") + std::to_string(nodes[g].size());
+    s += " ranks)";
+  }
+  if (!torus.empty()) {
+    s += ", torus ";
+    for (size_t i = 0; i < torus.size(); ++i) s += (i ? "x" : "") + std::to_string(torus[i]);
+  }
+  return s;
+}
+
+void Layout::index() {
+  node_of_.assign(static_cast<size_t>(nranks), 0);
+  local_of_.assign(static_cast<size_t>(nranks), 0);
+  for (size_t g = 0; g < nodes.size(); ++g)
+    for (size_t i = 0; i < nodes[g].size(); ++i) {
+      node_of_[static_cast<size_t>(nodes[g][i])] = static_cast<int>(g);
+      local_of_[static_cast<size_t>(nodes[g][i])] = static_cast<int>(i);
+    }
+}
+
+}  // namespace weft::algorithms

@@ -1,0 +1,43 @@
+// Where the ranks of a communicator sit, as the algorithms need to know it: which ranks share a
+// node (listed by local index), and, where the machine is a torus, its shape. The communicator
+// builds it from the node identities exchanged at bootstrap (and, with a topology, from the
+// placement); the verifier and the simulator build synthetic ones. Value type; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace weft::algorithms {
+
+struct Layout {
+  int nranks = 1;
+  // nodes[g][i]: the rank with local index i on node g. Every rank appears exactly once.
+  std::vector<std::vector<int>> nodes;
+  // Torus dimensions (X, Y[, Z]) with X*Y*Z == nranks and rank = x + X*(y + Y*z); empty: none.
+  std::vector<int> torus;
+
+  // All ranks on one node.
+  static Layout flat(int nranks);
+  // nranks / per_node nodes of consecutive ranks (the last node takes the remainder).
+  static Layout blocks(int nranks, int per_node);
+  // Ranks grouped by equal node names, nodes and local indices in order of first appearance.
+  static Layout from_node_names(const std::vector<std::string>& names);
+  // A flat layout with the given torus dimensions (product must be nranks).
+  static Layout torus_of(std::vector<int> dims);
+
+  int node_count() const { return static_cast<int>(nodes.size()); }
+  // Every node holds the same number of ranks.
+  bool uniform() const;
+  int ranks_per_node() const { return nodes.empty() ? 0 : static_cast<int>(nodes[0].size()); }
+  // The node of `rank` and its local index there.
+  int node_of(int rank) const;
+  int local_of(int rank) const;
+  // "2 nodes x 4 ranks", "3 nodes (2+2+1 ranks)", "torus 4x4".
+  std::string describe() const;
+
+ private:
+  void index();
+  std::vector<int> node_of_, local_of_;
+};
+
+}  // namespace weft::algorithms
