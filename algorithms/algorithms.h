@@ -16,6 +16,8 @@
 // either way, and the direct form has one step of latency instead of n-1.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "algorithms/collective.h"
@@ -35,8 +37,69 @@ Program scatter_linear(const CollectiveArgs& a, int rank);
 Program barrier_dissemination(const CollectiveArgs& a, int rank);
 
 // --- AllReduce family (tree, recursive doubling, Rabenseifner, hierarchical, torus) ---
+//   allreduce_tree                double binary tree: two complementary pipelined trees, half each
+//   allreduce_recursive_doubling  log2(n) whole-vector exchanges (small messages)
+//   allreduce_rabenseifner        recursive-halving reduce-scatter + recursive-doubling allgather
+//   allreduce_hierarchical        reduce-scatter in each node, allreduce across nodes, allgather
+//   allreduce_torus               dimension by dimension over a 2D/3D torus, in rotated orders
+// Each file's opening comment states the steps and the alpha-beta cost.
+Program allreduce_tree(const CollectiveArgs& a, int rank);
+Program allreduce_recursive_doubling(const CollectiveArgs& a, int rank);
+Program allreduce_rabenseifner(const CollectiveArgs& a, int rank);
+
+// The links of `rank` in tree `tree` (0 or 1) of allreduce_tree's double binary tree over
+// `nranks` ranks; -1 where there is none (the root's parent, a leaf's children).
+struct TreeLinks {
+  int parent = -1;
+  int children[2] = {-1, -1};
+};
+TreeLinks allreduce_tree_links(int nranks, int tree, int rank);
+
+enum class Algorithm : uint8_t;  // planner.h
+// Hierarchical over the layout's nodes with `inner` across nodes (any flat allreduce of the
+// table). REQUIRES: l.uniform().
+Program allreduce_hierarchical(const CollectiveArgs& a, const Layout& l, int rank, Algorithm inner);
+// The same with allreduce_hierarchical_inner(a, l): recursive doubling while one rank's block
+// (count / ranks per node) is at most kHierarchicalSmallBlockBytes, the ring above.
+Program allreduce_hierarchical(const CollectiveArgs& a, const Layout& l, int rank);
+inline constexpr size_t kHierarchicalSmallBlockBytes = size_t{32} << 10;
+Algorithm allreduce_hierarchical_inner(const CollectiveArgs& a, const Layout& l);
+// REQUIRES: l.torus has 2 or 3 dimensions multiplying to a.nranks (applies_torus).
+Program allreduce_torus(const CollectiveArgs& a, const Layout& l, int rank);
+// An allreduce with nothing to exchange (one rank, or no elements): copies IN to OUT (out of
+// place) and divides it by 1 for avg (so the verifier sees every element divided once). Returns
+// whether it handled the call; the generators above start with it.
+inline bool allreduce_trivial(ProgramBuilder& b, const CollectiveArgs& a) {
+  if (a.nranks > 1 && a.count > 0) return false;
+  const Region in{kIn, 0, a.count}, out{kOut, 0, a.count};
+  if (!a.in_place && a.count > 0) b.copy(in, out);
+  if (a.op == RedOp::kAvg && a.count > 0) b.divide(out);
+  return true;
+}
 
 // --- ReduceScatter / AllGather / All-to-All / Broadcast / Reduce variants ---
+//   reduce_scatter_recursive_halving  halve the range with partner r^d, d = p/2..1 (any n: fold)
+//   reduce_scatter_hierarchical       intra-node ring reduce-scatter, then inter-node among equals
+//   allgather_recursive_doubling      double the range with partner r^d, d = 1..p/2 (any n: fold)
+//   allgather_bruck                   ceil(log2 n) rounds over a rotated TMP, for any n
+//   allgather_hierarchical            inter-node ring allgather among equals, then intra-node
+//   alltoall_bruck                    ceil(log2 n) rounds of packed blocks, for small messages
+//   alltoall_hierarchical             intra-node exchange, then one message per remote node
+//   broadcast_binomial                a binomial tree from the root, pipelined in slices
+//   broadcast_scatter_allgather       van de Geijn: binomial scatter, then a chain allgather
+//   reduce_binomial                   a binomial tree into the root, pipelined in slices
+//   reduce_rabenseifner               recursive-halving reduce-scatter, then a binomial gather
+Program reduce_scatter_recursive_halving(const CollectiveArgs& a, int rank);
+Program reduce_scatter_hierarchical(const CollectiveArgs& a, const Layout& l, int rank);
+Program allgather_recursive_doubling(const CollectiveArgs& a, int rank);
+Program allgather_bruck(const CollectiveArgs& a, int rank);
+Program allgather_hierarchical(const CollectiveArgs& a, const Layout& l, int rank);
+Program alltoall_bruck(const CollectiveArgs& a, int rank);
+Program alltoall_hierarchical(const CollectiveArgs& a, const Layout& l, int rank);
+Program broadcast_binomial(const CollectiveArgs& a, int rank);
+Program broadcast_scatter_allgather(const CollectiveArgs& a, int rank);
+Program reduce_binomial(const CollectiveArgs& a, int rank);
+Program reduce_rabenseifner(const CollectiveArgs& a, int rank);
 
 // One point-to-point call of a group. Buffer i of the group is USER(i); counts are bytes.
 struct PeerOp {

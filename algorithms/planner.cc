@@ -29,9 +29,25 @@ constexpr AlgorithmEntry kTable[] = {
     {Collective::kScatter, Algorithm::kLinear, flat<scatter_linear>, nullptr},
     {Collective::kBarrier, Algorithm::kDissemination, flat<barrier_dissemination>, nullptr},
     // AllReduce family.
-    // (entries for tree, recursive_doubling, rabenseifner, hierarchical, torus go here)
+    {Collective::kAllReduce, Algorithm::kTree, flat<allreduce_tree>, nullptr},
+    {Collective::kAllReduce, Algorithm::kRecursiveDoubling, flat<allreduce_recursive_doubling>, nullptr},
+    {Collective::kAllReduce, Algorithm::kRabenseifner, flat<allreduce_rabenseifner>, nullptr},
+    // Inner algorithm across nodes: allreduce_hierarchical_inner (recursive doubling for small
+    // blocks, ring for large) until the tuner picks it.
+    {Collective::kAllReduce, Algorithm::kHierarchical, allreduce_hierarchical, applies_uniform_nodes},
+    {Collective::kAllReduce, Algorithm::kTorus, allreduce_torus, applies_torus},
     // ReduceScatter / AllGather / All-to-All / Broadcast / Reduce variants.
-    // (entries go here)
+    {Collective::kReduceScatter, Algorithm::kRecursiveHalving, flat<reduce_scatter_recursive_halving>, nullptr},
+    {Collective::kReduceScatter, Algorithm::kHierarchical, reduce_scatter_hierarchical, applies_uniform_nodes},
+    {Collective::kAllGather, Algorithm::kRecursiveDoubling, flat<allgather_recursive_doubling>, nullptr},
+    {Collective::kAllGather, Algorithm::kBruck, flat<allgather_bruck>, nullptr},
+    {Collective::kAllGather, Algorithm::kHierarchical, allgather_hierarchical, applies_uniform_nodes},
+    {Collective::kAllToAll, Algorithm::kBruck, flat<alltoall_bruck>, nullptr},
+    {Collective::kAllToAll, Algorithm::kHierarchical, alltoall_hierarchical, applies_uniform_nodes},
+    {Collective::kBroadcast, Algorithm::kBinomial, flat<broadcast_binomial>, nullptr},
+    {Collective::kBroadcast, Algorithm::kScatterAllgather, flat<broadcast_scatter_allgather>, nullptr},
+    {Collective::kReduce, Algorithm::kBinomial, flat<reduce_binomial>, nullptr},
+    {Collective::kReduce, Algorithm::kRabenseifner, flat<reduce_rabenseifner>, nullptr},
 };
 
 }  // namespace

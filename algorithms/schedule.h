@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -101,19 +102,30 @@ class ProgramBuilder {
   Program finish();
 
  private:
-  struct Access {
-    int space;      // 0: IN/OUT shared space when aliased else IN; 1: OUT; 2: TMP; 3+i: USER(i)
-    int64_t begin;  // element interval [begin, end)
+  // The accesses a later step may conflict with, per memory space, as disjoint fragments: the
+  // last step that wrote the fragment and the steps that read it since. A read depends on the
+  // writer; a write depends on the writer and the readers, then owns the fragment alone.
+  struct Fragment {
     int64_t end;
-    uint32_t step;
+    int64_t writer;  // -1: none
+    std::vector<uint32_t> readers;
+  };
+  using Space = std::map<int64_t, Fragment>;  // keyed by the fragment's first element
+  struct Access {
+    int space;  // 0: IN, or IN and OUT when they alias; 1: OUT; 2: TMP; 3+i: USER(i)
+    int64_t begin;
+    int64_t end;
     bool write;
   };
-  Access access_of(const Region& r, uint32_t step, bool write) const;
+  Access access_of(const Region& r, bool write) const;
+  Space& space(int index);
+  // Makes `pos` a fragment boundary if it falls inside a fragment.
+  static void split_at(Space& frags, int64_t pos);
   uint32_t add(Step s);
 
   Program program_;
   std::optional<int64_t> in_offset_in_out_;
-  std::vector<Access> live_;  // accesses a later step may conflict with
+  std::vector<Space> spaces_;
   std::vector<uint32_t> scratch_deps_;
 };
 

@@ -185,16 +185,14 @@ int main(int argc, char** argv) {
   const bool has_op = weft::algorithms::has_op(o.coll);
   const bool has_root = weft::algorithms::has_root(o.coll);
   if (rank == 0) {
-    std::printf("# weft-bench %s: nranks %d, transport %s, algorithm %s, iters %d, warmup %d, check %d\n",
-                o.coll_name.c_str(), n, comm.config().transport.c_str(),
-                o.coll == Collective::kSendRecv ? "group"
-                                                : std::string(weft::algorithms::algorithm_name(
-                                                      comm.state().algorithm_for(most))).c_str(),
-                o.iters, o.warmup, o.check);
+    std::printf("# weft-bench %s: nranks %d (%s), transport %s, algorithms %s, iters %d, warmup %d, check %d\n",
+                o.coll_name.c_str(), n, comm.state().layout().describe().c_str(), comm.config().transport.c_str(),
+                comm.config().algo.empty() ? "chosen by the tuner (last column)" : comm.config().algo.c_str(), o.iters,
+                o.warmup, o.check);
     std::printf("#\n# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "", "", "", "", "", "out-of-place", "", "", "",
-                "in-place", "", "", "");
-    std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
-                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+                "in-place", "", "", "");  // the algorithm column follows the nccl-tests ones
+    std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s  %s\n", "size", "count", "type", "redop", "root",
+                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "algorithm");
     std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
                 "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     std::fflush(stdout);
@@ -276,7 +274,14 @@ int main(int argc, char** argv) {
         ++bus_points;
         total_wrong += wrong[place];
       }
-      std::printf("\n");
+      CollectiveArgs ran = most;
+      ran.coll = o.coll;
+      ran.count = count;
+      ran.dtype = o.dtype;
+      ran.op = o.op;
+      std::printf("  %s\n", o.coll == Collective::kSendRecv ? "group"
+                                                          : std::string(weft::algorithms::algorithm_name(
+                                                                comm.state().algorithm_for(ran))).c_str());
       std::fflush(stdout);
     }
     if (bytes >= o.max_bytes) break;

@@ -260,7 +260,9 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   WEFT_TRY(st.bootstrap().allgather(&my_id, ids.data(), sizeof(UniqueId), deadline));
   if (color == kNoColor) return std::unique_ptr<Communicator>();
   const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), st.rank()) - members.begin());
-  return init(ids[static_cast<size_t>(members.front())], new_rank, static_cast<int>(members.size()), st.config());
+  Config child = st.config();
+  child.torus.clear();  // WEFT_TORUS describes the parent's ranks, not the new group's
+  return init(ids[static_cast<size_t>(members.front())], new_rank, static_cast<int>(members.size()), child);
 }
 
 }  // namespace weft

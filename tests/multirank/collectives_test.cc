@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include "algorithms/algo_filter.h"
 #include "algorithms/collective.h"
+#include "src/comm_state.h"
 #include "bench/reference.h"
 #include "tests/multirank/rank_env.h"
 
@@ -67,6 +69,14 @@ void run_case(const CollectiveArgs& a) {
   std::vector<char> input(in_elems * elem + 1);
   bench::fill_input(a, r, input.data(), 7);
   if (in_elems > 0) std::memcpy(const_cast<void*>(send), input.data(), in_elems * elem);
+  // Under WEFT_ALGO the run must exercise the algorithm asked for, not a fallback.
+  if (!c.config().algo.empty()) {
+    auto filter = algorithms::AlgoFilter::parse(c.config().algo);
+    ASSERT_TRUE(filter.ok()) << filter.status().to_string();
+    const algorithms::Algorithm ran = c.state().algorithm_for(a);
+    ASSERT_TRUE(filter->allows(a.coll, ran)) << "WEFT_ALGO='" << c.config().algo << "' but "
+                                              << algorithms::algorithm_name(ran) << " ran";
+  }
   Status s = call(c, a, send, recv);
   ASSERT_TRUE(s.ok()) << s.to_string();
   EXPECT_EQ(bench::count_wrong(a, r, recv, 7), 0u);
@@ -77,7 +87,12 @@ void sweep(Collective coll) {
   const bool has_op = algorithms::has_op(coll), has_root = algorithms::has_root(coll);
   std::vector<int> roots = {0};
   if (has_root && c.size() > 1) roots = {c.size() - 1, c.size() / 2};
+  // WEFT_TEST_TYPES="float,int8,...": only these types (the algorithm runs: the schedules do not
+  // depend on the type; the kernels are tested for every type elsewhere).
+  const char* only = std::getenv("WEFT_TEST_TYPES");
   for (DataType t : kAllTypes) {
+    if (only != nullptr && ("," + std::string(only) + ",").find("," + std::string(dtype_name(t)) + ",") == std::string::npos)
+      continue;
     for (RedOp op : kAllOps) {
       if (!has_op && op != RedOp::kSum) continue;
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1023}, kBig}) {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "algorithms/planner.h"
+#include "algorithms/verify_cases.h"
 #include "bench/reference.h"
 
 namespace weft::algorithms {
@@ -162,63 +163,29 @@ struct Interpreter {
   }
 };
 
-// The layouts a generator is tried on for n ranks: flat, nodes of 2, 3 and 4 ranks (uniform or
-// not), and every 2D and 3D torus shape of n with dimensions >= 2.
-std::vector<Layout> layouts_for(int n) {
-  std::vector<Layout> out{Layout::flat(n)};
-  for (int per_node : {2, 3, 4})
-    if (per_node < n) out.push_back(Layout::blocks(n, per_node));
-  for (int x = 2; x <= n; ++x)
-    for (int y = 2; x * y <= n; ++y) {
-      if (x * y == n) out.push_back(Layout::torus_of({x, y}));
-      for (int z = 2; x * y * z <= n; ++z)
-        if (x * y * z == n) out.push_back(Layout::torus_of({x, y, z}));
-    }
-  return out;
-}
-
 class Generators : public ::testing::TestWithParam<AlgorithmEntry> {};
 
+// Runs the verifier's small-suite cases (verify_cases.h) numerically: what the verifier proves
+// symbolically, this checks on real numbers against the serial reference.
 TEST_P(Generators, MatchReferenceForManyRankCountsAndLayouts) {
   const AlgorithmEntry entry = GetParam();
   const bool quick = std::getenv("WEFT_TEST_QUICK") != nullptr;
   int runs = 0;
   for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16}) {
-    // Generators that apply everywhere ignore the layout; the others are tried on each.
-    const std::vector<Layout> layouts = entry.applies == nullptr ? std::vector<Layout>{Layout::flat(n)} : layouts_for(n);
-    for (const Layout& layout : layouts) {
-      for (size_t count : {0, 1, 5, 64, 1001}) {
-        for (size_t slice : {size_t{1} << 20, size_t{7}}) {
-          for (bool in_place : {false, true}) {
-            for (int root : {0, n - 1}) {
-              for (RedOp op : {RedOp::kSum, RedOp::kAvg}) {
-                CollectiveArgs a;
-                a.coll = entry.coll;
-                a.nranks = n;
-                a.count = count;
-                a.dtype = DataType::kFloat64;
-                a.op = op;
-                a.root = root;
-                a.in_place = in_place;
-                a.slice_count = slice;
-                if ((op == RedOp::kAvg && !has_op(a.coll)) || (root != 0 && !has_root(a.coll))) continue;
-                if (quick && (slice != 7 || count == 64)) continue;
-                if (!applicable(a, layout, entry.algorithm)) continue;
-                SCOPED_TRACE(describe(a) + " n=" + std::to_string(n) + " layout " + layout.describe() +
-                             " slice=" + std::to_string(slice) + (in_place ? " in place" : ""));
-                Interpreter it(a, layout, entry.algorithm);
-                ASSERT_TRUE(it.run()) << "deadlock or unmatched message";
-                for (int r = 0; r < n; ++r) {
-                  const size_t no = out_count(a, r);
-                  std::vector<double> got(it.out[r], it.out[r] + no);
-                  ASSERT_EQ(bench::count_wrong(a, r, got.data(), 3), 0u) << "rank " << r;
-                }
-                ++runs;
-              }
-            }
-          }
-        }
+    if (quick && n > 9 && n != 16) continue;
+    for (const VerifyCase& c : verify_cases(entry, n, /*large=*/false)) {
+      CollectiveArgs a = c.args;
+      a.dtype = DataType::kFloat64;
+      SCOPED_TRACE(describe(a) + " n=" + std::to_string(n) + " layout " + c.layout.describe() +
+                   " slice=" + std::to_string(a.slice_count) + (a.in_place ? " in place" : ""));
+      Interpreter it(a, c.layout, entry.algorithm);
+      ASSERT_TRUE(it.run()) << "deadlock or unmatched message";
+      for (int r = 0; r < n; ++r) {
+        const size_t no = out_count(a, r);
+        std::vector<double> got(it.out[r], it.out[r] + no);
+        ASSERT_EQ(bench::count_wrong(a, r, got.data(), 3), 0u) << "rank " << r;
       }
+      ++runs;
     }
   }
   EXPECT_GT(runs, 0) << "the algorithm applied to no call";

@@ -1,0 +1,128 @@
+#include "algorithms/grid.h"
+
+#include <algorithm>
+
+#include "algorithms/compose.h"
+
+namespace weft::algorithms {
+
+Grid Grid::of_nodes(const Layout& l) {
+  Grid g;
+  const int per_node = l.ranks_per_node();
+  g.extent = {per_node, l.node_count()};
+  g.index_of.assign(static_cast<size_t>(l.nranks), 0);
+  for (int node = 0; node < l.node_count(); ++node)
+    for (int i = 0; i < per_node; ++i) {
+      const int rank = l.nodes[static_cast<size_t>(node)][static_cast<size_t>(i)];
+      g.index_of[static_cast<size_t>(rank)] = static_cast<int>(g.rank_at.size());
+      g.rank_at.push_back(rank);
+    }
+  return g;
+}
+
+Grid Grid::of_torus(const Layout& l) {
+  Grid g;
+  g.extent = l.torus;
+  for (int r = 0; r < l.nranks; ++r) {
+    g.rank_at.push_back(r);
+    g.index_of.push_back(r);
+  }
+  return g;
+}
+
+int Grid::coordinate(int rank, int dim) const {
+  int flat = index_of[static_cast<size_t>(rank)];
+  for (int d = 0; d < dim; ++d) flat /= extent[static_cast<size_t>(d)];
+  return flat % extent[static_cast<size_t>(dim)];
+}
+
+std::vector<int> Grid::group(int rank, std::span<const int> dims) const {
+  // Walk every flat index, keeping those equal to ours outside `dims`.
+  std::vector<int> out;
+  const int ours = index_of[static_cast<size_t>(rank)];
+  for (size_t flat = 0; flat < rank_at.size(); ++flat) {
+    int a = static_cast<int>(flat), b = ours;
+    bool same = true;
+    for (size_t d = 0; d < extent.size() && same; ++d) {
+      const bool free = std::find(dims.begin(), dims.end(), static_cast<int>(d)) != dims.end();
+      same = free || a % extent[d] == b % extent[d];
+      a /= extent[d];
+      b /= extent[d];
+    }
+    if (same) out.push_back(rank_at[flat]);
+  }
+  return out;
+}
+
+namespace {
+
+struct Nest {
+  ProgramBuilder& b;
+  const CollectiveArgs& a;
+  const Grid& grid;
+  int rank;
+  Algorithm inner;
+  int channel;
+  size_t& tmp_used;
+
+  // Embeds the Program of this rank for stage call `coll` by `algorithm` over `group`.
+  void stage(Collective coll, Algorithm algorithm, const std::vector<int>& group, size_t count, bool in_place,
+             Placement in, Placement out) {
+    CollectiveArgs s = a;
+    s.coll = coll;
+    s.nranks = static_cast<int>(group.size());
+    s.count = count;
+    s.in_place = in_place;
+    if (s.op == RedOp::kAvg) s.op = RedOp::kSum;  // the outer program divides, by n, once
+    const int index = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
+    const Layout flat = Layout::flat(s.nranks);
+    if (!applicable(s, flat, algorithm)) algorithm = Algorithm::kRing;
+    const Program p = find_algorithm(coll, algorithm)->generate(s, flat, index);
+    embed(b, p, Embedding{group, in, out, tmp_used, channel});
+    tmp_used += p.tmp_count;
+  }
+
+  void divide(size_t offset, size_t count) {
+    if (a.op != RedOp::kAvg) return;
+    const size_t slices = slices_for(count, a.slice_count);
+    for (size_t s = 0; s < slices; ++s) b.divide(slice_of(kOut, offset, count, slices, s));
+  }
+
+  // The allreduce of src[offset, offset + count) into OUT along `order`; src is IN or OUT.
+  void level(std::span<const int> order, BufferRef src, size_t offset, size_t count) {
+    if (count == 0) return;
+    const bool aliased = src == kOut || a.in_place;  // src[offset] is OUT[offset]
+    if (order.size() == 1) {
+      stage(Collective::kAllReduce, inner, grid.group(rank, order), count, aliased, {src, offset}, {kOut, offset});
+      divide(offset, count);
+      return;
+    }
+    const std::vector<int> line = grid.group(rank, order.first(1));
+    const size_t m = line.size();
+    const size_t i = static_cast<size_t>(std::find(line.begin(), line.end(), rank) - line.begin());
+    const size_t block = count / m, tail = count - m * block;
+    if (tail > 0) {
+      const size_t at = offset + m * block;
+      stage(Collective::kAllReduce, Algorithm::kRecursiveDoubling, grid.group(rank, order), tail, aliased,
+            {src, at}, {kOut, at});
+      divide(at, tail);
+    }
+    if (block == 0) return;
+    // Reduce-scatter along order[0]: block i of this range, reduced over the line, lands in OUT.
+    stage(Collective::kReduceScatter, Algorithm::kRing, line, block, aliased, {src, offset}, {kOut, offset + i * block});
+    level(order.subspan(1), kOut, offset + i * block, block);
+    // Allgather along order[0]: every block of the range, from OUT to OUT.
+    stage(Collective::kAllGather, Algorithm::kRing, line, block, true, {kOut, offset + i * block}, {kOut, offset});
+  }
+};
+
+}  // namespace
+
+void allreduce_over_grid(ProgramBuilder& b, const CollectiveArgs& a, const Grid& grid, int rank,
+                         std::span<const int> order, Algorithm inner, size_t offset, size_t count, int channel,
+                         size_t& tmp_used) {
+  Nest nest{b, a, grid, rank, inner, channel, tmp_used};
+  nest.level(order, kIn, offset, count);
+}
+
+}  // namespace weft::algorithms

@@ -1,0 +1,1033 @@
+// The simulator's engine: a discrete-event simulation over flows. See simulator.h for the model.
+//
+// Data layout, chosen for 16,384 ranks x thousands of steps:
+//   - A Program is reduced to a Shape (kinds, peers, byte counts, dependents in CSR form, its
+//     connections' step lists). Ranks derived by symmetry share one Shape and differ by a peer shift.
+//   - Per simulated rank, the dynamic state is two flat arrays (step flags, unmet dependencies)
+//     and one record per connection; everything is indexed, nothing is allocated per step.
+//   - A flow sits in the flow list of every link it crosses; when one starts or ends, only the
+//     flows on those links have their rate recomputed (equal share). Flows wait in an indexed heap
+//     keyed by their completion time, updated in place when a rate changes; data in flight (the
+//     latency after a flow's last byte) waits in a plain heap.
+#include "algorithms/simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <queue>
+#include <thread>
+#include <unordered_map>
+
+namespace weft::algorithms {
+namespace {
+
+using topology::Cluster;
+using topology::LinkKind;
+
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool is_comm(StepKind k) { return k == StepKind::kSend || k == StepKind::kRecv || k == StepKind::kRecvReduce; }
+
+int mod(int64_t x, int n) { return static_cast<int>(((x % n) + n) % n); }
+
+// The symmetry groups the simulator folds by: rank shifts (r -> r + m mod n; rings, Bruck, the
+// torus) and rank XORs (r -> r ^ m; recursive doubling and halving, over powers of two).
+enum class Group : uint8_t { kShift, kXor };
+
+int relabel(Group g, int rank, int m, int n) {
+  return g == Group::kXor ? (rank ^ m) : mod(static_cast<int64_t>(rank) + m, n);
+}
+int unlabel(Group g, int rank, int m, int n) {
+  return g == Group::kXor ? (rank ^ m) : mod(static_cast<int64_t>(rank) - m, n);
+}
+bool power_of_two(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+std::string step_description(StepKind kind, int peer, uint64_t bytes) {
+  std::string s(step_kind_name(kind));
+  if (kind == StepKind::kSend) s += " to rank " + std::to_string(peer);
+  else if (is_comm(kind)) s += " from rank " + std::to_string(peer);
+  return s + " (" + std::to_string(bytes) + " bytes)";
+}
+
+// One connection's steps, as a Program lists them.
+struct QueueDef {
+  int32_t peer = 0;
+  int32_t channel = 0;
+  bool recv = false;
+  uint32_t first = 0;  // into Shape::queue_steps
+  uint32_t count = 0;
+};
+
+uint64_t queue_key(int peer, int channel, bool recv) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32) |
+         (static_cast<uint64_t>(static_cast<uint32_t>(channel)) << 1) | (recv ? 1u : 0u);
+}
+
+// One step as the engine needs it, in one record (the event loop touches steps of thousands of
+// ranks in turn: one cache line per step matters more than anything else here).
+struct SimStep {
+  uint64_t bytes = 0;
+  uint32_t dep_begin = 0;  // its dependents: Shape::dependents[dep_begin, dep_begin + dep_count)
+  uint32_t dep_count = 0;
+  uint32_t ndeps = 0;      // steps it depends on
+  uint32_t queue = kNone;  // its connection; kNone for local steps
+  int32_t peer = -1;
+  StepKind kind = StepKind::kCopy;
+};
+
+// A Program reduced to what the simulator needs.
+struct Shape {
+  std::vector<SimStep> step;
+  std::vector<uint32_t> dependents;
+  std::vector<QueueDef> queues;
+  std::vector<uint32_t> queue_steps;
+  std::unordered_map<uint64_t, uint32_t> queue_index;  // (peer, channel, recv) -> queue
+  uint64_t messages = 0;
+  double footprint = 0;  // bytes of IN, OUT, TMP and group buffers the program touches
+  size_t steps() const { return step.size(); }
+};
+
+Shape make_shape(const Program& p) {
+  Shape s;
+  const size_t n = p.steps.size();
+  const size_t elem = dtype_size(p.dtype);
+  s.step.resize(n);
+  std::vector<uint32_t> count(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Step& st = p.steps[i];
+    SimStep& x = s.step[i];
+    x.kind = st.kind;
+    x.peer = st.peer;
+    x.bytes = (st.kind == StepKind::kSend ? st.src.count : st.dst.count) * elem;
+    x.ndeps = st.deps_count;
+    const uint32_t* d = p.deps_of(st);
+    for (uint32_t k = 0; k < st.deps_count; ++k) ++count[d[k] + 1];
+  }
+  for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+  for (size_t i = 0; i < n; ++i) {
+    s.step[i].dep_begin = count[i];
+    s.step[i].dep_count = count[i + 1] - count[i];
+  }
+  s.dependents.resize(count[n]);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t* d = p.deps_of(p.steps[i]);
+    for (uint32_t k = 0; k < p.steps[i].deps_count; ++k) s.dependents[count[d[k]]++] = static_cast<uint32_t>(i);
+  }
+  // Connections, each with its steps in program order.
+  std::vector<std::vector<uint32_t>> lists;
+  for (size_t i = 0; i < n; ++i) {
+    const Step& st = p.steps[i];
+    if (!is_comm(st.kind)) continue;
+    const bool recv = st.kind != StepKind::kSend;
+    auto [it, fresh] = s.queue_index.emplace(queue_key(st.peer, st.channel, recv), static_cast<uint32_t>(s.queues.size()));
+    if (fresh) {
+      s.queues.push_back({st.peer, st.channel, recv, 0, 0});
+      lists.emplace_back();
+    }
+    lists[it->second].push_back(static_cast<uint32_t>(i));
+    s.step[i].queue = it->second;
+    if (!recv) ++s.messages;
+  }
+  // The extent of each buffer the program touches.
+  std::unordered_map<uint64_t, size_t> extent;
+  for (const Step& st : p.steps) {
+    for (const Region* r : {&st.src, &st.dst}) {
+      if (r->count == 0) continue;
+      const uint64_t key = (static_cast<uint64_t>(r->buffer.kind) << 32) | r->buffer.index;
+      size_t& e = extent[key];
+      e = std::max(e, r->offset + r->count);
+    }
+  }
+  for (const auto& [key, e] : extent) s.footprint += static_cast<double>(e * elem);
+  for (size_t q = 0; q < s.queues.size(); ++q) {
+    s.queues[q].first = static_cast<uint32_t>(s.queue_steps.size());
+    s.queues[q].count = static_cast<uint32_t>(lists[q].size());
+    s.queue_steps.insert(s.queue_steps.end(), lists[q].begin(), lists[q].end());
+  }
+  return s;
+}
+
+uint64_t count_messages(const Program& p) {
+  uint64_t m = 0;
+  for (const Step& s : p.steps) m += s.kind == StepKind::kSend;
+  return m;
+}
+
+// One simulated rank: a real rank, the Shape it runs and the relabelling of that Shape's peers
+// (by the engine's group): rank's peer = relabel(group, shape peer, delta).
+struct RankSpec {
+  int rank = 0;
+  int device = 0;
+  int delta = 0;
+  const Shape* shape = nullptr;
+};
+
+// The discrete-event engine.
+class Engine {
+ public:
+  // fold > 0: ranks 0..fold-1 stand for every rank (rank r behaves as rank r mod fold, shifted).
+  // The group relabels derived ranks' peers and maps folded ranks onto their representatives.
+  Engine(const Cluster& cluster, int nranks, int fold, Group group, const SimOptions& options)
+      : cluster_(cluster), n_(nranks), fold_(fold), group_(group), options_(options) {}
+
+  void add(const RankSpec& r) {
+    SimRank s;
+    static_cast<RankSpec&>(s) = r;
+    ranks_.push_back(s);
+  }
+  Status connect();
+  Status run(SimResult* out);
+
+ private:
+  enum : uint8_t { kReady = 1, kDone = 2, kArrived = 4, kReducedInFlight = 8 };
+  enum class FlowType : uint8_t { kMessage, kLocal, kLateReduce };
+
+  struct Hop {
+    uint32_t link;
+    float weight;  // work per byte on the link (compute: relative to a reduction)
+  };
+  struct QState {
+    uint32_t head = 0;  // sends: the next to start; receives: the next to complete
+    uint32_t first = 0, count = 0;  // the queue's steps: shape queue_steps[first, first + count)
+    bool busy = false;
+    uint32_t dst = kNone;  // sends: the simulated receiving rank and where its queue's steps start
+    uint32_t dst_first = kNone;
+    uint32_t route_begin = 0, route_n = 0;
+    double latency = 0;
+    bool matched = false;  // receives: some sender feeds this queue
+  };
+  struct Flow {
+    double remaining = 0, rate = 0, last = 0;
+    uint64_t bytes = 0;
+    double finish = 0;               // when the last byte leaves at the current rate
+    uint32_t heap_pos = kNone;       // in flow_heap_, or kNone
+    uint32_t route_begin = 0, route_n = 0;
+    Hop extra{kNone, 1};
+    FlowType type = FlowType::kLocal;
+    bool registered = false;
+    uint32_t rank = 0, step = 0, queue = 0;
+    uint32_t dst = kNone, dst_step = kNone;
+    double latency = 0;
+  };
+  struct Arrival {
+    double t;
+    uint32_t rank, step;
+    bool operator>(const Arrival& o) const { return t > o.t; }
+  };
+  struct LinkState {
+    double capacity = 0;
+    std::vector<uint32_t> flows;
+  };
+
+  int device_of_real(int rank) const;
+  uint32_t canonical(uint32_t link) const { return fold_ > 0 ? cluster_.orbit(link, fold_).first : link; }
+  uint32_t compute_of(uint32_t sim) const { return canonical(cluster_.compute_link(ranks_[sim].device)); }
+  // Per simulated step: unmet dependencies and flags, side by side.
+  struct DynStep {
+    uint32_t remaining;
+    uint8_t flags;
+  };
+  DynStep& dyn(uint32_t sim, uint32_t step) { return dyn_[ranks_[sim].step_base + step]; }
+  uint8_t& flags(uint32_t sim, uint32_t step) { return dyn(sim, step).flags; }
+  QState& qstate(uint32_t sim, uint32_t q) { return qstates_[ranks_[sim].queue_base + q]; }
+  double copy_weight() const { return static_cast<float>(cluster_.spec().reduce_bandwidth / cluster_.spec().copy_bandwidth); }
+
+  // The indexed heap of flows by completion time.
+  bool heap_less(uint32_t a, uint32_t b) const { return flows_[a].finish < flows_[b].finish; }
+  void heap_place(size_t i, uint32_t id) {
+    flow_heap_[i] = id;
+    flows_[id].heap_pos = static_cast<uint32_t>(i);
+  }
+  void sift_up(size_t i);
+  void sift_down(size_t i);
+  void schedule(uint32_t id);  // (re)places flow `id` at flows_[id].finish
+  uint32_t pop_flow();
+  void complete(uint32_t sim, uint32_t step);
+  void ready(uint32_t sim, uint32_t step);
+  void drain();
+  // Sends start once every event of the current instant has been handled, so that whether a
+  // receive is already posted when its data starts to flow does not depend on the order in which
+  // simultaneous events happen to be processed.
+  void try_send(uint32_t sim, uint32_t q) { pending_sends_.emplace_back(sim, q); }
+  void flush_sends();
+  void start_send(uint32_t sim, uint32_t q);
+  void pump_recv(uint32_t sim, uint32_t q);
+  uint32_t start_flow(Flow f);
+  void finish_flow(uint32_t id);
+  double rate_of(const Flow& f) const;
+  void rerate(uint32_t link, uint32_t except);
+  const Hop* hops(const Flow& f) const { return route_pool_.data() + f.route_begin; }
+
+  const Cluster& cluster_;
+  int n_;
+  int fold_;
+  Group group_;
+  SimOptions options_;
+  struct SimRank : RankSpec {
+    uint32_t step_base = 0, queue_base = 0;
+  };
+  std::vector<SimRank> ranks_;
+  std::vector<uint32_t> sim_of_real_;  // full simulation: real rank -> simulated index
+  std::vector<DynStep> dyn_;
+  std::vector<QState> qstates_;
+  std::vector<Hop> route_pool_;
+  std::vector<LinkState> links_;
+  std::vector<double> link_bytes_;
+  std::vector<Flow> flows_;
+  std::vector<uint32_t> free_flows_;
+  std::vector<uint32_t> flow_heap_;
+  std::priority_queue<Arrival, std::vector<Arrival>, std::greater<Arrival>> arrivals_;
+  std::vector<std::pair<uint32_t, uint32_t>> ready_stack_;
+  std::vector<std::pair<uint32_t, uint32_t>> pending_sends_;
+  std::vector<double> finish_;
+  double now_ = 0;
+  uint64_t event_count_ = 0, message_count_ = 0, done_steps_ = 0, total_steps_ = 0;
+};
+
+int Engine::device_of_real(int rank) const {
+  if (fold_ > 0) return rank;  // folding requires ranks in device order
+  return ranks_[sim_of_real_[static_cast<size_t>(rank)]].device;
+}
+
+Status Engine::connect() {
+  // Index the ranks and size the state.
+  uint32_t steps = 0, queues = 0;
+  if (fold_ == 0) sim_of_real_.assign(static_cast<size_t>(n_), kNone);
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    SimRank& r = ranks_[i];
+    r.step_base = steps;
+    r.queue_base = queues;
+    steps += static_cast<uint32_t>(r.shape->steps());
+    queues += static_cast<uint32_t>(r.shape->queues.size());
+    if (fold_ == 0) sim_of_real_[static_cast<size_t>(r.rank)] = static_cast<uint32_t>(i);
+  }
+  if (fold_ == 0) {
+    for (int r = 0; r < n_; ++r)
+      if (sim_of_real_[static_cast<size_t>(r)] == kNone)
+        return internal_error("simulator: no program for rank " + std::to_string(r));
+  }
+  total_steps_ = steps;
+  dyn_.resize(steps);
+  qstates_.assign(queues, QState{});
+  for (const SimRank& r : ranks_) {
+    for (size_t i = 0; i < r.shape->steps(); ++i) dyn_[r.step_base + i] = {r.shape->step[i].ndeps, 0};
+    for (size_t q = 0; q < r.shape->queues.size(); ++q) {
+      QState& st = qstates_[r.queue_base + q];
+      st.first = r.shape->queues[q].first;
+      st.count = r.shape->queues[q].count;
+    }
+  }
+  links_.assign(cluster_.link_count(), LinkState{});
+  for (uint32_t l = 0; l < links_.size(); ++l) {
+    double cap = cluster_.link(l).capacity;
+    if (fold_ > 0) {
+      // A representative link stands for its orbit; when the orbit is smaller than the number
+      // of rank classes, the real link carries that many classes' flows.
+      const uint64_t orbit = cluster_.orbit(l, fold_).second;
+      cap *= static_cast<double>(orbit) * fold_ / n_;
+    }
+    links_[l].capacity = cap;
+  }
+  // Nodes whose buffers outgrow the cache run their compute and ports at the spill factor.
+  const topology::ClusterSpec& spec = cluster_.spec();
+  if (spec.cache_bytes > 0 && spec.spill < 1) {
+    std::unordered_map<int, double> working_set;
+    for (const SimRank& r : ranks_) working_set[cluster_.node_of(r.device)] += r.shape->footprint;
+    for (const SimRank& r : ranks_) {
+      if (working_set[cluster_.node_of(r.device)] <= spec.cache_bytes) continue;
+      std::vector<uint32_t> own = {cluster_.compute_link(r.device)};
+      if (spec.ranks_per_node > 1) {
+        own.push_back(cluster_.intra_out_link(r.device));
+        own.push_back(cluster_.intra_in_link(r.device));
+      }
+      for (uint32_t l : own) links_[canonical(l)].capacity = cluster_.link(l).capacity * spec.spill;
+    }
+  }
+  if (options_.link_stats) link_bytes_.assign(links_.size(), 0.0);
+  finish_.assign(ranks_.size(), 0.0);
+
+  // Resolve every send connection to its receiver, and route it.
+  std::vector<uint32_t> route;
+  for (uint32_t s = 0; s < ranks_.size(); ++s) {
+    const SimRank& sr = ranks_[s];
+    const Shape& sh = *sr.shape;
+    for (uint32_t q = 0; q < sh.queues.size(); ++q) {
+      const QueueDef& qd = sh.queues[q];
+      if (qd.recv) continue;
+      const int d = relabel(group_, qd.peer, sr.delta, n_);
+      uint32_t dst = 0;
+      int label = sr.rank;  // the sender as the receiver's program names it
+      if (fold_ > 0) {
+        // The group element taking d to its representative takes the sender to `label`.
+        dst = static_cast<uint32_t>(d % fold_);
+        label = group_ == Group::kXor ? (sr.rank ^ (d ^ static_cast<int>(dst)))
+                                      : mod(static_cast<int64_t>(sr.rank) - (d - static_cast<int>(dst)), n_);
+      } else {
+        dst = sim_of_real_[static_cast<size_t>(d)];
+      }
+      const SimRank& dr = ranks_[dst];
+      const int key_peer = unlabel(group_, label, dr.delta, n_);
+      auto it = dr.shape->queue_index.find(queue_key(key_peer, qd.channel, true));
+      const std::string pair = "rank " + std::to_string(sr.rank) + " sends " + std::to_string(qd.count) +
+                               " message(s) to rank " + std::to_string(d) + " on channel " + std::to_string(qd.channel);
+      if (it == dr.shape->queue_index.end())
+        return invalid_argument("simulator: " + pair + " but rank " + std::to_string(d) + " never receives from rank " +
+                                std::to_string(sr.rank) + " (the schedule would hang)");
+      const QueueDef& rq = dr.shape->queues[it->second];
+      if (rq.count != qd.count)
+        return invalid_argument("simulator: " + pair + " but rank " + std::to_string(d) + " receives " +
+                                std::to_string(rq.count) + " (the schedule would hang)");
+      QState& st = qstate(s, q);
+      st.dst = dst;
+      st.dst_first = rq.first;
+      qstate(dst, it->second).matched = true;
+      route.clear();
+      const int da = device_of_real(sr.rank), db = device_of_real(d);
+      cluster_.route(da, db, &route, &st.latency);
+      st.route_begin = static_cast<uint32_t>(route_pool_.size());
+      for (uint32_t l : route) route_pool_.push_back({canonical(l), 1.0f});
+      // A message to oneself (or a co-located rank with no links between) is a memory copy.
+      if (route.empty()) route_pool_.push_back({compute_of(s), static_cast<float>(copy_weight())});
+      st.route_n = static_cast<uint32_t>(route_pool_.size()) - st.route_begin;
+    }
+  }
+  for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    const Shape& sh = *ranks_[r].shape;
+    for (uint32_t q = 0; q < sh.queues.size(); ++q) {
+      if (sh.queues[q].recv && !qstate(r, q).matched) {
+        const int from = relabel(group_, sh.queues[q].peer, ranks_[r].delta, n_);
+        return invalid_argument("simulator: rank " + std::to_string(ranks_[r].rank) + " receives " +
+                                std::to_string(sh.queues[q].count) + " message(s) from rank " + std::to_string(from) +
+                                " on channel " + std::to_string(sh.queues[q].channel) +
+                                " but rank " + std::to_string(from) + " never sends to it (the schedule would hang)");
+      }
+    }
+  }
+  return Status();
+}
+
+double Engine::rate_of(const Flow& f) const {
+  double rate = std::numeric_limits<double>::infinity();
+  const Hop* h = hops(f);
+  for (uint32_t i = 0; i < f.route_n; ++i) {
+    const LinkState& l = links_[h[i].link];
+    rate = std::min(rate, l.capacity / (static_cast<double>(l.flows.size()) * h[i].weight));
+  }
+  if (f.extra.link != kNone) {
+    const LinkState& l = links_[f.extra.link];
+    rate = std::min(rate, l.capacity / (static_cast<double>(l.flows.size()) * f.extra.weight));
+  }
+  return rate;
+}
+
+// The flow count on `link` changed: every other flow on it gets its progress settled at the old
+// rate and a new rate (and completion event) if that changed.
+void Engine::rerate(uint32_t link, uint32_t except) {
+  for (uint32_t id : links_[link].flows) {
+    if (id == except) continue;
+    Flow& g = flows_[id];
+    g.remaining = std::max(0.0, g.remaining - g.rate * (now_ - g.last));
+    g.last = now_;
+    const double rate = rate_of(g);
+    if (rate != g.rate) {
+      g.rate = rate;
+      g.finish = now_ + g.remaining / g.rate;
+      schedule(id);
+    }
+  }
+}
+
+uint32_t Engine::start_flow(Flow f) {
+  uint32_t id;
+  if (!free_flows_.empty()) {
+    id = free_flows_.back();
+    free_flows_.pop_back();
+  } else {
+    id = static_cast<uint32_t>(flows_.size());
+    flows_.emplace_back();
+  }
+  f.remaining = static_cast<double>(f.bytes);
+  f.last = now_;
+  f.finish = now_;
+  f.heap_pos = kNone;
+  f.registered = f.bytes > 0;
+  flows_[id] = f;
+  if (!f.registered) {
+    schedule(id);
+    return id;
+  }
+  const Hop* h = hops(f);
+  for (uint32_t i = 0; i < f.route_n; ++i) links_[h[i].link].flows.push_back(id);
+  if (f.extra.link != kNone) links_[f.extra.link].flows.push_back(id);
+  for (uint32_t i = 0; i < f.route_n; ++i) rerate(h[i].link, id);
+  if (f.extra.link != kNone) rerate(f.extra.link, id);
+  Flow& g = flows_[id];
+  g.rate = rate_of(g);
+  g.finish = now_ + g.remaining / g.rate;
+  schedule(id);
+  return id;
+}
+
+void Engine::sift_up(size_t i) {
+  const uint32_t id = flow_heap_[i];
+  while (i > 0) {
+    const size_t parent = (i - 1) / 2;
+    if (!heap_less(id, flow_heap_[parent])) break;
+    heap_place(i, flow_heap_[parent]);
+    i = parent;
+  }
+  heap_place(i, id);
+}
+
+void Engine::sift_down(size_t i) {
+  const uint32_t id = flow_heap_[i];
+  const size_t n = flow_heap_.size();
+  for (;;) {
+    size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && heap_less(flow_heap_[child + 1], flow_heap_[child])) ++child;
+    if (!heap_less(flow_heap_[child], id)) break;
+    heap_place(i, flow_heap_[child]);
+    i = child;
+  }
+  heap_place(i, id);
+}
+
+void Engine::schedule(uint32_t id) {
+  ++event_count_;
+  Flow& f = flows_[id];
+  if (f.heap_pos == kNone) {
+    flow_heap_.push_back(id);
+    sift_up(flow_heap_.size() - 1);
+    return;
+  }
+  sift_up(f.heap_pos);
+  sift_down(flows_[id].heap_pos);
+}
+
+uint32_t Engine::pop_flow() {
+  const uint32_t id = flow_heap_.front();
+  flows_[id].heap_pos = kNone;
+  const uint32_t last = flow_heap_.back();
+  flow_heap_.pop_back();
+  if (!flow_heap_.empty() && last != id) {
+    heap_place(0, last);
+    sift_down(0);
+  }
+  return id;
+}
+
+void Engine::finish_flow(uint32_t id) {
+  Flow f = flows_[id];
+  free_flows_.push_back(id);
+  if (f.registered) {
+    auto drop = [&](uint32_t link) {
+      auto& v = links_[link].flows;
+      auto it = std::find(v.begin(), v.end(), id);
+      if (it != v.end()) {
+        *it = v.back();
+        v.pop_back();
+      }
+      if (options_.link_stats) link_bytes_[link] += static_cast<double>(f.bytes);
+    };
+    const Hop* h = hops(f);
+    for (uint32_t i = 0; i < f.route_n; ++i) drop(h[i].link);
+    if (f.extra.link != kNone) drop(f.extra.link);
+    for (uint32_t i = 0; i < f.route_n; ++i) rerate(h[i].link, kNone);
+    if (f.extra.link != kNone) rerate(f.extra.link, kNone);
+  }
+  switch (f.type) {
+    case FlowType::kMessage: {
+      complete(f.rank, f.step);
+      QState& q = qstate(f.rank, f.queue);
+      q.busy = false;
+      try_send(f.rank, f.queue);
+      arrivals_.push(Arrival{now_ + f.latency, f.dst, f.dst_step});
+      ++event_count_;
+      break;
+    }
+    case FlowType::kLocal: complete(f.rank, f.step); break;
+    case FlowType::kLateReduce: {
+      complete(f.rank, f.step);
+      qstate(f.rank, f.queue).busy = false;
+      pump_recv(f.rank, f.queue);
+      break;
+    }
+  }
+}
+
+void Engine::complete(uint32_t sim, uint32_t step) {
+  flags(sim, step) |= kDone;
+  ++done_steps_;
+  finish_[sim] = std::max(finish_[sim], now_);
+  const Shape& sh = *ranks_[sim].shape;
+  const SimStep& x = sh.step[step];
+  const uint32_t* dep = sh.dependents.data() + x.dep_begin;
+  DynStep* base = dyn_.data() + ranks_[sim].step_base;
+  for (uint32_t k = 0; k < x.dep_count; ++k)
+    if (--base[dep[k]].remaining == 0) ready_stack_.emplace_back(sim, dep[k]);
+}
+
+void Engine::drain() {
+  while (!ready_stack_.empty()) {
+    auto [sim, step] = ready_stack_.back();
+    ready_stack_.pop_back();
+    ready(sim, step);
+  }
+}
+
+void Engine::ready(uint32_t sim, uint32_t step) {
+  flags(sim, step) |= kReady;
+  const SimStep& x = ranks_[sim].shape->step[step];
+  switch (x.kind) {
+    case StepKind::kSend: try_send(sim, x.queue); return;
+    case StepKind::kRecv:
+    case StepKind::kRecvReduce: pump_recv(sim, x.queue); return;
+    case StepKind::kCopy:
+    case StepKind::kReduce:
+    case StepKind::kDivide: {
+      Flow f;
+      f.type = FlowType::kLocal;
+      f.rank = sim;
+      f.step = step;
+      f.bytes = x.bytes;
+      f.extra = {compute_of(sim), x.kind == StepKind::kCopy ? static_cast<float>(copy_weight()) : 1.0f};
+      start_flow(f);
+      return;
+    }
+  }
+}
+
+void Engine::flush_sends() {
+  for (size_t i = 0; i < pending_sends_.size(); ++i) start_send(pending_sends_[i].first, pending_sends_[i].second);
+  pending_sends_.clear();
+}
+
+// Starts the connection's next message if it is free and that send's dependencies are met.
+void Engine::start_send(uint32_t sim, uint32_t q) {
+  QState& st = qstate(sim, q);
+  if (st.busy || st.head >= st.count) return;
+  const Shape& sh = *ranks_[sim].shape;
+  const uint32_t step = sh.queue_steps[st.first + st.head];
+  if (!(flags(sim, step) & kReady)) return;
+  const Shape& dsh = *ranks_[st.dst].shape;
+  const uint32_t dst_step = dsh.queue_steps[st.dst_first + st.head];
+  Flow f;
+  f.type = FlowType::kMessage;
+  f.rank = sim;
+  f.step = step;
+  f.queue = q;
+  f.bytes = sh.step[step].bytes;
+  f.route_begin = st.route_begin;
+  f.route_n = st.route_n;
+  f.dst = st.dst;
+  f.dst_step = dst_step;
+  f.latency = st.latency;
+  // A receive already posted reduces as the data streams in.
+  uint8_t& df = flags(st.dst, dst_step);
+  if (dsh.step[dst_step].kind == StepKind::kRecvReduce && (df & kReady) && f.bytes > 0) {
+    df |= kReducedInFlight;
+    f.extra = {compute_of(st.dst), 1.0f};
+  }
+  st.busy = true;
+  ++st.head;
+  ++message_count_;
+  start_flow(f);
+}
+
+// Completes the connection's receives in order, as far as data and posts allow.
+void Engine::pump_recv(uint32_t sim, uint32_t q) {
+  QState& st = qstate(sim, q);
+  const Shape& sh = *ranks_[sim].shape;
+  while (!st.busy && st.head < st.count) {
+    const uint32_t step = sh.queue_steps[st.first + st.head];
+    const uint8_t f = flags(sim, step);
+    if (!(f & kArrived) || !(f & kReady)) return;
+    ++st.head;
+    const SimStep& x = sh.step[step];
+    if (x.kind == StepKind::kRecvReduce && !(f & kReducedInFlight) && x.bytes > 0) {
+      st.busy = true;
+      Flow lf;
+      lf.type = FlowType::kLateReduce;
+      lf.rank = sim;
+      lf.step = step;
+      lf.queue = q;
+      lf.bytes = x.bytes;
+      lf.extra = {compute_of(sim), 1.0f};
+      start_flow(lf);
+      return;
+    }
+    complete(sim, step);
+  }
+}
+
+Status Engine::run(SimResult* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint32_t r = 0; r < ranks_.size(); ++r)
+    for (uint32_t i = 0; i < ranks_[r].shape->steps(); ++i)
+      if (dyn_[ranks_[r].step_base + i].remaining == 0) ready_stack_.emplace_back(r, i);
+  drain();
+  flush_sends();
+  for (;;) {
+    const double next_flow = flow_heap_.empty() ? kInfinity : flows_[flow_heap_.front()].finish;
+    const double next_arrival = arrivals_.empty() ? kInfinity : arrivals_.top().t;
+    if (next_flow == kInfinity && next_arrival == kInfinity) break;
+    now_ = std::min(next_flow, next_arrival);
+    // Everything due now, then the sends it made ready.
+    for (;;) {
+      if (!flow_heap_.empty() && flows_[flow_heap_.front()].finish <= now_) {
+        finish_flow(pop_flow());
+      } else if (!arrivals_.empty() && arrivals_.top().t <= now_) {
+        const Arrival a = arrivals_.top();
+        arrivals_.pop();
+        flags(a.rank, a.step) |= kArrived;
+        pump_recv(a.rank, ranks_[a.rank].shape->step[a.step].queue);
+      } else {
+        break;
+      }
+      drain();
+    }
+    flush_sends();
+  }
+  if (done_steps_ != total_steps_) {
+    for (uint32_t r = 0; r < ranks_.size(); ++r) {
+      const Shape& sh = *ranks_[r].shape;
+      for (uint32_t i = 0; i < sh.steps(); ++i) {
+        if (flags(r, i) & kDone) continue;
+        const SimStep& x = sh.step[i];
+        const int peer = is_comm(x.kind) ? relabel(group_, x.peer, ranks_[r].delta, n_) : -1;
+        return invalid_argument("simulator: the schedule deadlocks: rank " + std::to_string(ranks_[r].rank) +
+                                " step " + std::to_string(i) + " " + step_description(x.kind, peer, x.bytes) +
+                                " never completes (" + std::to_string(total_steps_ - done_steps_) +
+                                " steps in all are stuck)");
+      }
+    }
+  }
+  out->seconds = 0;
+  for (double f : finish_) out->seconds = std::max(out->seconds, f);
+  out->rank_finish = finish_;
+  out->messages = message_count_;
+  out->events = event_count_;
+  out->run_seconds = seconds_since(t0);
+  if (options_.link_stats) {
+    out->bytes_by_kind.assign(8, 0.0);
+    std::vector<LinkUse> uses;
+    for (uint32_t l = 0; l < link_bytes_.size(); ++l) {
+      if (link_bytes_[l] == 0) continue;
+      out->bytes_by_kind[static_cast<size_t>(cluster_.link(l).kind)] += link_bytes_[l];
+      const double cap = links_[l].capacity;
+      uses.push_back({l, link_bytes_[l], out->seconds > 0 ? link_bytes_[l] / (cap * out->seconds) : 0.0});
+    }
+    std::sort(uses.begin(), uses.end(), [](const LinkUse& a, const LinkUse& b) {
+      return a.utilisation != b.utilisation ? a.utilisation > b.utilisation : a.link < b.link;
+    });
+    if (uses.size() > 8) uses.resize(8);
+    out->busiest = std::move(uses);
+  }
+  return Status();
+}
+
+// --- Symmetry ---
+
+// Whether `b` is `a` with every peer relabelled by (group, m): same steps, channels and (when
+// `strict`) dependencies, byte counts equal to within a chunk's rounding.
+bool relabelled_equal(const Program& a, const Program& b, Group g, int m, int n, bool strict) {
+  if (a.steps.size() != b.steps.size() || (strict && a.deps != b.deps)) return false;
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    const Step& x = a.steps[i];
+    const Step& y = b.steps[i];
+    if (x.kind != y.kind || x.channel != y.channel) return false;
+    if (strict && (x.deps_begin != y.deps_begin || x.deps_count != y.deps_count)) return false;
+    if (is_comm(x.kind) && relabel(g, x.peer, m, n) != y.peer) return false;
+    const size_t cx = x.kind == StepKind::kSend ? x.src.count : x.dst.count;
+    const size_t cy = y.kind == StepKind::kSend ? y.src.count : y.dst.count;
+    const size_t hi = std::max(cx, cy), lo = std::min(cx, cy);
+    if (hi - lo > 1 + hi / 100) return false;
+  }
+  return true;
+}
+
+struct Symmetry {
+  int q = 0;  // 0: none; 1: every rank derives from rank 0; P: ranks derive from ranks 0..P-1
+  Group group = Group::kShift;
+};
+
+// The group elements to check for period q: shifts by q, or XORs by each power of two that is a
+// multiple of q.
+std::vector<int> generators(Group g, int q, int n) {
+  if (g == Group::kShift) return {q};
+  std::vector<int> out;
+  for (int m = q; m < n; m *= 2) out.push_back(m);
+  return out;
+}
+
+// The schedule's symmetry: equivariance under shifts or XORs by multiples of q in {1, P}, probed on
+// sample ranks (around period boundaries and the root) of a smaller instance of the same shape (4
+// periods, the same count, so that count-dependent choices such as an inner algorithm stay the
+// same), then at full size on ranks q, the far end (n - q, or n/2 for XORs) and the root. XORs
+// only where they map the hardware onto itself: node clusters whose node and rank counts are
+// powers of two. Not `strict`: dependencies may differ (which of its slices a step waits for).
+Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm, const Cluster& cluster,
+                       int period, const Program& p0, bool strict) {
+  const int n = a.nranks;
+  Layout small;
+  if (cluster.is_torus()) {
+    std::vector<int> dims = cluster.spec().torus;
+    dims.back() = std::min(dims.back(), 4);
+    small = Layout::torus_of(dims);
+  } else {
+    const int rpn = cluster.spec().ranks_per_node;
+    const int nodes = std::min(cluster.spec().nodes, 4 * (period / rpn));
+    small = Layout::blocks(nodes * rpn, rpn);
+  }
+  const int ns = small.nranks;
+  const bool full = ns == n;
+  CollectiveArgs as = a;
+  as.nranks = ns;
+  const Layout& ls = full ? layout : small;
+  if (!applicable(as, ls, algorithm) || (has_root(a.coll) && a.root >= ns)) return {};
+  std::map<int, Program> cache;
+  auto gen = [&](int r) -> const Program& {
+    auto it = cache.find(r);
+    if (it == cache.end()) it = cache.emplace(r, plan(as, ls, algorithm, r).program).first;
+    return it->second;
+  };
+  const bool xor_ok = !cluster.is_torus() && power_of_two(n) && power_of_two(ns) && power_of_two(period);
+  for (Group g : {Group::kShift, Group::kXor}) {
+    if (g == Group::kXor && !xor_ok) continue;
+    for (int q : {1, period}) {
+      if (q >= ns) continue;
+      std::vector<int> sample = {0, 1, period - 1, period, 2 * period - 1, ns / 2 + 1, ns - q, ns - 1};
+      if (has_root(a.coll)) {
+        for (int d : {0, 1, -1, q, -q}) sample.push_back(mod(static_cast<int64_t>(a.root) + d, ns));
+      }
+      bool ok = true;
+      for (int m : generators(g, q, ns)) {
+        for (int r : sample) {
+          if (r < 0 || r >= ns) continue;
+          if (!relabelled_equal(gen(r), gen(relabel(g, r, m, ns)), g, m, ns, strict)) {
+            ok = false;
+            break;
+          }
+        }
+        if (!ok) break;
+      }
+      if (!ok) continue;
+      if (!full) {
+        const int far = g == Group::kXor ? n / 2 : n - q;
+        if (!relabelled_equal(p0, plan(a, layout, algorithm, relabel(g, 0, q, n)).program, g, q, n, strict)) continue;
+        if (!relabelled_equal(p0, plan(a, layout, algorithm, far).program, g, far, n, strict)) continue;
+        if (has_root(a.coll) &&
+            !relabelled_equal(plan(a, layout, algorithm, a.root).program,
+                              plan(a, layout, algorithm, relabel(g, a.root, q, n)).program, g, q, n, strict))
+          continue;
+      }
+      return {q, g};
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Layout layout_of(const topology::Cluster& cluster) {
+  if (cluster.is_torus()) return Layout::torus_of(cluster.spec().torus);
+  return Layout::blocks(cluster.devices(), cluster.spec().ranks_per_node);
+}
+
+Result<std::vector<int>> place_ranks(const topology::Cluster& cluster, const Layout& layout) {
+  size_t listed = 0;
+  for (const auto& node : layout.nodes) listed += node.size();
+  if (layout.nranks < 1 || listed != static_cast<size_t>(layout.nranks))
+    return invalid_argument("simulator: the layout lists " + std::to_string(listed) + " ranks but has nranks " +
+                            std::to_string(layout.nranks));
+  if (layout.nranks > cluster.devices())
+    return invalid_argument("simulator: " + std::to_string(layout.nranks) + " ranks do not fit cluster '" +
+                            cluster.spec().name + "' of " + std::to_string(cluster.devices()) + " devices");
+  std::vector<int> dev(static_cast<size_t>(layout.nranks));
+  if (cluster.is_torus()) {
+    for (int r = 0; r < layout.nranks; ++r) dev[static_cast<size_t>(r)] = r;
+    return dev;
+  }
+  const int rpn = cluster.spec().ranks_per_node;
+  for (int r = 0; r < layout.nranks; ++r) {
+    const int g = layout.node_of(r), i = layout.local_of(r);
+    if (g >= cluster.spec().nodes || i >= rpn)
+      return invalid_argument("simulator: layout " + layout.describe() + " does not fit cluster '" +
+                              cluster.spec().name + "' (" + std::to_string(cluster.spec().nodes) + " nodes x " +
+                              std::to_string(rpn) + " ranks)");
+    dev[static_cast<size_t>(r)] = g * rpn + i;
+  }
+  return dev;
+}
+
+Result<SimResult> simulate(const topology::Cluster& cluster, const Layout& layout, std::span<const Program> programs,
+                           const SimOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto placed = place_ranks(cluster, layout);
+  WEFT_TRY(placed);
+  const int n = layout.nranks;
+  if (programs.size() != static_cast<size_t>(n))
+    return invalid_argument("simulator: " + std::to_string(programs.size()) + " programs for " + std::to_string(n) +
+                            " ranks");
+  std::vector<Shape> shapes;
+  shapes.reserve(programs.size());
+  for (const Program& p : programs) shapes.push_back(make_shape(p));
+  Engine engine(cluster, n, 0, Group::kShift, options);
+  for (int r = 0; r < n; ++r) {
+    if (programs[static_cast<size_t>(r)].rank != r)
+      return invalid_argument("simulator: programs[" + std::to_string(r) + "] is rank " +
+                              std::to_string(programs[static_cast<size_t>(r)].rank) + "'s");
+    engine.add({r, (*placed)[static_cast<size_t>(r)], 0, &shapes[static_cast<size_t>(r)]});
+  }
+  WEFT_TRY(engine.connect());
+  SimResult res;
+  res.build_seconds = seconds_since(t0);
+  WEFT_TRY(engine.run(&res));
+  return res;
+}
+
+Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
+                                     const topology::Cluster& cluster, const SimOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (a.nranks != layout.nranks)
+    return invalid_argument("simulator: the call has " + std::to_string(a.nranks) + " ranks but the layout " +
+                            std::to_string(layout.nranks));
+  if (!applicable(a, layout, algorithm))
+    return invalid_argument("simulator: " + std::string(algorithm_name(algorithm)) + " does not run " + describe(a) +
+                            " on " + layout.describe());
+  auto placed = place_ranks(cluster, layout);
+  WEFT_TRY(placed);
+  const int n = a.nranks;
+  bool natural = n == cluster.devices();
+  for (int r = 0; natural && r < n; ++r) natural = (*placed)[static_cast<size_t>(r)] == r;
+  const int period = cluster.period();
+
+  CollectiveArgs call = a;
+  call.slice_count = std::max<size_t>(1, call.slice_count);
+  SimResult res;
+  const uint64_t budget = options.max_messages;
+  const auto g0 = std::chrono::steady_clock::now();
+  Program p0 = plan(call, layout, algorithm, 0).program;
+  const double p0_seconds = seconds_since(g0);
+
+  // Coarsens the slices of `c` until `sims` ranks' messages fit the budget (rank 0's count
+  // standing for every rank's); returns rank 0's program at the slicing chosen and the seconds it
+  // took to generate.
+  auto coarsen = [&](CollectiveArgs* c, Program* p, double* gen_seconds, int sims) {
+    bool coarser = false;
+    for (int iter = 0; budget > 0 && iter < 8; ++iter) {
+      const uint64_t msgs = count_messages(*p) * static_cast<uint64_t>(sims);
+      if (msgs <= budget || c->slice_count >= c->count) break;
+      const double factor = std::ceil(static_cast<double>(msgs) / static_cast<double>(budget));
+      CollectiveArgs trial = *c;
+      trial.slice_count = std::min(c->count, c->slice_count * std::max<size_t>(2, static_cast<size_t>(factor)));
+      const auto t = std::chrono::steady_clock::now();
+      Program q = plan(trial, layout, algorithm, 0).program;
+      if (count_messages(q) >= count_messages(*p)) break;  // slicing is not what makes it large
+      *gen_seconds = seconds_since(t);
+      *c = trial;
+      *p = std::move(q);
+      coarser = true;
+    }
+    return coarser;
+  };
+
+  int fold = 0;
+  Symmetry sym;
+  const bool can_fold = options.use_symmetry && natural && period < n && n % period == 0;
+  if (can_fold) {
+    sym = find_symmetry(call, layout, algorithm, cluster, period, p0, true);
+    // Fewer elements than ranks leave some chunks empty, which breaks the symmetry of most
+    // schedules. When generating every rank would be expensive, simulate nranks elements instead
+    // (the time of such calls is latency: a few bytes more per message change little).
+    const bool costly = p0_seconds * n > 0.5 || count_messages(p0) * static_cast<uint64_t>(n) > budget;
+    if (sym.q == 0 && call.count > 0 && call.count < static_cast<size_t>(n) && costly) {
+      CollectiveArgs padded = call;
+      padded.count = static_cast<size_t>(n);
+      Program pp = plan(padded, layout, algorithm, 0).program;
+      const Symmetry ps = find_symmetry(padded, layout, algorithm, cluster, period, pp, true);
+      if (ps.q > 0) {
+        call = padded;
+        p0 = std::move(pp);
+        sym = ps;
+        res.padded = true;
+      }
+    }
+  }
+  CollectiveArgs chosen = call;
+  Program p_chosen = p0;
+  double gen_seconds = p0_seconds;
+  res.coarsened = coarsen(&chosen, &p_chosen, &gen_seconds, sym.q > 0 ? period : n);
+  if (can_fold && sym.q == 0) {
+    // Too large to simulate rank by rank even with coarser slices: fold by the symmetry the
+    // schedule has but for which slice each step waits on (approximate; reported).
+    const double msgs = static_cast<double>(count_messages(p_chosen)) * n;
+    if ((budget > 0 && msgs > 2.0 * static_cast<double>(budget)) || gen_seconds * n > 10.0) {
+      const Symmetry loose = find_symmetry(call, layout, algorithm, cluster, period, p0, false);
+      if (loose.q > 0) {
+        sym = loose;
+        res.approximate = true;
+        chosen = call;
+        p_chosen = std::move(p0);
+        res.coarsened = coarsen(&chosen, &p_chosen, &gen_seconds, period);
+      }
+    }
+  }
+  if (sym.q > 0) fold = period;
+  call = chosen;
+  p0 = std::move(p_chosen);
+  const int sims = fold > 0 ? fold : n;
+
+  std::vector<Shape> shapes;
+  Engine engine(cluster, n, fold, sym.group, options);
+  if (fold > 0 && sym.q == 1) {
+    shapes.push_back(make_shape(p0));
+    for (int r = 0; r < fold; ++r) engine.add({r, r, r, &shapes[0]});
+  } else {
+    // Generating the programs is most of the cost at thousands of ranks (some generators are
+    // O(n) per rank); it is independent per rank, so it runs on up to options.threads threads.
+    shapes.resize(static_cast<size_t>(sims));
+    shapes[0] = make_shape(p0);
+    p0 = Program();
+    const int threads = std::max(1, std::min(options.threads, sims / 64));
+    auto work = [&](int t) {
+      for (int r = 1 + t; r < sims; r += threads) shapes[static_cast<size_t>(r)] = make_shape(plan(call, layout, algorithm, r).program);
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+    work(0);
+    for (std::thread& th : pool) th.join();
+    for (int r = 0; r < sims; ++r)
+      engine.add({r, (*placed)[static_cast<size_t>(r)], 0, &shapes[static_cast<size_t>(r)]});
+  }
+  WEFT_TRY(engine.connect());
+  res.build_seconds = seconds_since(t0);
+  res.period = fold;
+  res.xor_symmetry = fold > 0 && sym.group == Group::kXor;
+  res.slice_count = call.slice_count;
+  res.count = call.count;
+  WEFT_TRY(engine.run(&res));
+  return res;
+}
+
+double predict_seconds(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
+                       const topology::Cluster& cluster) {
+  if (!applicable(a, layout, algorithm)) return std::numeric_limits<double>::infinity();
+  SimOptions o;
+  if (a.nranks <= 64) {
+    o.use_symmetry = false;
+    o.max_messages = 0;
+  }
+  auto r = simulate_algorithm(a, layout, algorithm, cluster, o);
+  return r.ok() ? r->seconds : std::numeric_limits<double>::infinity();
+}
+
+}  // namespace weft::algorithms

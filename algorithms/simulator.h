@@ -1,0 +1,116 @@
+// The simulator: runs a Schedule (one Program per rank) on a cluster model (topology/cluster.h)
+// and predicts how long it takes. The tuner ranks algorithms with it; weft-sim prints it.
+//
+// The model (docs/SIMULATOR.md has the details and the calibration):
+//   - Steps run as the executor runs them: a step starts when the steps it depends on are done;
+//     sends and receives match in program order per (peer, channel) connection; a connection
+//     carries one message at a time, in order; receives on a connection complete in order.
+//   - A message is a flow over the links of its route (Cluster::route). Each link's bandwidth is
+//     shared equally among the flows crossing it, a flow moving at the rate of its tightest link;
+//     rates are recomputed whenever a flow starts or ends on a link it crosses. When the last byte
+//     leaves, the SEND is done; the data lands one route latency (alpha) later.
+//   - A RECV_REDUCE whose receive is posted when its flow starts reduces as the data streams in:
+//     the flow also crosses the receiver's compute resource. Otherwise (posted late) the reduce
+//     runs on the compute resource after both the data and the post are there. COPY, REDUCE and
+//     DIVIDE run on the rank's compute resource (copies at the copy bandwidth).
+//   - Buffers are unbounded (eager sends); the executor's per-step overheads beyond alpha are not
+//     modelled.
+//
+// Approximations that keep 16,384 ranks within a minute (each is reported in SimResult):
+//   - Symmetry: when the ranks fill the cluster in order, the hardware is invariant under shifting
+//     ranks by its period P (a node, or a torus plane), and the schedule is equivariant under a
+//     shift by Q in {1, P} (rank r+Q's program is rank r's with every peer moved by Q), then every
+//     rank r behaves as rank r mod P does, a shifted copy. The simulator then runs only ranks
+//     0..P-1, folding every peer and link onto its representative (exact under the assumption).
+//     The same holds for XORs by multiples of Q (recursive doubling/halving) on node clusters
+//     whose counts are powers of two. When a schedule is too large to simulate rank by rank even
+//     with coarser slices, and its ranks differ only in which earlier step (slice) a step waits
+//     for, the simulator folds anyway and says so (SimResult::approximate; an approximation, whose
+//     error the tests measure at small N).
+//     Equivariance is checked on sample ranks of a 4-period instance of the same shape and, when
+//     rank 0's program is cheap to build, at full size; tests compare against full simulation.
+//   - Padding: a call of fewer elements than ranks leaves chunks empty, which breaks symmetry;
+//     when generating every rank would be expensive, nranks elements are simulated instead
+//     (SimResult::padded; such calls are latency-bound, so a few bytes per message change little).
+//   - Coarser slices: when the messages to simulate exceed SimOptions::max_messages, the pipeline
+//     slice is enlarged (SimResult::slice_count) until they fit or the slice covers the buffer.
+//
+// Thread-safety: pure functions of their arguments (SimOptions::threads > 1 runs the generators,
+// which are pure, on that many threads of its own).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "algorithms/collective.h"
+#include "algorithms/layout.h"
+#include "algorithms/planner.h"
+#include "algorithms/schedule.h"
+#include "topology/cluster.h"
+
+namespace weft::algorithms {
+
+struct SimOptions {
+  // Fold symmetric ranks (see above). Off: every rank is generated and simulated.
+  bool use_symmetry = true;
+  // Coarsen pipeline slices when more messages than this would be simulated; 0: never.
+  uint64_t max_messages = 1'000'000;
+  // Keep per-link byte counts and report the busiest links.
+  bool link_stats = false;
+  // Threads that generate programs (the event loop itself is serial).
+  int threads = 1;
+};
+
+struct LinkUse {
+  uint32_t link = 0;
+  double bytes = 0;
+  double utilisation = 0;  // bytes / (capacity * completion time)
+};
+
+struct SimResult {
+  double seconds = 0;               // the last step of the last rank
+  std::vector<double> rank_finish;  // per simulated rank: every rank, or ranks 0..period-1
+  int period = 0;                   // > 0: the symmetry reduction ran with this period
+  bool xor_symmetry = false;        // ... under rank XORs (else rank shifts)
+  bool approximate = false;         // ... with dependencies that differ between ranks (see above)
+  size_t slice_count = 0;           // elements per pipeline slice simulated
+  bool coarsened = false;           // slice_count is larger than the call asked for
+  size_t count = 0;                 // elements simulated (simulate_algorithm)
+  bool padded = false;              // count was raised to nranks (see simulator.h)
+  uint64_t messages = 0;            // simulated (per representative when folded)
+  uint64_t events = 0;
+  double build_seconds = 0;         // generating and converting programs (wall clock)
+  double run_seconds = 0;           // the event loop (wall clock)
+  std::vector<double> bytes_by_kind;  // indexed by topology::LinkKind (with link_stats)
+  std::vector<LinkUse> busiest;       // the most utilised links, at most 8 (with link_stats)
+};
+
+// Where rank r of `layout` sits on `cluster`: node g, local index i of the layout -> device
+// g * ranks_per_node + i; a torus cluster takes rank r as device r. Error if a rank falls outside.
+Result<std::vector<int>> place_ranks(const topology::Cluster& cluster, const Layout& layout);
+
+// The layout that fills `cluster` in order (its nodes, or its torus).
+Layout layout_of(const topology::Cluster& cluster);
+
+// Simulates the given programs (programs[r] is rank r's) with no reductions: every rank, every
+// step. Errors: a layout that does not fit, programs that disagree (unmatched messages), deadlock.
+Result<SimResult> simulate(const topology::Cluster& cluster, const Layout& layout,
+                           std::span<const Program> programs, const SimOptions& options = {});
+
+// Simulates `algorithm` running call `a` on `layout` placed on `cluster`, generating the programs
+// itself (lazily: only the ranks it needs) and applying the reductions `options` allow.
+// REQUIRES: applicable(a, layout, algorithm).
+Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
+                                     const topology::Cluster& cluster, const SimOptions& options = {});
+
+// The tuner's entry point: the predicted seconds of `algorithm` for `a`, or +infinity when it does
+// not apply or cannot be simulated. Full fidelity (no folding, no coarsening) up to 64 ranks;
+// cost: generating every rank's program plus about a microsecond per message (measured in
+// docs/SIMULATOR.md: tens of microseconds for small calls at N=8, milliseconds at N=64).
+double predict_seconds(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
+                       const topology::Cluster& cluster);
+
+}  // namespace weft::algorithms

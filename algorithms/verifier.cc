@@ -1,0 +1,619 @@
+#include "algorithms/verifier.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <unordered_map>
+
+namespace weft::algorithms {
+namespace {
+
+// A set of ranks as sorted, disjoint, non-adjacent intervals [lo, hi); two of them inline (what
+// rings, trees and recursive algorithms produce), more behind a shared immutable vector.
+struct Interval {
+  int32_t lo, hi;
+};
+
+class RankSet {
+ public:
+  static RankSet single(int r) {
+    RankSet s;
+    s.n_ = 1;
+    s.inline_[0] = {r, r + 1};
+    return s;
+  }
+  static RankSet range(int lo, int hi) {
+    RankSet s;
+    if (hi > lo) {
+      s.n_ = 1;
+      s.inline_[0] = {lo, hi};
+    }
+    return s;
+  }
+  size_t size() const { return n_; }
+  Interval at(size_t i) const { return n_ <= 2 ? inline_[i] : (*more_)[i]; }
+
+  bool intersects(const RankSet& o) const {
+    size_t i = 0, j = 0;
+    while (i < size() && j < o.size()) {
+      const Interval a = at(i), b = o.at(j);
+      if (a.hi <= b.lo) ++i;
+      else if (b.hi <= a.lo) ++j;
+      else return true;
+    }
+    return false;
+  }
+  // The ranks in both sets: for messages.
+  RankSet common(const RankSet& o) const {
+    std::vector<Interval> out;
+    size_t i = 0, j = 0;
+    while (i < size() && j < o.size()) {
+      const Interval a = at(i), b = o.at(j);
+      const int32_t lo = std::max(a.lo, b.lo), hi = std::min(a.hi, b.hi);
+      if (lo < hi) out.push_back({lo, hi});
+      (a.hi < b.hi) ? ++i : ++j;
+    }
+    return from(out);
+  }
+  // REQUIRES: !intersects(o).
+  RankSet unite(const RankSet& o) const {
+    std::vector<Interval> all;
+    all.reserve(size() + o.size());
+    size_t i = 0, j = 0;
+    while (i < size() || j < o.size()) {
+      const bool take_a = j == o.size() || (i < size() && at(i).lo < o.at(j).lo);
+      const Interval v = take_a ? at(i++) : o.at(j++);
+      if (!all.empty() && all.back().hi == v.lo) all.back().hi = v.hi;
+      else all.push_back(v);
+    }
+    return from(all);
+  }
+  bool operator==(const RankSet& o) const {
+    if (size() != o.size()) return false;
+    for (size_t i = 0; i < size(); ++i)
+      if (at(i).lo != o.at(i).lo || at(i).hi != o.at(i).hi) return false;
+    return true;
+  }
+  std::string to_string() const {
+    std::string s = "{";
+    for (size_t i = 0; i < size(); ++i) {
+      const Interval v = at(i);
+      if (i > 0) s += ",";
+      s += std::to_string(v.lo);
+      if (v.hi - v.lo > 1) s += "-" + std::to_string(v.hi - 1);
+    }
+    return s + "}";
+  }
+
+ private:
+  static RankSet from(const std::vector<Interval>& v) {
+    RankSet s;
+    s.n_ = static_cast<uint32_t>(v.size());
+    if (v.size() <= 2) {
+      for (size_t i = 0; i < v.size(); ++i) s.inline_[i] = v[i];
+    } else {
+      s.more_ = std::make_shared<const std::vector<Interval>>(v);
+    }
+    return s;
+  }
+  uint32_t n_ = 0;
+  Interval inline_[2]{};
+  std::shared_ptr<const std::vector<Interval>> more_;
+};
+
+// What one element holds: input element `src` of every rank in `ranks`, reduced together
+// (divided by nranks `divided` times), last written by step `by_step` of rank `by_rank`.
+struct Value {
+  int64_t src = -1;  // -1: never written
+  RankSet ranks;
+  uint8_t divided = 0;
+  int32_t by_rank = -1;
+  uint32_t by_step = 0;
+};
+
+std::string value_to_string(const Value& v) {
+  if (v.src < 0) return "nothing (never written)";
+  std::string s = "element " + std::to_string(v.src) + " of ranks " + v.ranks.to_string();
+  if (v.divided > 0) s += " divided " + std::to_string(v.divided) + "x";
+  return s;
+}
+
+struct Message {
+  std::vector<Value> data;
+  int from;
+  uint32_t send_step;
+};
+
+enum class State : uint8_t { kWaiting, kPosted, kDone };
+
+struct Queue {
+  std::vector<uint32_t> steps;  // program order
+  size_t head = 0;
+};
+
+// One rank's memory and execution state.
+struct Rank {
+  const Program* program = nullptr;
+  size_t in_count = 0, out_count = 0;
+  std::optional<int64_t> in_off;  // in place: IN's offset within OUT
+  int64_t main_lo = 0;            // coordinate of main[0] (OUT starts at 0)
+  std::vector<Value> main;        // OUT (and IN when in place)
+  std::vector<Value> tmp;
+  std::vector<uint32_t> remaining;
+  std::vector<State> state;
+  std::vector<uint32_t> dependents_begin, dependents;
+  std::vector<Queue> queues;
+  std::vector<uint32_t> queue_of;  // per communication step
+};
+
+uint64_t fifo_key(int from, int to, int channel) {
+  return (static_cast<uint64_t>(from) << 40) | (static_cast<uint64_t>(to) << 16) | static_cast<uint64_t>(channel & 0xffff);
+}
+
+class Machine {
+ public:
+  Machine(const CollectiveArgs& a, const std::vector<Program>& programs) : a_(a), programs_(programs) {}
+
+  Status run() {
+    WEFT_TRY(setup());
+    for (int r = 0; r < n(); ++r)
+      for (uint32_t s = 0; s < programs_[r].steps.size(); ++s)
+        if (ranks_[r].remaining[s] == 0) work_.push_back({r, s});
+    while (!work_.empty()) {
+      auto [r, s] = work_.back();
+      work_.pop_back();
+      WEFT_TRY(try_step(r, s));
+    }
+    WEFT_TRY(check_finished());
+    return check_outputs();
+  }
+
+ private:
+  int n() const { return a_.nranks; }
+
+  std::string step_name(int r, uint32_t s) const {
+    const Step& st = programs_[r].steps[s];
+    std::ostringstream os;
+    os << "rank " << r << " step " << s << " (" << step_kind_name(st.kind);
+    if (st.peer >= 0) os << (st.kind == StepKind::kSend ? " to " : " from ") << st.peer << " ch" << st.channel;
+    if (st.kind == StepKind::kSend || st.kind == StepKind::kRecvReduce || st.kind == StepKind::kCopy ||
+        st.kind == StepKind::kReduce)
+      os << " " << region_to_string(st.src);
+    if (st.kind != StepKind::kSend) os << (st.kind == StepKind::kDivide ? " " : " -> ") << region_to_string(st.dst);
+    os << ")";
+    return os.str();
+  }
+
+  Status fail(int r, uint32_t s, const std::string& what) const {
+    return invalid_usage(describe(a_) + " on " + std::to_string(n()) + " ranks: " + step_name(r, s) + " " + what);
+  }
+
+  Status setup() {
+    if (static_cast<int>(programs_.size()) != n())
+      return invalid_argument("verifier: " + std::to_string(programs_.size()) + " programs for " + std::to_string(n()) + " ranks");
+    ranks_.resize(static_cast<size_t>(n()));
+    std::map<std::tuple<int, int, bool>, uint32_t> queue_index;
+    for (int r = 0; r < n(); ++r) {
+      Rank& k = ranks_[r];
+      const Program& p = programs_[r];
+      k.program = &p;
+      k.in_count = in_count(a_, r);
+      k.out_count = out_count(a_, r);
+      k.in_off = in_offset_in_out(a_, r);
+      int64_t lo = 0, hi = static_cast<int64_t>(k.out_count);
+      if (k.in_off) {
+        lo = std::min<int64_t>(0, *k.in_off);
+        hi = std::max<int64_t>(hi, *k.in_off + static_cast<int64_t>(k.in_count));
+      }
+      k.main_lo = lo;
+      k.main.assign(static_cast<size_t>(hi - lo), Value{});
+      if (k.in_off)
+        for (size_t i = 0; i < k.in_count; ++i) k.main[static_cast<size_t>(*k.in_off - lo) + i] = input(r, i);
+      k.tmp.assign(p.tmp_count, Value{});
+      const size_t steps = p.steps.size();
+      k.remaining.resize(steps);
+      k.state.assign(steps, State::kWaiting);
+      k.queue_of.assign(steps, 0);
+      k.dependents_begin.assign(steps + 1, 0);
+      queue_index.clear();
+      for (uint32_t s = 0; s < steps; ++s) {
+        const Step& st = p.steps[s];
+        k.remaining[s] = st.deps_count;
+        for (uint32_t d = 0; d < st.deps_count; ++d) {
+          const uint32_t dep = p.deps_of(st)[d];
+          if (dep >= s) return fail(r, s, "depends on step " + std::to_string(dep) + ", which does not come before it");
+          ++k.dependents_begin[dep + 1];
+        }
+        if (st.kind == StepKind::kSend || st.kind == StepKind::kRecv || st.kind == StepKind::kRecvReduce) {
+          if (st.peer < 0 || st.peer >= n())
+            return fail(r, s, "names peer " + std::to_string(st.peer) + ", outside 0.." + std::to_string(n() - 1));
+          const auto key = std::make_tuple(st.peer, st.channel, st.kind == StepKind::kSend);
+          auto [it, fresh] = queue_index.emplace(key, static_cast<uint32_t>(k.queues.size()));
+          if (fresh) k.queues.emplace_back();
+          k.queues[it->second].steps.push_back(s);
+          k.queue_of[s] = it->second;
+          if (st.kind != StepKind::kSend) recv_queue_[fifo_key(st.peer, r, st.channel)] = it->second;
+        }
+      }
+      for (size_t s = 0; s < steps; ++s) k.dependents_begin[s + 1] += k.dependents_begin[s];
+      k.dependents.resize(k.dependents_begin[steps]);
+      std::vector<uint32_t> fill(k.dependents_begin.begin(), k.dependents_begin.end() - 1);
+      for (uint32_t s = 0; s < steps; ++s)
+        for (uint32_t d = 0; d < p.steps[s].deps_count; ++d) k.dependents[fill[p.deps_of(p.steps[s])[d]]++] = s;
+      WEFT_TRY(check_races(r));
+    }
+    return Status();
+  }
+
+  Value input(int r, size_t i) const {
+    Value v;
+    v.src = static_cast<int64_t>(i);
+    v.ranks = RankSet::single(r);
+    return v;
+  }
+
+  // Where region `g` of rank r lives: a pointer to its first Value, or nullptr for IN out of place.
+  Status locate(int r, uint32_t s, const Region& g, bool write, Value** at) {
+    Rank& k = ranks_[r];
+    auto where = [&g] { return region_to_string(g); };
+    switch (g.buffer.kind) {
+      case BufferKind::kIn:
+        if (g.offset + g.count > k.in_count)
+          return fail(r, s, "reaches past IN (" + where() + ", IN holds " + std::to_string(k.in_count) + " elements)");
+        if (!k.in_off) {
+          if (write && g.count > 0) return fail(r, s, "writes IN, the user's send buffer, in an out-of-place call");
+          *at = nullptr;
+          return Status();
+        }
+        *at = k.main.data() + (*k.in_off - k.main_lo) + static_cast<int64_t>(g.offset);
+        return Status();
+      case BufferKind::kOut:
+        if (g.offset + g.count > k.out_count)
+          return fail(r, s, "reaches past OUT (" + where() + ", OUT holds " + std::to_string(k.out_count) + " elements)");
+        *at = k.main.data() - k.main_lo + static_cast<int64_t>(g.offset);
+        return Status();
+      case BufferKind::kTmp:
+        if (g.offset + g.count > k.tmp.size())
+          return fail(r, s, "reaches past TMP (" + where() + ", the program asked for " + std::to_string(k.tmp.size()) + ")");
+        *at = k.tmp.data() + g.offset;
+        return Status();
+      case BufferKind::kUser: break;
+    }
+    return fail(r, s, "uses a group buffer; the verifier checks collectives only");
+  }
+
+  Status read(int r, uint32_t s, const Region& g, std::vector<Value>& out) {
+    Value* at = nullptr;
+    WEFT_TRY(locate(r, s, g, false, &at));
+    out.resize(g.count);
+    for (size_t i = 0; i < g.count; ++i) out[i] = at != nullptr ? at[i] : input(r, g.offset + i);
+    return Status();
+  }
+
+  Status combine(int r, uint32_t s, const Value& mine, const Value& theirs, Value& out) const {
+    if (mine.src < 0 || theirs.src < 0) return fail(r, s, "reduces data that was never written");
+    if (mine.src != theirs.src)
+      return fail(r, s, "reduces element " + std::to_string(mine.src) + " with element " + std::to_string(theirs.src));
+    if (mine.divided || theirs.divided) return fail(r, s, "reduces a value that was already divided (avg)");
+    if (mine.ranks.intersects(theirs.ranks))
+      return fail(r, s, "counts the contribution of ranks " + mine.ranks.common(theirs.ranks).to_string() +
+                            " twice (element " + std::to_string(mine.src) + ": " + mine.ranks.to_string() + " + " +
+                            theirs.ranks.to_string() + ")");
+    out.src = mine.src;
+    out.ranks = mine.ranks.unite(theirs.ranks);
+    out.divided = 0;
+    return Status();
+  }
+
+  void complete(int r, uint32_t s) {
+    Rank& k = ranks_[r];
+    k.state[s] = State::kDone;
+    for (uint32_t i = k.dependents_begin[s]; i < k.dependents_begin[s + 1]; ++i) {
+      const uint32_t d = k.dependents[i];
+      if (--k.remaining[d] == 0) work_.push_back({r, d});
+    }
+  }
+
+  void advance(int r, uint32_t queue) {
+    Queue& q = ranks_[r].queues[queue];
+    ++q.head;
+    if (q.head < q.steps.size()) work_.push_back({r, q.steps[q.head]});
+  }
+
+  Status try_step(int r, uint32_t s) {
+    Rank& k = ranks_[r];
+    if (k.state[s] != State::kWaiting || k.remaining[s] > 0) return Status();
+    const Step& st = programs_[r].steps[s];
+    const bool comm = st.kind == StepKind::kSend || st.kind == StepKind::kRecv || st.kind == StepKind::kRecvReduce;
+    if (comm && k.queues[k.queue_of[s]].steps[k.queues[k.queue_of[s]].head] != s) return Status();
+    switch (st.kind) {
+      case StepKind::kSend: {
+        Message m{{}, r, s};
+        WEFT_TRY(read(r, s, st.src, m.data));
+        fifos_[fifo_key(r, st.peer, st.channel)].push_back(std::move(m));
+        k.state[s] = State::kPosted;
+        advance(r, k.queue_of[s]);
+        // The receiver's head receive from us may now proceed.
+        auto it = recv_queue_.find(fifo_key(r, st.peer, st.channel));
+        if (it != recv_queue_.end()) {
+          const Queue& q = ranks_[st.peer].queues[it->second];
+          if (q.head < q.steps.size()) work_.push_back({st.peer, q.steps[q.head]});
+        }
+        return Status();
+      }
+      case StepKind::kRecv:
+      case StepKind::kRecvReduce: {
+        auto& fifo = fifos_[fifo_key(st.peer, r, st.channel)];
+        if (fifo.empty()) return Status();
+        Message m = std::move(fifo.front());
+        fifo.pop_front();
+        if (m.data.size() != st.dst.count)
+          return fail(r, s, "expects " + std::to_string(st.dst.count) + " elements but " + step_name(m.from, m.send_step) +
+                                " sent " + std::to_string(m.data.size()));
+        Value* dst = nullptr;
+        WEFT_TRY(locate(r, s, st.dst, true, &dst));
+        if (st.kind == StepKind::kRecvReduce) {
+          WEFT_TRY(read(r, s, st.src, scratch_));
+          for (size_t i = 0; i < m.data.size(); ++i) WEFT_TRY(combine(r, s, scratch_[i], m.data[i], m.data[i]));
+        }
+        for (size_t i = 0; i < m.data.size(); ++i) {
+          dst[i] = std::move(m.data[i]);
+          dst[i].by_rank = r;
+          dst[i].by_step = s;
+        }
+        complete(r, s);
+        complete(m.from, m.send_step);
+        advance(r, k.queue_of[s]);
+        return Status();
+      }
+      case StepKind::kCopy: {
+        WEFT_TRY(read(r, s, st.src, scratch_));
+        Value* dst = nullptr;
+        WEFT_TRY(locate(r, s, st.dst, true, &dst));
+        if (st.src.count != st.dst.count) return fail(r, s, "copies between regions of different sizes");
+        for (size_t i = 0; i < scratch_.size(); ++i) {
+          dst[i] = scratch_[i];
+          dst[i].by_rank = r;
+          dst[i].by_step = s;
+        }
+        break;
+      }
+      case StepKind::kReduce: {
+        WEFT_TRY(read(r, s, st.src, scratch_));
+        Value* dst = nullptr;
+        WEFT_TRY(locate(r, s, st.dst, true, &dst));
+        if (st.src.count != st.dst.count) return fail(r, s, "reduces regions of different sizes");
+        for (size_t i = 0; i < scratch_.size(); ++i) {
+          WEFT_TRY(combine(r, s, dst[i], scratch_[i], dst[i]));
+          dst[i].by_rank = r;
+          dst[i].by_step = s;
+        }
+        break;
+      }
+      case StepKind::kDivide: {
+        Value* dst = nullptr;
+        WEFT_TRY(locate(r, s, st.dst, true, &dst));
+        for (size_t i = 0; i < st.dst.count; ++i) {
+          if (dst[i].src < 0) return fail(r, s, "divides data that was never written");
+          ++dst[i].divided;
+          dst[i].by_rank = r;
+          dst[i].by_step = s;
+        }
+        break;
+      }
+    }
+    complete(r, s);
+    return Status();
+  }
+
+  Status check_finished() const {
+    std::string stuck;
+    int shown = 0;
+    for (int r = 0; r < n() && shown < 4; ++r) {
+      const Rank& k = ranks_[r];
+      for (uint32_t s = 0; s < k.state.size(); ++s) {
+        if (k.state[s] == State::kDone) continue;
+        const Step& st = programs_[r].steps[s];
+        std::string why;
+        if (k.state[s] == State::kPosted) why = "sends a message nobody receives";
+        else if (k.remaining[s] > 0) why = "waits on " + std::to_string(k.remaining[s]) + " unfinished dependencies";
+        else if (st.kind == StepKind::kSend) why = "waits behind an earlier send on its FIFO";
+        else why = "nothing arrived from rank " + std::to_string(st.peer) + " on channel " + std::to_string(st.channel);
+        stuck += "\n  " + step_name(r, s) + ": " + why;
+        ++shown;
+        break;
+      }
+    }
+    if (!stuck.empty()) return invalid_usage(describe(a_) + " on " + std::to_string(n()) + " ranks deadlocks:" + stuck);
+    for (const auto& [key, fifo] : fifos_)
+      if (!fifo.empty())
+        return fail(fifo.front().from, fifo.front().send_step, "sends a message nobody receives");
+    return Status();
+  }
+
+  // What OUT element i of rank r must hold; nullopt where the collective leaves it undefined.
+  std::optional<Value> expected(int r, size_t i) const {
+    const size_t c = a_.count;
+    const int root = a_.root;
+    Value v;
+    const RankSet all = RankSet::range(0, n());
+    switch (a_.coll) {
+      case Collective::kAllReduce: v.src = static_cast<int64_t>(i); v.ranks = all; break;
+      case Collective::kReduceScatter: v.src = static_cast<int64_t>(static_cast<size_t>(r) * c + i); v.ranks = all; break;
+      case Collective::kAllGather: v.src = static_cast<int64_t>(i % c); v.ranks = RankSet::single(static_cast<int>(i / c)); break;
+      case Collective::kBroadcast: v.src = static_cast<int64_t>(i); v.ranks = RankSet::single(root); break;
+      case Collective::kReduce:
+        if (r != root) return std::nullopt;
+        v.src = static_cast<int64_t>(i);
+        v.ranks = all;
+        break;
+      case Collective::kAllToAll:
+        v.src = static_cast<int64_t>(static_cast<size_t>(r) * c + i % c);
+        v.ranks = RankSet::single(static_cast<int>(i / c));
+        break;
+      case Collective::kGather:
+        if (r != root) return std::nullopt;
+        v.src = static_cast<int64_t>(i % c);
+        v.ranks = RankSet::single(static_cast<int>(i / c));
+        break;
+      case Collective::kScatter: v.src = static_cast<int64_t>(static_cast<size_t>(r) * c + i); v.ranks = RankSet::single(root); break;
+      case Collective::kBarrier:
+      case Collective::kSendRecv: return std::nullopt;
+    }
+    v.divided = (has_op(a_.coll) && a_.op == RedOp::kAvg) ? 1 : 0;
+    return v;
+  }
+
+  Status check_outputs() const {
+    for (int r = 0; r < n(); ++r) {
+      const Rank& k = ranks_[r];
+      for (size_t i = 0; i < k.out_count; ++i) {
+        const auto want = expected(r, i);
+        if (!want) continue;
+        const Value& got = k.main[static_cast<size_t>(-k.main_lo) + i];
+        // Dividing by one rank changes nothing, so one rank may skip it.
+        if (got.src == want->src && got.ranks == want->ranks && (got.divided == want->divided || n() == 1)) continue;
+        std::string msg = describe(a_) + " on " + std::to_string(n()) + " ranks: rank " + std::to_string(r) + " OUT[" +
+                          std::to_string(i) + "] holds " + value_to_string(got) + " but must hold " + value_to_string(*want);
+        if (got.by_rank >= 0) msg += "; last written by " + step_name(got.by_rank, got.by_step);
+        return invalid_usage(msg);
+      }
+    }
+    return Status();
+  }
+
+  // Two steps of rank r's program touching overlapping memory, one writing, must be ordered by
+  // a chain of dependencies. Tracks, per memory space, disjoint fragments with their last writer
+  // and the readers since; each new access must have those as ancestors.
+  struct Fragment {
+    int64_t end;
+    int64_t writer;
+    std::vector<uint32_t> readers;
+  };
+
+  bool ancestor(const Program& p, uint32_t from, uint32_t to) {
+    const Step& st = p.steps[to];
+    for (uint32_t d = 0; d < st.deps_count; ++d)
+      if (p.deps_of(st)[d] == from) return true;
+    ++stamp_;
+    if (seen_.size() < p.steps.size()) seen_.resize(p.steps.size(), 0);
+    stack_.assign(1, to);
+    while (!stack_.empty()) {
+      const uint32_t s = stack_.back();
+      stack_.pop_back();
+      const Step& x = p.steps[s];
+      for (uint32_t d = 0; d < x.deps_count; ++d) {
+        const uint32_t dep = p.deps_of(x)[d];
+        if (dep == from) return true;
+        if (dep < from || seen_[dep] == stamp_) continue;
+        seen_[dep] = stamp_;
+        stack_.push_back(dep);
+      }
+    }
+    return false;
+  }
+
+  Status check_races(int r) {
+    const Program& p = programs_[r];
+    const Rank& k = ranks_[r];
+    std::map<int, std::map<int64_t, Fragment>> spaces;
+    auto split = [](std::map<int64_t, Fragment>& f, int64_t pos) {
+      auto it = f.upper_bound(pos);
+      if (it == f.begin()) return;
+      --it;
+      if (it->first == pos || it->second.end <= pos) return;
+      Fragment tail = it->second;
+      it->second.end = pos;
+      f.emplace(pos, std::move(tail));
+    };
+    for (uint32_t s = 0; s < p.steps.size(); ++s) {
+      const Step& st = p.steps[s];
+      struct Access {
+        Region g;
+        bool write;
+      };
+      Access acc[3];
+      int na = 0;
+      if (st.kind != StepKind::kSend) acc[na++] = {st.dst, true};
+      if (st.kind == StepKind::kSend || st.kind == StepKind::kRecvReduce || st.kind == StepKind::kCopy ||
+          st.kind == StepKind::kReduce)
+        acc[na++] = {st.src, false};
+      for (int i = 0; i < na; ++i) {
+        const Region& g = acc[i].g;
+        if (g.count == 0) continue;
+        int space = 1;
+        int64_t begin = static_cast<int64_t>(g.offset);
+        if (g.buffer.kind == BufferKind::kIn) {
+          space = k.in_off ? 1 : 0;
+          if (k.in_off) begin += *k.in_off;
+        } else if (g.buffer.kind == BufferKind::kTmp) {
+          space = 2;
+        } else if (g.buffer.kind == BufferKind::kUser) {
+          space = 3 + static_cast<int>(g.buffer.index);
+        }
+        const int64_t end = begin + static_cast<int64_t>(g.count);
+        auto& f = spaces[space];
+        split(f, begin);
+        split(f, end);
+        for (auto it = f.lower_bound(begin); it != f.end() && it->first < end; ++it) {
+          const Fragment& fr = it->second;
+          if (fr.writer >= 0 && static_cast<uint32_t>(fr.writer) != s && !ancestor(p, static_cast<uint32_t>(fr.writer), s))
+            return fail(r, s, std::string(acc[i].write ? "writes" : "reads") + " memory that " +
+                                  step_name(r, static_cast<uint32_t>(fr.writer)) +
+                                  " writes, and no dependency orders the two (a race)");
+          if (acc[i].write)
+            for (uint32_t reader : fr.readers)
+              if (reader != s && !ancestor(p, reader, s))
+                return fail(r, s, "writes memory that " + step_name(r, reader) +
+                                      " reads, and no dependency orders the two (a race)");
+        }
+        if (acc[i].write) {
+          f.erase(f.lower_bound(begin), f.lower_bound(end));
+          f.emplace(begin, Fragment{end, s, {}});
+        } else {
+          int64_t pos = begin;
+          auto it = f.lower_bound(begin);
+          while (pos < end) {
+            if (it == f.end() || it->first > pos) {
+              const int64_t gap_end = it == f.end() ? end : std::min(end, it->first);
+              it = f.emplace_hint(it, pos, Fragment{gap_end, -1, {s}});
+            } else if (it->second.writer != s) {
+              it->second.readers.push_back(s);
+            }
+            pos = it->second.end;
+            ++it;
+          }
+        }
+      }
+    }
+    return Status();
+  }
+
+  const CollectiveArgs& a_;
+  const std::vector<Program>& programs_;
+  std::vector<Rank> ranks_;
+  std::vector<std::pair<int, uint32_t>> work_;
+  std::unordered_map<uint64_t, std::deque<Message>> fifos_;
+  std::unordered_map<uint64_t, uint32_t> recv_queue_;  // fifo (from, to, ch) -> `to`'s receive queue
+  std::vector<Value> scratch_;
+  std::vector<uint32_t> seen_, stack_;
+  uint32_t stamp_ = 0;
+};
+
+}  // namespace
+
+Status verify_programs(const CollectiveArgs& a, const std::vector<Program>& programs) {
+  Machine m(a, programs);
+  return m.run();
+}
+
+Status verify(const CollectiveArgs& a, const Layout& l, Algorithm algorithm) {
+  std::vector<Program> programs;
+  programs.reserve(static_cast<size_t>(a.nranks));
+  for (int r = 0; r < a.nranks; ++r) programs.push_back(plan(a, l, algorithm, r).program);
+  return verify_programs(a, programs);
+}
+
+}  // namespace weft::algorithms

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Fits weft-sim's shm and tcp models of this machine to weft-bench measurements.
+
+Called by bench/calibrate-sim (which measures); usable alone on a saved measurement file:
+    bench/calibrate_sim.py --sim build/tools/weft-sim --measured topology/calibration/this-vm-measured.csv \
+        --out topology/calibration/this-vm.txt --report topology/calibration/this-vm-error.md
+
+The model of one transport (topology/cluster.h syntax): one node of N ranks, each rank's port
+`intra=BANDWIDTH,LATENCY`, reductions at `reduce=` (copies at twice that: a memcpy moves two
+arrays to a reduction's three), `cores=` of this machine, `wake=` added to each message when
+the ranks outnumber the cores, and `spill=` the bandwidth factor once a node's buffers outgrow
+`cache=`. The fit minimises the squared log error of the ring allreduce time over sizes >= 4 KiB
+(the latency of smaller calls is dominated by scheduler noise here), N=2 and N=4 together, by
+Nelder-Mead over the logs of the five continuous parameters, for each cache size of a grid.
+Each size's measured time is the minimum over runs by default (--stat): on a machine shared with
+other work, the least disturbed run is the closest to what the hardware does. Pure Python.
+"""
+import argparse
+import csv
+import datetime
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+MIN_FIT_BYTES = 4096
+TARGET_BYTES = 64 << 10
+
+
+def load(path):
+    """{(transport, nranks): {bytes: [us, ...]}} from the measurement CSV."""
+    data = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            key = (row["transport"], int(row["nranks"]))
+            data.setdefault(key, {}).setdefault(int(row["bytes"]), []).append(float(row["us"]))
+    return data
+
+
+CACHES_MIB = (2, 4, 8, 16, 32, 64, 128)
+
+
+def cluster_text(n, p, cores, cache_mib):
+    lat, bw, red, wake, spill = p
+    return (f"nodes=1 ranks={n} intra={bw / 1e9:.6g}GB/s,{lat * 1e6:.6g}us reduce={red / 1e9:.6g}GB/s "
+            f"copy={2 * red / 1e9:.6g}GB/s cores={cores} wake={wake * 1e6:.6g}us "
+            f"cache={cache_mib}MiB spill={spill:.6g}")
+
+
+def predict(sim, n, p, cores, cache_mib, lo, hi):
+    """{bytes: seconds} from weft-sim for the ring allreduce with parameters p."""
+    out = subprocess.run([sim, "--cluster", cluster_text(n, p, cores, cache_mib), "--coll", "allreduce", "--algo", "ring",
+                          "-b", str(lo), "-e", str(hi), "-f", "2", "--csv", "--exact"],
+                         check=True, capture_output=True, text=True).stdout
+    return {int(r["bytes"]): float(r["seconds"]) for r in csv.DictReader(out.splitlines())}
+
+
+def nelder_mead(f, x0, step=0.5, iters=300, tol=1e-7):
+    n = len(x0)
+    pts = [list(x0)] + [[x0[j] + (step if j == i else 0) for j in range(n)] for i in range(n)]
+    vals = [f(p) for p in pts]
+    for _ in range(iters):
+        order = sorted(range(n + 1), key=lambda i: vals[i])
+        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
+        if abs(vals[-1] - vals[0]) < tol:
+            break
+        c = [sum(p[j] for p in pts[:-1]) / n for j in range(n)]
+        xr = [c[j] + (c[j] - pts[-1][j]) for j in range(n)]
+        fr = f(xr)
+        if fr < vals[0]:
+            xe = [c[j] + 2 * (c[j] - pts[-1][j]) for j in range(n)]
+            fe = f(xe)
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+        else:
+            xc = [c[j] + 0.5 * (pts[-1][j] - c[j]) for j in range(n)]
+            fc = f(xc)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = xc, fc
+            else:
+                for i in range(1, n + 1):
+                    pts[i] = [pts[0][j] + 0.5 * (pts[i][j] - pts[0][j]) for j in range(n)]
+                    vals[i] = f(pts[i])
+    best = min(range(n + 1), key=lambda i: vals[i])
+    return pts[best], vals[best]
+
+
+def fit(sim, transport, data, cores, stat):
+    pick = min if stat == "min" else statistics.median
+    meas = {n: {b: pick(v) * 1e-6 for b, v in data[(transport, n)].items()}
+            for (t, n) in data if t == transport}
+    lo = min(min(m) for m in meas.values())
+    hi = max(max(m) for m in meas.values())
+
+    def unpack(x):
+        return [math.exp(x[0]), math.exp(x[1]), math.exp(x[2]), math.exp(x[3]) - 1e-6,
+                1 / (1 + math.exp(-x[4]))]
+
+    def loss(x, cache_mib):
+        p = unpack(x)
+        if p[3] < 0:
+            return 1e9
+        err = 0.0
+        for n, m in meas.items():
+            pred = predict(sim, n, p, cores, cache_mib, lo, hi)
+            for b, t in m.items():
+                if b >= MIN_FIT_BYTES and b in pred:
+                    w = 2.0 if b >= TARGET_BYTES else 1.0
+                    err += w * math.log(pred[b] / t) ** 2
+        return err
+
+    # Start from the 8-byte N=2 latency and the largest size's bandwidth.
+    m2 = meas[min(meas)]
+    lat0 = max(m2[min(m2)] / 2, 1e-6)
+    bw0 = max(max(m2) / m2[max(m2)], 1e8)
+    x0 = [math.log(lat0), math.log(bw0), math.log(bw0), math.log(100e-6 + 1e-6), 0.0]
+    best = None
+    for cache_mib in CACHES_MIB:
+        x, val = nelder_mead(lambda x: loss(x, cache_mib), x0, iters=150)
+        if best is None or val < best[1]:
+            best = (x, val, cache_mib)
+    x, val, cache_mib = best
+    x, val = nelder_mead(lambda x: loss(x, cache_mib), x, step=0.2)  # polish the winner
+    p = unpack(x)
+    rows = []
+    for n, m in sorted(meas.items()):
+        pred = predict(sim, n, p, cores, cache_mib, lo, hi)
+        for b in sorted(m):
+            spread = data[(transport, n)][b]
+            rows.append((n, b, m[b], pred.get(b, float("nan")), min(spread) * 1e-6, max(spread) * 1e-6))
+    return p, cache_mib, val, rows
+
+
+def human(b):
+    for unit, s in (("M", 20), ("K", 10)):
+        if b >= 1 << s and b % (1 << s) == 0:
+            return f"{b >> s}{unit}"
+    return str(b)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sim", required=True)
+    ap.add_argument("--measured", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--report", required=True)
+    ap.add_argument("--cores", type=int, default=os.cpu_count())
+    ap.add_argument("--command", default="bench/calibrate-sim")
+    ap.add_argument("--stat", choices=("min", "median"), default="min")
+    args = ap.parse_args()
+    data = load(args.measured)
+    lines = [f"# This machine's shm and tcp models for weft-sim (topology/cluster.h syntax, one preset a line).",
+             f"# Fitted by {args.command} on {datetime.date.today().isoformat()} to ring allreduce times",
+             f"# measured by weft-bench ({os.path.basename(args.measured)}); errors in {os.path.basename(args.report)}."]
+    report = [f"| transport | N | size | measured, {args.stat} (us) | runs min-max (us) | predicted (us) | error |",
+              "|---|---|---|---|---|---|---|"]
+    summary = []
+    for transport in ("shm", "tcp"):
+        if not any(t == transport for t, _ in data):
+            continue
+        p, cache_mib, val, rows = fit(args.sim, transport, data, args.cores, args.stat)
+        lat, bw, red, wake, spill = p
+        lines.append(f"{transport} intra={bw / 1e9:.4g}GB/s,{lat * 1e6:.4g}us reduce={red / 1e9:.4g}GB/s "
+                     f"copy={2 * red / 1e9:.4g}GB/s cores={args.cores} wake={wake * 1e6:.4g}us "
+                     f"cache={cache_mib}MiB spill={spill:.3g}")
+        for n in sorted({r[0] for r in rows}):
+            errs = [abs(r[3] / r[2] - 1) for r in rows if r[0] == n and r[1] >= TARGET_BYTES]
+            within = sum(e <= 0.25 for e in errs)
+            summary.append(f"{transport} N={n}: >= 64 KiB, {within} of {len(errs)} sizes within 25%, "
+                           f"median |error| {100 * statistics.median(errs):.0f}%, worst {100 * max(errs):.0f}%")
+        for n, b, m, pr, lo, hi in rows:
+            err = pr / m - 1
+            mark = "" if b < TARGET_BYTES or abs(err) <= 0.25 else " **"
+            report.append(f"| {transport} | {n} | {human(b)} | {m * 1e6:.1f} | {lo * 1e6:.1f}-{hi * 1e6:.1f} | "
+                          f"{pr * 1e6:.1f} | {100 * err:+.0f}%{mark} |")
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(args.report, "w") as f:
+        f.write(f"Ring allreduce, weft-bench ({args.stat} of runs, out-of-place, mean over ranks) against weft-sim.\n")
+        f.write("Sizes below 64 KiB are outside the target; ** marks a miss of the 25% target at >= 64 KiB.\n\n")
+        f.write("\n".join(summary) + "\n\n" + "\n".join(report) + "\n")
+    print("\n".join(lines[3:]))
+    print("\n".join(summary))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

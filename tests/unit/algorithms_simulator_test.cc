@@ -1,0 +1,331 @@
+// The simulator against cases with a closed form (one message: alpha + n/beta; the ring allreduce
+// on a uniform ring: 2(n-1)(alpha + S/(n beta)); two flows on one link: twice the time), its
+// reductions (folding by symmetry equals the full simulation; coarsening and padding say so), and
+// its errors (schedules that would hang, layouts that do not fit).
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/planner.h"
+#include "algorithms/simulator.h"
+#include "topology/cluster.h"
+
+namespace weft::algorithms {
+namespace {
+
+using topology::Cluster;
+
+constexpr double kAlpha = 5e-6;
+constexpr double kBeta = 10e9;
+
+Cluster must_parse(const std::string& text) {
+  auto c = Cluster::parse(text);
+  EXPECT_TRUE(c.ok()) << text << ": " << c.status().to_string();
+  return c.ok() ? std::move(*c) : *Cluster::parse("nodes=1 ranks=1");
+}
+
+// n ranks on one switch, every port kBeta with latency kAlpha, reductions free.
+Cluster uniform(int n) {
+  return must_parse("nodes=1 ranks=" + std::to_string(n) + " intra=10GB/s,5us reduce=1000000TB/s copy=1000000TB/s");
+}
+
+SimResult must_simulate(const Cluster& c, const Layout& l, const std::vector<Program>& programs,
+                        const SimOptions& o = {}) {
+  auto r = simulate(c, l, programs, o);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(*r) : SimResult{};
+}
+
+SimResult must_simulate(const CollectiveArgs& a, const Layout& l, Algorithm algo, const Cluster& c,
+                        const SimOptions& o = {}) {
+  auto r = simulate_algorithm(a, l, algo, c, o);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(*r) : SimResult{};
+}
+
+CollectiveArgs allreduce(int n, size_t count) {
+  CollectiveArgs a;
+  a.nranks = n;
+  a.count = count;
+  a.dtype = DataType::kFloat32;
+  return a;
+}
+
+TEST(Simulator, OneMessageIsAlphaPlusBytesOverBeta) {
+  for (size_t bytes : {size_t{0}, size_t{4}, size_t{1} << 20, size_t{64} << 20}) {
+    const size_t count = bytes / 4;
+    ProgramBuilder s(0, 2, DataType::kFloat32, RedOp::kSum), r(1, 2, DataType::kFloat32, RedOp::kSum);
+    s.send(1, {kIn, 0, count});
+    r.recv(0, {kOut, 0, count});
+    const std::vector<Program> programs = {s.finish(), r.finish()};
+    SimOptions o;
+    o.link_stats = true;
+    const SimResult res = must_simulate(uniform(2), Layout::flat(2), programs, o);
+    const double want = kAlpha + static_cast<double>(bytes) / kBeta;
+    EXPECT_NEAR(res.seconds, want, want * 1e-12) << bytes;
+    EXPECT_EQ(res.messages, 1u);
+    ASSERT_EQ(res.rank_finish.size(), 2u);
+    EXPECT_NEAR(res.rank_finish[0], static_cast<double>(bytes) / kBeta, 1e-15);  // the send ends first
+    if (bytes > 0) {
+      ASSERT_FALSE(res.busiest.empty());
+      EXPECT_DOUBLE_EQ(res.busiest[0].bytes, static_cast<double>(bytes));
+      EXPECT_NEAR(res.busiest[0].utilisation, (want - kAlpha) / want, 1e-9);
+    }
+  }
+}
+
+TEST(Simulator, TwoFlowsOnOneLinkTakeTwiceAsLong) {
+  const size_t count = size_t{1} << 20;  // 4 MiB
+  auto run = [&](bool both) {
+    ProgramBuilder a(0, 3, DataType::kFloat32, RedOp::kSum), b(1, 3, DataType::kFloat32, RedOp::kSum),
+        c(2, 3, DataType::kFloat32, RedOp::kSum);
+    a.send(2, {kIn, 0, count});
+    c.recv(0, {kOut, 0, count});
+    if (both) {
+      b.send(2, {kIn, 0, count});
+      c.recv(1, {kOut, 0, count});
+    }
+    const std::vector<Program> programs = {a.finish(), b.finish(), c.finish()};
+    return must_simulate(uniform(3), Layout::flat(3), programs).seconds;
+  };
+  const double one = run(false), two = run(true);
+  const double transfer = 4.0 * count / kBeta;
+  EXPECT_NEAR(one, kAlpha + transfer, 1e-12);
+  EXPECT_NEAR(two, kAlpha + 2 * transfer, 1e-12);  // rank 2's in-port is shared
+}
+
+TEST(Simulator, UniformRingAllreduceMatchesTheFormula) {
+  for (int n : {2, 3, 4, 7, 8}) {
+    for (size_t per_chunk : {size_t{1}, size_t{1000}, size_t{250000}}) {
+      CollectiveArgs a = allreduce(n, per_chunk * static_cast<size_t>(n));
+      a.slice_count = per_chunk;  // one slice per chunk
+      const double S = 4.0 * static_cast<double>(a.count);
+      const double want = 2.0 * (n - 1) * (kAlpha + S / (n * kBeta));
+      const SimResult r = must_simulate(a, Layout::flat(n), Algorithm::kRing, uniform(n));
+      EXPECT_NEAR(r.seconds, want, want * 1e-9) << "n=" << n << " count=" << a.count;
+      EXPECT_EQ(r.messages, static_cast<uint64_t>(2 * (n - 1) * n));
+    }
+  }
+}
+
+TEST(Simulator, ReductionStreamsAtTheSlowerOfLinkAndCompute) {
+  // A posted RECV_REDUCE reduces as the data arrives: the flow moves at min(link, compute).
+  const Cluster slow = must_parse("nodes=1 ranks=2 intra=10GB/s,5us reduce=2GB/s copy=4GB/s");
+  const size_t count = size_t{1} << 20;
+  ProgramBuilder s(0, 2, DataType::kFloat32, RedOp::kSum), r(1, 2, DataType::kFloat32, RedOp::kSum);
+  s.send(1, {kIn, 0, count});
+  r.recv_reduce(0, {kIn, 0, count}, {kOut, 0, count});
+  const std::vector<Program> programs = {s.finish(), r.finish()};
+  const double t = must_simulate(slow, Layout::flat(2), programs).seconds;
+  EXPECT_NEAR(t, kAlpha + 4.0 * count / 2e9, 1e-12);
+
+  // A local copy runs at the copy bandwidth.
+  ProgramBuilder c(0, 1, DataType::kFloat32, RedOp::kSum);
+  c.copy({kIn, 0, count}, {kOut, 0, count});
+  const std::vector<Program> one = {c.finish()};
+  EXPECT_NEAR(must_simulate(must_parse("nodes=1 ranks=1 reduce=2GB/s copy=4GB/s"), Layout::flat(1), one).seconds,
+              4.0 * count / 4e9, 1e-12);
+}
+
+TEST(Simulator, NodesPastTheirCacheSlowDown) {
+  // Each rank touches 4 MiB (IN or OUT); the node's 8 MiB exceed a 6 MiB cache: half speed.
+  const size_t count = size_t{1} << 20;
+  auto run = [&](const char* cache) {
+    ProgramBuilder s(0, 2, DataType::kFloat32, RedOp::kSum), r(1, 2, DataType::kFloat32, RedOp::kSum);
+    s.send(1, {kIn, 0, count});
+    r.recv(0, {kOut, 0, count});
+    const std::vector<Program> programs = {s.finish(), r.finish()};
+    const Cluster c = must_parse(std::string("nodes=1 ranks=2 intra=10GB/s,5us ") + cache);
+    return must_simulate(c, Layout::flat(2), programs).seconds;
+  };
+  EXPECT_NEAR(run(""), kAlpha + 4.0 * count / kBeta, 1e-12);
+  EXPECT_NEAR(run("cache=16MiB spill=0.5"), kAlpha + 4.0 * count / kBeta, 1e-12);
+  EXPECT_NEAR(run("cache=6MiB spill=0.5"), kAlpha + 4.0 * count / (kBeta / 2), 1e-12);
+}
+
+TEST(Simulator, OversubscribedRanksShareTheCores) {
+  // 4 ranks on 2 cores: ports and compute at half speed, every message pays the wake-up.
+  const Cluster over = must_parse("nodes=1 ranks=4 intra=10GB/s,5us reduce=1000000TB/s cores=2 wake=20us");
+  CollectiveArgs a = allreduce(4, 4 * 250000);
+  a.slice_count = 250000;
+  const double S = 4.0 * static_cast<double>(a.count);
+  const double want = 2.0 * 3 * (kAlpha + 20e-6 + S / (4 * kBeta / 2));
+  EXPECT_NEAR(must_simulate(a, Layout::flat(4), Algorithm::kRing, over).seconds, want, want * 1e-9);
+}
+
+// Folding by symmetry is exact where it applies: compare with the full simulation.
+TEST(Simulator, FoldingEqualsFullSimulation) {
+  struct Case {
+    const char* cluster;
+    Algorithm algo;
+    size_t count;
+    double tolerance;  // relative
+  };
+  const Case cases[] = {
+      {"dgx-h100:8", Algorithm::kRing, size_t{1} << 16, 1e-9},
+      {"dgx-h100:8", Algorithm::kRing, size_t{1} << 22, 1e-9},
+      {"dgx-h100:8", Algorithm::kRing, 1000003, 1e-4},  // uneven chunks: rank 0's sizes stand for all
+      {"dgx-h100:8 oversub=2 leaf=2", Algorithm::kRing, size_t{1} << 20, 1e-9},
+      {"torus:4x4x4", Algorithm::kRing, size_t{1} << 18, 1e-9},
+      {"torus:4x4x4", Algorithm::kTorus, 786432, 1e-9},  // parts of 3 * 2^18 split evenly
+      {"dgx-h100:8", Algorithm::kHierarchical, 786432, 1e-9},
+      {"dgx-h100:8", Algorithm::kRabenseifner, size_t{1} << 16, 1e-9},
+  };
+  int folded = 0;
+  for (const Case& c : cases) {
+    const Cluster cluster = must_parse(c.cluster);
+    const Layout layout = layout_of(cluster);
+    const CollectiveArgs a = allreduce(layout.nranks, c.count);
+    if (!applicable(a, layout, c.algo)) continue;
+    SimOptions fold, full;
+    full.use_symmetry = false;
+    fold.max_messages = full.max_messages = 0;
+    const SimResult rf = must_simulate(a, layout, c.algo, cluster, fold);
+    const SimResult rx = must_simulate(a, layout, c.algo, cluster, full);
+    const std::string what = std::string(c.cluster) + " " + std::string(algorithm_name(c.algo)) + " count " +
+                             std::to_string(c.count);
+    EXPECT_EQ(rx.period, 0) << what;
+    EXPECT_GT(rf.period, 0) << what << ": expected the symmetry to be found";
+    folded += rf.period > 0;
+    EXPECT_FALSE(rf.approximate) << what;
+    EXPECT_NEAR(rf.seconds, rx.seconds, rx.seconds * c.tolerance) << what;
+    EXPECT_LT(rf.messages, rx.messages) << what;
+  }
+  EXPECT_GE(folded, 6);
+}
+
+// Where ranks differ only in which of their slices a step waits for, folding is approximate; it
+// is used only when the schedule is too big to simulate rank by rank. Its error here:
+TEST(Simulator, ApproximateFoldingIsClose) {
+  const Cluster c = must_parse("dgx-h100:8");
+  const Layout l = layout_of(c);
+  const CollectiveArgs a = allreduce(64, size_t{1} << 22);  // inner chunks are half a slice
+  SimOptions full, forced;
+  full.use_symmetry = false;
+  full.max_messages = 0;
+  forced.max_messages = 64;  // "too big"
+  const SimResult rx = must_simulate(a, l, Algorithm::kHierarchical, c, full);
+  const SimResult ra = must_simulate(a, l, Algorithm::kHierarchical, c, forced);
+  EXPECT_TRUE(ra.approximate);
+  EXPECT_GT(ra.period, 0);
+  EXPECT_NEAR(ra.seconds, rx.seconds, rx.seconds * 0.10);
+}
+
+TEST(Simulator, NoFoldingWhereRanksDiffer) {
+  // A tree's ranks play different roles; a rooted broadcast singles out its root.
+  const Cluster c = must_parse("dgx-h100:8");
+  const Layout l = layout_of(c);
+  const SimResult t = must_simulate(allreduce(64, size_t{1} << 20), l, Algorithm::kTree, c);
+  EXPECT_EQ(t.period, 0);
+  CollectiveArgs b = allreduce(64, size_t{1} << 20);
+  b.coll = Collective::kBroadcast;
+  b.root = 3;
+  EXPECT_EQ(must_simulate(b, l, Algorithm::kRing, c).period, 0);
+}
+
+TEST(Simulator, CoarsensSlicesToStayWithinTheBudget) {
+  const Cluster c = uniform(8);
+  CollectiveArgs a = allreduce(8, size_t{1} << 24);  // 64 MiB: 16 slices of 512 KiB per chunk
+  a.slice_count = size_t{1} << 17;
+  SimOptions exact, coarse;
+  exact.max_messages = 0;
+  coarse.max_messages = 8 * 14 * 4;  // 4 slices per chunk
+  const SimResult re = must_simulate(a, Layout::flat(8), Algorithm::kRing, c, exact);
+  const SimResult rc = must_simulate(a, Layout::flat(8), Algorithm::kRing, c, coarse);
+  EXPECT_FALSE(re.coarsened);
+  EXPECT_EQ(re.slice_count, a.slice_count);
+  EXPECT_TRUE(rc.coarsened);
+  EXPECT_GT(rc.slice_count, a.slice_count);
+  EXPECT_LE(rc.messages, coarse.max_messages);
+  // Bandwidth-bound: coarser slices change the time by little.
+  EXPECT_NEAR(rc.seconds, re.seconds, re.seconds * 0.05);
+}
+
+TEST(Simulator, PadsTinyCallsToFold) {
+  const Cluster c = must_parse("dgx-h100:8");
+  const Layout l = layout_of(c);
+  SimOptions o;
+  o.max_messages = 10;  // makes full generation "expensive"
+  const SimResult r = must_simulate(allreduce(64, 2), l, Algorithm::kRing, c, o);
+  EXPECT_TRUE(r.padded);
+  EXPECT_EQ(r.count, 64u);
+  EXPECT_GT(r.period, 0);
+  SimOptions exact;
+  exact.use_symmetry = false;
+  exact.max_messages = 0;
+  const SimResult x = must_simulate(allreduce(64, 2), l, Algorithm::kRing, c, exact);
+  EXPECT_FALSE(x.padded);
+  EXPECT_NEAR(r.seconds, x.seconds, x.seconds * 0.03);  // latency-bound either way
+}
+
+TEST(Simulator, SchedulesThatWouldHangAreErrors) {
+  const Cluster c = uniform(2);
+  {
+    // Rank 0 sends twice, rank 1 receives once.
+    ProgramBuilder s(0, 2, DataType::kFloat32, RedOp::kSum), r(1, 2, DataType::kFloat32, RedOp::kSum);
+    s.send(1, {kIn, 0, 4});
+    s.send(1, {kIn, 4, 4});
+    r.recv(0, {kOut, 0, 4});
+    const std::vector<Program> p = {s.finish(), r.finish()};
+    auto res = simulate(c, Layout::flat(2), p);
+    ASSERT_FALSE(res.ok());
+    EXPECT_NE(res.status().message().find("rank 0 sends 2 message(s) to rank 1"), std::string::npos)
+        << res.status().message();
+    EXPECT_NE(res.status().message().find("receives 1"), std::string::npos);
+  }
+  {
+    // Each waits for the other's message before sending its own.
+    std::vector<Program> p;
+    for (int r = 0; r < 2; ++r) {
+      ProgramBuilder b(r, 2, DataType::kFloat32, RedOp::kSum);
+      b.recv(1 - r, {kTmp, 0, 4});
+      b.send(1 - r, {kTmp, 0, 4});
+      p.push_back(b.finish());
+    }
+    auto res = simulate(c, Layout::flat(2), p);
+    ASSERT_FALSE(res.ok());
+    EXPECT_NE(res.status().message().find("deadlocks"), std::string::npos) << res.status().message();
+  }
+  {
+    // A receive nobody feeds.
+    ProgramBuilder s(0, 2, DataType::kFloat32, RedOp::kSum), r(1, 2, DataType::kFloat32, RedOp::kSum);
+    r.recv(0, {kOut, 0, 4});
+    const std::vector<Program> p = {s.finish(), r.finish()};
+    auto res = simulate(c, Layout::flat(2), p);
+    ASSERT_FALSE(res.ok());
+    EXPECT_NE(res.status().message().find("never sends"), std::string::npos) << res.status().message();
+  }
+}
+
+TEST(Simulator, LayoutsMustFitTheCluster) {
+  const Cluster c = must_parse("dgx-h100:2");
+  auto r = simulate_algorithm(allreduce(32, 1024), Layout::flat(32), Algorithm::kRing, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("do not fit"), std::string::npos) << r.status().message();
+  auto fits = place_ranks(c, Layout::blocks(16, 8));
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ((*fits)[9], 9);
+  auto half = place_ranks(c, Layout::blocks(8, 4));  // 2 nodes x 4 ranks: rank 5 is node 1, local 1
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ((*half)[5], 9);
+  EXPECT_FALSE(place_ranks(c, Layout::blocks(27, 9)).ok());  // 9 ranks per node do not fit 8
+}
+
+TEST(Simulator, PredictSecondsForTheTuner) {
+  const Cluster shm = must_parse("shm:4");
+  const Layout l = Layout::flat(4);
+  const double ring = predict_seconds(allreduce(4, 1 << 20), l, Algorithm::kRing, shm);
+  EXPECT_TRUE(std::isfinite(ring));
+  EXPECT_GT(ring, 0);
+  // Bigger calls take longer.
+  EXPECT_GT(predict_seconds(allreduce(4, 1 << 22), l, Algorithm::kRing, shm), ring);
+  // Not applicable (no torus in the layout): infinity.
+  EXPECT_EQ(predict_seconds(allreduce(4, 1 << 20), l, Algorithm::kTorus, shm), std::numeric_limits<double>::infinity());
+}
+
+}  // namespace
+}  // namespace weft::algorithms

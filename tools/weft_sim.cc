@@ -1,0 +1,328 @@
+// weft-sim: predicts the time of each algorithm of a collective on a cluster model, size by size,
+// and says which wins. The model and its calibration: docs/SIMULATOR.md.
+//
+//   weft-sim --cluster dgx-h100:2048 --coll allreduce -b 8 -e 1G -f 4 [--algo ring,tree] [--csv]
+//
+// Sizes are as weft-bench (and nccl-tests) count them: the bytes of the whole operation, so for
+// allgather, reduce_scatter, alltoall, gather and scatter the per-rank count is size / nranks /
+// typesize. Usage errors exit 2; a failed simulation exits 1.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "algorithms/planner.h"
+#include "algorithms/simulator.h"
+#include "topology/cluster.h"
+
+namespace {
+
+using weft::algorithms::Algorithm;
+using weft::algorithms::Collective;
+using weft::algorithms::CollectiveArgs;
+
+constexpr int kUsageExit = 2;
+
+constexpr const char* kUsage =
+    "usage: weft-sim --cluster SPEC [--coll C] [-b MIN] [-e MAX] [-f F] [--algo A,B,...] [options]\n"
+    "  --cluster SPEC   a preset and/or key=value tokens (quote them), e.g. dgx-h100:2048,\n"
+    "                   torus:16x16x64, shm:4, 'dgx-h100:256 oversub=2'; see docs/SIMULATOR.md\n"
+    "  --coll C         allreduce (default), reduce_scatter, allgather, alltoall, broadcast, reduce,\n"
+    "                   gather, scatter\n"
+    "  -b, -e           smallest and largest size in bytes (K, M, G suffixes; default 8 and 1G)\n"
+    "  -f F             multiply the size by F each step (default 4)\n"
+    "  --algo LIST      only these algorithms (comma-separated; default: every applicable one)\n"
+    "  -d TYPE, -o OP   element type (default float) and op (default sum)\n"
+    "  -r ROOT          root for broadcast, reduce, gather, scatter (default 0)\n"
+    "  --slice BYTES    pipeline slice (default 512K, as WEFT_SLICE_BYTES)\n"
+    "  --budget N       most messages to simulate before coarsening slices (default 1000000; 0: never)\n"
+    "  --exact          no symmetry folding and no coarsening (slow at thousands of ranks)\n"
+    "  --threads N      threads generating programs (default: 2, or 1 on one core)\n"
+    "  --links          report the busiest links of each run\n"
+    "  --time           report how long each simulation and the whole sweep took\n"
+    "  --csv            comma-separated output, one row per size and algorithm\n"
+    "  -h, --help       this help\n"
+    "presets:\n";
+
+struct Options {
+  std::string cluster;
+  Collective coll = Collective::kAllReduce;
+  size_t min_bytes = 8, max_bytes = size_t{1} << 30;
+  double factor = 4;
+  std::vector<Algorithm> algos;
+  weft::DataType dtype = weft::DataType::kFloat32;
+  weft::RedOp op = weft::RedOp::kSum;
+  int root = 0;
+  size_t slice_bytes = size_t{512} << 10;
+  uint64_t budget = 1'000'000;
+  bool exact = false, links = false, time = false, csv = false;
+  int threads = std::max(1u, std::min(2u, std::thread::hardware_concurrency()));
+};
+
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "weft-sim: %s\n(weft-sim --help for usage)\n", what.c_str());
+  return kUsageExit;
+}
+
+bool parse_bytes(std::string_view text, size_t* out) {
+  if (text.empty()) return false;
+  size_t i = 0;
+  unsigned long long v = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (v > (std::numeric_limits<unsigned long long>::max() - 9) / 10) return false;
+    v = v * 10 + static_cast<unsigned>(text[i++] - '0');
+  }
+  if (i == 0) return false;
+  const std::string_view suffix = text.substr(i);
+  int shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
+  else if (!suffix.empty()) return false;
+  if (((v << shift) >> shift) != v) return false;
+  *out = static_cast<size_t>(v << shift);
+  return true;
+}
+
+std::optional<Collective> parse_coll(std::string_view name) {
+  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                       Collective::kAllToAll, Collective::kBroadcast, Collective::kReduce, Collective::kGather,
+                       Collective::kScatter})
+    if (weft::algorithms::collective_name(c) == name) return c;
+  return std::nullopt;
+}
+
+bool per_rank_count(Collective c) {
+  return c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll ||
+         c == Collective::kGather || c == Collective::kScatter;
+}
+
+double bus_factor(Collective c, int n) {
+  if (c == Collective::kAllReduce) return 2.0 * (n - 1) / n;
+  if (per_rank_count(c)) return static_cast<double>(n - 1) / n;
+  return 1.0;
+}
+
+std::string human_bytes(size_t b) {
+  if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0) return std::to_string(b >> 30) + "G";
+  if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0) return std::to_string(b >> 20) + "M";
+  if (b >= (size_t{1} << 10) && b % (size_t{1} << 10) == 0) return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
+
+// Returns an exit code, or -1 to go on.
+int parse_args(int argc, char** argv, Options* o) {
+  std::string algo_list;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(kUsage, stdout);
+      for (const std::string& p : weft::topology::Cluster::presets()) std::printf("  %s\n", p.c_str());
+      return 0;
+    }
+    if (flag == "--exact") { o->exact = true; continue; }
+    if (flag == "--links") { o->links = true; continue; }
+    if (flag == "--time") { o->time = true; continue; }
+    if (flag == "--csv") { o->csv = true; continue; }
+    static constexpr const char* kWithValue[] = {"--cluster", "--coll", "-b", "-e", "-f", "--algo", "-d",
+                                                 "-o", "-r", "--slice", "--budget", "--threads"};
+    bool known = false;
+    for (const char* k : kWithValue) known |= flag == k;
+    if (!known) return usage_error("unknown argument '" + std::string(flag) + "'");
+    if (i + 1 >= argc) return usage_error(std::string(flag) + " needs a value");
+    const std::string_view v = argv[++i];
+    const std::string bad = std::string(flag) + " '" + std::string(v) + "'";
+    if (flag == "--cluster") {
+      o->cluster = v;
+    } else if (flag == "--coll") {
+      auto c = parse_coll(v);
+      if (!c) return usage_error(bad + ": unknown collective (allreduce, reduce_scatter, allgather, alltoall, "
+                                       "broadcast, reduce, gather, scatter)");
+      o->coll = *c;
+    } else if (flag == "-b" || flag == "-e" || flag == "--slice") {
+      size_t b = 0;
+      if (!parse_bytes(v, &b)) return usage_error(bad + " is not a size in bytes (e.g. 8, 64K, 1G)");
+      if (flag == "--slice" && b == 0) return usage_error(bad + ": the slice must be at least one byte");
+      (flag == "-b" ? o->min_bytes : flag == "-e" ? o->max_bytes : o->slice_bytes) = b;
+    } else if (flag == "-f") {
+      char* end = nullptr;
+      const std::string s(v);
+      o->factor = std::strtod(s.c_str(), &end);
+      if (end != s.c_str() + s.size() || !(o->factor > 1) || !std::isfinite(o->factor))
+        return usage_error(bad + " is not a factor > 1");
+    } else if (flag == "--algo") {
+      algo_list = v;
+    } else if (flag == "-d") {
+      auto d = weft::parse_dtype(v);
+      if (!d) return usage_error(bad + ": unknown type");
+      o->dtype = *d;
+    } else if (flag == "-o") {
+      auto p = weft::parse_op(v);
+      if (!p) return usage_error(bad + ": unknown op (sum prod max min avg)");
+      o->op = *p;
+    } else if (flag == "-r") {
+      size_t r = 0;
+      if (!parse_bytes(v, &r) || r > 1u << 30) return usage_error(bad + " is not a rank");
+      o->root = static_cast<int>(r);
+    } else if (flag == "--threads") {
+      size_t t = 0;
+      if (!parse_bytes(v, &t) || t < 1 || t > 256) return usage_error(bad + " is not a thread count (1..256)");
+      o->threads = static_cast<int>(t);
+    } else if (flag == "--budget") {
+      size_t b = 0;
+      if (!parse_bytes(v, &b)) return usage_error(bad + " is not a count");
+      o->budget = b;
+    }
+  }
+  if (o->cluster.empty()) return usage_error("--cluster is required (e.g. --cluster dgx-h100:2048)");
+  if (o->min_bytes > o->max_bytes) return usage_error("-b is larger than -e");
+  if (!algo_list.empty()) {
+    size_t start = 0;
+    while (start <= algo_list.size()) {
+      size_t comma = algo_list.find(',', start);
+      if (comma == std::string::npos) comma = algo_list.size();
+      const std::string name = algo_list.substr(start, comma - start);
+      auto a = weft::algorithms::algorithm_by_name(name);
+      if (!a) return usage_error("--algo: unknown algorithm '" + name + "'");
+      if (weft::algorithms::find_algorithm(o->coll, *a) == nullptr)
+        return usage_error("--algo: " + name + " does not implement " +
+                           std::string(weft::algorithms::collective_name(o->coll)));
+      o->algos.push_back(*a);
+      start = comma + 1;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are simulated
+  Options o;
+  if (int rc = parse_args(argc, argv, &o); rc >= 0) return rc;
+  auto cluster = weft::topology::Cluster::parse(o.cluster);
+  if (!cluster.ok()) return usage_error(cluster.status().message());
+  const weft::algorithms::Layout layout = weft::algorithms::layout_of(*cluster);
+  const int n = layout.nranks;
+  if (weft::algorithms::has_root(o.coll) && (o.root < 0 || o.root >= n))
+    return usage_error("-r " + std::to_string(o.root) + " is not a rank of " + std::to_string(n));
+  const size_t elem = weft::dtype_size(o.dtype);
+
+  std::vector<Algorithm> algos = o.algos;
+  if (algos.empty()) {
+    for (const auto& e : weft::algorithms::algorithm_table())
+      if (e.coll == o.coll) algos.push_back(e.algorithm);
+  }
+  weft::algorithms::SimOptions so;
+  so.use_symmetry = !o.exact;
+  so.max_messages = o.exact ? 0 : o.budget;
+  so.link_stats = o.links;
+  so.threads = o.threads;
+
+  const std::string cname(weft::algorithms::collective_name(o.coll));
+  if (o.csv) {
+    std::printf("collective,cluster,nranks,bytes,count,algorithm,seconds,algbw_GBps,busbw_GBps,winner,sim_seconds,"
+                "period,slice_bytes,coarsened,padded,messages\n");
+  } else {
+    std::printf("# weft-sim %s on %s: %d ranks (%s), %s %s, slice %s\n", cname.c_str(), cluster->spec().name.c_str(),
+                n, layout.describe().c_str(), std::string(weft::dtype_name(o.dtype)).c_str(),
+                std::string(weft::op_name(o.op)).c_str(), human_bytes(o.slice_bytes).c_str());
+    std::printf("# cluster: %s\n", cluster->describe().c_str());
+    std::printf("#%11s %12s  %-18s %12s %8s %8s  %s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
+                "busbw", o.time ? "sim(s)  notes" : "notes");
+  }
+  const auto sweep0 = std::chrono::steady_clock::now();
+  std::vector<std::pair<size_t, std::string>> winners;
+  bool failed = false;
+  for (size_t bytes = o.min_bytes;;) {
+    CollectiveArgs a;
+    a.coll = o.coll;
+    a.nranks = n;
+    a.dtype = o.dtype;
+    a.op = o.op;
+    a.root = o.root;
+    a.count = bytes / elem / (per_rank_count(o.coll) ? static_cast<size_t>(n) : 1);
+    a.slice_count = std::max<size_t>(1, o.slice_bytes / elem);
+    const size_t total = a.count * elem * (per_rank_count(o.coll) ? static_cast<size_t>(n) : 1);
+    struct Row {
+      Algorithm algo;
+      weft::algorithms::SimResult r;
+      double wall;
+    };
+    std::vector<Row> rows;
+    for (Algorithm algo : algos) {
+      if (!weft::algorithms::applicable(a, layout, algo)) {
+        if (!o.csv && !o.algos.empty())
+          std::printf(" %11zu %12zu  %-18s %12s %8s %8s  not applicable on %s\n", total, a.count,
+                      std::string(weft::algorithms::algorithm_name(algo)).c_str(), "-", "-", "-",
+                      layout.describe().c_str());
+        continue;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = weft::algorithms::simulate_algorithm(a, layout, algo, *cluster, so);
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!r.ok()) {
+        std::fprintf(stderr, "weft-sim: %s at %zu bytes: %s\n",
+                     std::string(weft::algorithms::algorithm_name(algo)).c_str(), total, r.status().message().c_str());
+        failed = true;
+        continue;
+      }
+      rows.push_back({algo, std::move(*r), wall});
+    }
+    const Row* best = nullptr;
+    for (const Row& row : rows)
+      if (best == nullptr || row.r.seconds < best->r.seconds) best = &row;
+    for (const Row& row : rows) {
+      const std::string name(weft::algorithms::algorithm_name(row.algo));
+      const double t = row.r.seconds;
+      const double algbw = t > 0 ? static_cast<double>(total) / t / 1e9 : 0.0;
+      const double busbw = algbw * bus_factor(o.coll, n);
+      const size_t slice_bytes = row.r.slice_count * elem;
+      if (o.csv) {
+        std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%zu,%d,%d,%llu\n", cname.c_str(),
+                    cluster->spec().name.c_str(), n, total, a.count, name.c_str(), t, algbw, busbw, &row == best,
+                    row.wall, row.r.period, slice_bytes, row.r.coarsened ? 1 : 0, row.r.padded ? 1 : 0,
+                    static_cast<unsigned long long>(row.r.messages));
+        continue;
+      }
+      std::string notes = &row == best ? "* " : "  ";
+      if (row.r.period > 0)
+        notes += std::string(row.r.approximate ? "~" : "") + (row.r.xor_symmetry ? "xor" : "shift") +
+                 "-folded:" + std::to_string(row.r.period) + " ";
+      if (row.r.coarsened) notes += "slice:" + human_bytes(slice_bytes) + " ";
+      if (row.r.padded) notes += "padded:" + std::to_string(row.r.count) + " ";
+      char wall[32] = "";
+      if (o.time) std::snprintf(wall, sizeof(wall), "%7.3f ", row.wall);
+      if (o.time)
+        notes += "(build " + std::to_string(row.r.build_seconds).substr(0, 5) + "s, events " +
+                 std::to_string(row.r.events) + ") ";
+      std::printf(" %11zu %12zu  %-18s %12.2f %8.2f %8.2f  %s%s\n", total, a.count, name.c_str(), t * 1e6, algbw,
+                  busbw, wall, notes.c_str());
+      if (o.links) {
+        for (const auto& use : row.r.busiest)
+          std::printf("#%38s %-34s %6.1f%% busy, %.4g bytes\n", "", cluster->link_name(use.link).c_str(),
+                      use.utilisation * 100, use.bytes);
+      }
+    }
+    if (best != nullptr) winners.emplace_back(total, std::string(weft::algorithms::algorithm_name(best->algo)));
+    const double next = std::floor(static_cast<double>(bytes) * o.factor);
+    if (bytes >= o.max_bytes || next > static_cast<double>(o.max_bytes) || next <= static_cast<double>(bytes)) break;
+    bytes = static_cast<size_t>(next);
+  }
+  const double sweep = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep0).count();
+  if (!o.csv) {
+    std::printf("# winners:");
+    for (const auto& [b, name] : winners) std::printf(" %s:%s", human_bytes(b).c_str(), name.c_str());
+    std::printf("\n");
+    if (o.time) std::printf("# simulated %zu sizes in %.2f s\n", winners.size(), sweep);
+  } else if (o.time) {
+    std::fprintf(stderr, "weft-sim: simulated %zu sizes in %.2f s\n", winners.size(), sweep);
+  }
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,192 @@
+// weft-verify: proves schedules correct without processes (algorithms/verifier.h).
+//   weft-verify                          the small suite: every algorithm, N = 1..64
+//   weft-verify --suite large            N in {127, 128, 129, 1000, 1024, 4096}
+//   weft-verify --coll allreduce --algo tree -n 5,6,7 [--count 11] [--nodes 2] [--torus 4x4]
+//               [--in-place] [--root 2] [--op avg] [--slice 3] [--dot FILE]
+// Prints one line per (collective, algorithm): the cases verified, the time, and OK or the first
+// failure (which names the rank and step). Exit status 0 when everything verified, 1 when
+// something failed, 2 on bad arguments.
+#include <malloc.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule_dot.h"
+#include "algorithms/verifier.h"
+#include "algorithms/verify_cases.h"
+
+namespace {
+
+using namespace weft::algorithms;
+
+struct Options {
+  std::string suite = "small";
+  std::string coll, algo;
+  std::vector<int> sizes;
+  std::optional<size_t> count;
+  int nodes = 0;
+  std::vector<int> torus;
+  bool in_place = false;
+  int root = 0;
+  std::string op = "sum";
+  size_t slice = size_t{1} << 20;
+  std::string dot;  // write the (first) verified schedule here as Graphviz
+};
+
+[[noreturn]] void usage(const std::string& error) {
+  std::fprintf(stderr,
+               "weft-verify: %s\n"
+               "usage: weft-verify [--suite small|large]\n"
+               "       weft-verify --coll C [--algo A] -n N[,N...] [--count C] [--nodes RANKS_PER_NODE]\n"
+               "                   [--torus XxY[xZ]] [--in-place] [--root R] [--op sum|prod|max|min|avg] [--slice ELEMS]\n",
+               error.c_str());
+  std::exit(2);
+}
+
+std::vector<int> parse_list(const std::string& text, char sep, const char* what) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t end = std::min(text.find(sep, pos), text.size());
+    const std::string part = text.substr(pos, end - pos);
+    char* stop = nullptr;
+    const long v = std::strtol(part.c_str(), &stop, 10);
+    if (part.empty() || *stop != '\0' || v < 1 || v > 1 << 20) usage(std::string("bad ") + what + " '" + text + "'");
+    out.push_back(static_cast<int>(v));
+    pos = end + 1;
+  }
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--suite") o.suite = value();
+    else if (arg == "--coll") o.coll = value();
+    else if (arg == "--algo") o.algo = value();
+    else if (arg == "-n") o.sizes = parse_list(value(), ',', "rank counts");
+    else if (arg == "--count") {
+      const std::string v = value();
+      if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) usage("bad count '" + v + "'");
+      o.count = std::stoul(v);
+    }
+    else if (arg == "--nodes") o.nodes = parse_list(value(), ',', "ranks per node")[0];
+    else if (arg == "--torus") o.torus = parse_list(value(), 'x', "torus");
+    else if (arg == "--in-place") o.in_place = true;
+    else if (arg == "--root") o.root = std::atoi(value().c_str());
+    else if (arg == "--op") o.op = value();
+    else if (arg == "--dot") o.dot = value();
+    else if (arg == "--slice") o.slice = static_cast<size_t>(parse_list(value(), ',', "slice")[0]);
+    else if (arg == "-h" || arg == "--help") usage("help");
+    else usage("unknown argument '" + arg + "'");
+  }
+  if (o.suite != "small" && o.suite != "large") usage("--suite is small or large, not '" + o.suite + "'");
+  if (!o.coll.empty() && o.sizes.empty()) usage("--coll needs -n");
+  if (!o.dot.empty() && (o.coll.empty() || o.algo.empty() || o.sizes.size() != 1))
+    usage("--dot draws one schedule: give --coll, --algo and one -n");
+  return o;
+}
+
+std::optional<Collective> collective_by_name(const std::string& name) {
+  for (int c = 0; c <= static_cast<int>(Collective::kBarrier); ++c)
+    if (collective_name(static_cast<Collective>(c)) == name) return static_cast<Collective>(c);
+  return std::nullopt;
+}
+
+std::optional<weft::RedOp> op_by_name(const std::string& name) {
+  for (weft::RedOp op : {weft::RedOp::kSum, weft::RedOp::kProd, weft::RedOp::kMax, weft::RedOp::kMin, weft::RedOp::kAvg})
+    if (weft::op_name(op) == name) return op;
+  return std::nullopt;
+}
+
+// The cases one command line names (--coll ...), rather than a suite.
+std::vector<VerifyCase> explicit_cases(const Options& o, const AlgorithmEntry& e, int n) {
+  VerifyCase c;
+  c.args.coll = e.coll;
+  c.args.nranks = n;
+  c.args.count = o.count.value_or(static_cast<size_t>(3 * n + 1));
+  c.args.dtype = weft::DataType::kFloat32;
+  c.args.op = *op_by_name(o.op);
+  c.args.root = o.root;
+  c.args.in_place = o.in_place;
+  c.args.slice_count = o.slice;
+  c.layout = o.nodes > 0 ? Layout::blocks(n, o.nodes) : Layout::flat(n);
+  c.layout.torus = o.torus;
+  if (e.applies != nullptr && !e.applies(c.args, c.layout)) return {};
+  return {c};
+}
+
+void write_dot(const std::string& path, const VerifyCase& c, const AlgorithmEntry& e, const std::vector<Program>& programs) {
+  const std::string title = describe(c.args) + " with " + std::string(algorithm_name(e.algorithm)) + " on " +
+                            std::to_string(c.args.nranks) + " ranks (" + c.layout.describe() + "), verified";
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) usage("cannot write '" + path + "'");
+  const std::string dot = schedule_to_dot(title, programs);
+  std::fwrite(dot.data(), 1, dot.size(), f);
+  std::fclose(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Keep freed memory in the process: each case allocates and frees its symbolic state, and on
+  // VMs every page handed back to the host faults again on the next case.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  const Options o = parse(argc, argv);
+  std::optional<Collective> coll;
+  std::optional<Algorithm> algo;
+  if (!o.coll.empty() && !(coll = collective_by_name(o.coll))) usage("unknown collective '" + o.coll + "'");
+  if (!o.algo.empty() && !(algo = algorithm_by_name(o.algo))) usage("unknown algorithm '" + o.algo + "'");
+  if (!op_by_name(o.op)) usage("unknown op '" + o.op + "'");
+  if (coll && o.root >= 0)
+    for (int n : o.sizes)
+      if (o.root >= n) usage("--root " + std::to_string(o.root) + " is out of range for " + std::to_string(n) + " ranks");
+
+  const std::vector<int> sizes = !o.sizes.empty() ? o.sizes : (o.suite == "large" ? large_suite_sizes() : small_suite_sizes());
+  std::printf("# weft-verify: %s, N = %d..%d (%zu sizes)\n", o.coll.empty() ? ("suite " + o.suite).c_str() : "explicit cases",
+              sizes.front(), sizes.back(), sizes.size());
+  std::printf("# %-15s %-19s %8s %9s  %s\n", "collective", "algorithm", "cases", "seconds", "result");
+  int failed = 0, matched = 0;
+  for (const AlgorithmEntry& e : algorithm_table()) {
+    if ((coll && e.coll != *coll) || (algo && e.algorithm != *algo)) continue;
+    ++matched;
+    const auto t0 = std::chrono::steady_clock::now();
+    size_t cases = 0;
+    std::string result = "OK";
+    for (int n : sizes) {
+      const auto list = coll ? explicit_cases(o, e, n) : verify_cases(e, n, o.suite == "large");
+      for (const VerifyCase& c : list) {
+        std::vector<Program> programs;
+        for (int r = 0; r < n; ++r) programs.push_back(plan(c.args, c.layout, e.algorithm, r).program);
+        weft::Status s = verify_programs(c.args, programs);
+        ++cases;
+        if (s.ok() && !o.dot.empty()) write_dot(o.dot, c, e, programs);
+        if (!s.ok()) {
+          result = "FAILED (" + c.layout.describe() + (c.args.in_place ? ", in place" : "") + ", slice " +
+                   std::to_string(c.args.slice_count) + "): " + s.message();
+          break;
+        }
+      }
+      if (result != "OK") break;
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (cases == 0) result = "(applies to none of these cases)";
+    if (result.rfind("FAILED", 0) == 0) ++failed;
+    std::printf("  %-15s %-19s %8zu %9.2f  %s\n", std::string(collective_name(e.coll)).c_str(),
+                std::string(algorithm_name(e.algorithm)).c_str(), cases, secs, result.c_str());
+    std::fflush(stdout);
+  }
+  if (matched == 0) usage("no algorithm in the table matches --coll/--algo");
+  std::printf("# %s\n", failed == 0 ? "all verified" : (std::to_string(failed) + " failed").c_str());
+  return failed == 0 ? 0 : 1;
+}
