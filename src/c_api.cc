@@ -1,23 +1,19 @@
 // The C API (include/weft/weft.h) over weft::Communicator. Every entry point checks its
 // arguments, catches everything, and maps Status to weftResult_t in to_result(), the only place
-// that mapping happens. It never exits or aborts the process.
+// that mapping happens for this surface. It never exits or aborts the process. The handle, the
+// per-thread groups and the last-error text are shared with the NCCL ABI (src/capi_common.h).
 #include "weft/weft.h"
 
-#include <algorithm>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
+#include <utility>
 
+#include "src/capi_common.h"
 #include "src/comm_state.h"
 #include "weft/communicator.h"
 
-struct weftComm {
-  std::unique_ptr<weft::Communicator> comm;
-  std::string last_error;
-};
+struct weftComm : weft::capi::CommHandle {};
 
 struct weftRequest {
   weft::Request request;
@@ -25,72 +21,32 @@ struct weftRequest {
 
 namespace {
 
-// NCCL-style groups are per thread and span communicators.
-struct ThreadGroup {
-  int depth = 0;
-  std::vector<weftComm*> comms;         // communicators used inside the group
-  std::vector<weft::Request> blocking;  // NULL-request calls, completed by weftGroupEnd
-};
-thread_local ThreadGroup t_group;
-thread_local std::string t_last_error;
+namespace capi = weft::capi;
 
 weftResult_t to_result(const weft::Status& s) { return static_cast<weftResult_t>(static_cast<int>(s.code())); }
 
-weftResult_t fail(weftComm* comm, const weft::Status& s) {
-  (comm != nullptr ? comm->last_error : t_last_error) = s.message();
-  return to_result(s);
-}
-
-weftResult_t fail(weftComm* comm, weftResult_t code, const std::string& message) {
-  (comm != nullptr ? comm->last_error : t_last_error) = message;
-  return code;
-}
-
+// Runs body (returning a Status) with exceptions fenced and the failure recorded against comm.
 template <typename F>
-weftResult_t guarded(weftComm* comm, F&& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return fail(comm, weftInternalError, std::string("internal error: ") + e.what());
-  } catch (...) {
-    return fail(comm, weftInternalError, "internal error: unknown exception");
-  }
+weftResult_t call(weftComm* comm, F&& body) {
+  return to_result(capi::guarded(comm, std::forward<F>(body)));
+}
+
+weftResult_t fail(weftComm* comm, const char* message) {
+  return to_result(capi::record(comm, weft::invalid_argument(message)));
 }
 
 // Completes a call: hands back the request, parks it in the open group, or waits for it.
-weftResult_t finish_call(weftComm* comm, weft::Request req, weftRequest_t* out) {
-  if (req.test() && !req.status().ok() && req.status().code() != weft::StatusCode::kInProgress)
-    return fail(comm, req.status());
-  if (out != nullptr) {
-    *out = new weftRequest{std::move(req)};
-    return weftSuccess;
-  }
-  if (t_group.depth > 0) {
-    t_group.blocking.push_back(std::move(req));
-    return weftSuccess;
-  }
-  weft::Status s = req.wait();
-  return s.ok() ? weftSuccess : fail(comm, s);
+weft::Status finish(weftComm* comm, weft::Request req, weftRequest_t* out) {
+  weft::Request handed;
+  WEFT_TRY(capi::finish_call(*comm, std::move(req), out != nullptr ? &handed : nullptr));
+  if (out != nullptr) *out = new weftRequest{std::move(handed)};
+  return weft::Status();
 }
 
-// Inside a group, the first call on a communicator opens that communicator's group.
-weftResult_t enter(weftComm* comm) {
-  if (comm == nullptr || !comm->comm) return fail(nullptr, weftInvalidArgument, "communicator is NULL");
-  if (t_group.depth > 0 && std::find(t_group.comms.begin(), t_group.comms.end(), comm) == t_group.comms.end()) {
-    weft::Status s = comm->comm->group_start();
-    if (!s.ok()) return fail(comm, s);
-    t_group.comms.push_back(comm);
-  }
-  return weftSuccess;
-}
-
-weftResult_t init_comm(weftComm_t* out, const weft::UniqueId& id, int nranks, int rank) {
-  auto config = weft::Config::from_env();
-  if (!config.ok()) return fail(nullptr, config.status());
-  auto comm = weft::Communicator::init(id, rank, nranks, *config);
-  if (!comm.ok()) return fail(nullptr, comm.status());
-  *out = new weftComm{std::move(*comm), {}};
-  return weftSuccess;
+weftComm* wrap(std::unique_ptr<weft::Communicator> c) {
+  auto* h = new weftComm;
+  h->comm = std::move(c);
+  return h;
 }
 
 }  // namespace
@@ -99,148 +55,122 @@ extern "C" {
 
 int weftGetVersion(void) { return 0 * 10000 + 1 * 100 + 0; }
 
-const char* weftGetErrorString(weftResult_t r) {
-  switch (r) {
-    case weftSuccess: return "no error";
-    case weftUnhandledCudaError: return "unhandled cuda error";
-    case weftSystemError: return "unhandled system error (run with WEFT_DEBUG=INFO for details)";
-    case weftInternalError: return "internal error - please report this issue to the weft developers";
-    case weftInvalidArgument: return "invalid argument (run with WEFT_DEBUG=WARN for details)";
-    case weftInvalidUsage: return "invalid usage (run with WEFT_DEBUG=WARN for details)";
-    case weftRemoteError: return "remote process exited or there was a network error";
-    case weftInProgress: return "operation in progress";
-    case weftTimeout: return "operation timed out";
-    default: return "unknown result code";
-  }
-}
+const char* weftGetErrorString(weftResult_t r) { return capi::result_string(static_cast<int>(r)); }
 
 const char* weftGetLastError(weftComm_t comm) {
-  return comm != nullptr ? comm->last_error.c_str() : t_last_error.c_str();
+  return comm != nullptr ? comm->last_error.c_str() : capi::thread_last_error().c_str();
 }
 
 weftResult_t weftGetUniqueId(weftUniqueId* out) {
-  return guarded(nullptr, [&] {
-    if (out == nullptr) return fail(nullptr, weftInvalidArgument, "weftGetUniqueId: uniqueId is NULL");
+  return call(nullptr, [&]() -> weft::Status {
+    if (out == nullptr) return weft::invalid_argument("weftGetUniqueId: uniqueId is NULL");
     auto config = weft::Config::from_env();
-    if (!config.ok()) return fail(nullptr, config.status());
+    WEFT_TRY(config);
     auto id = weft::UniqueId::create(*config);
-    if (!id.ok()) return fail(nullptr, id.status());
+    WEFT_TRY(id);
     static_assert(sizeof(out->internal) == weft::UniqueId::kBytes);
     std::memcpy(out->internal, id->bytes.data(), weft::UniqueId::kBytes);
-    return weftSuccess;
+    return weft::Status();
   });
 }
 
 weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId id, int rank) {
-  return guarded(nullptr, [&] {
-    if (comm == nullptr) return fail(nullptr, weftInvalidArgument, "weftCommInitRank: comm is NULL");
+  return call(nullptr, [&]() -> weft::Status {
+    if (comm == nullptr) return weft::invalid_argument("weftCommInitRank: comm is NULL");
     *comm = nullptr;
     weft::UniqueId uid;
     std::memcpy(uid.bytes.data(), id.internal, weft::UniqueId::kBytes);
-    return init_comm(comm, uid, nranks, rank);
+    auto config = weft::Config::from_env();
+    WEFT_TRY(config);
+    auto c = weft::Communicator::init(uid, rank, nranks, *config);
+    WEFT_TRY(c);
+    *comm = wrap(std::move(*c));
+    return weft::Status();
   });
 }
 
 weftResult_t weftCommInitFromEnv(weftComm_t* comm) {
-  return guarded(nullptr, [&] {
-    if (comm == nullptr) return fail(nullptr, weftInvalidArgument, "weftCommInitFromEnv: comm is NULL");
+  return call(nullptr, [&]() -> weft::Status {
+    if (comm == nullptr) return weft::invalid_argument("weftCommInitFromEnv: comm is NULL");
     *comm = nullptr;
     auto config = weft::Config::from_env();
-    if (!config.ok()) return fail(nullptr, config.status());
+    WEFT_TRY(config);
     auto c = weft::Communicator::init_from_env(*config);
-    if (!c.ok()) return fail(nullptr, c.status());
-    *comm = new weftComm{std::move(*c), {}};
-    return weftSuccess;
+    WEFT_TRY(c);
+    *comm = wrap(std::move(*c));
+    return weft::Status();
   });
 }
 
 weftResult_t weftCommInitAll(weftComm_t* comms, int ndev, const int* devlist) {
-  return guarded(nullptr, [&] {
+  return call(nullptr, [&]() -> weft::Status {
     (void)devlist;  // host memory: devices do not apply
-    if (comms == nullptr) return fail(nullptr, weftInvalidArgument, "weftCommInitAll: comms is NULL");
-    if (ndev < 1) return fail(nullptr, weftInvalidArgument, "weftCommInitAll: ndev " + std::to_string(ndev) + " < 1");
-    weftUniqueId id;
-    weftResult_t r = weftGetUniqueId(&id);
-    if (r != weftSuccess) return r;
-    std::vector<weftResult_t> results(static_cast<size_t>(ndev), weftSuccess);
-    std::vector<std::string> errors(static_cast<size_t>(ndev));
-    std::vector<std::thread> threads;
-    for (int i = 0; i < ndev; ++i) {
-      threads.emplace_back([&, i] {
-        results[i] = weftCommInitRank(&comms[i], ndev, id, i);
-        if (results[i] != weftSuccess) errors[i] = t_last_error;
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (int i = 0; i < ndev; ++i) {
-      if (results[i] == weftSuccess) continue;
-      for (int k = 0; k < ndev; ++k) {
-        if (comms[k] != nullptr) weftCommDestroy(comms[k]);
-        comms[k] = nullptr;
-      }
-      return fail(nullptr, results[i], errors[i]);
-    }
-    return weftSuccess;
+    if (comms == nullptr) return weft::invalid_argument("weftCommInitAll: comms is NULL");
+    if (ndev < 1) return weft::invalid_argument("weftCommInitAll: ndev " + std::to_string(ndev) + " < 1");
+    auto config = weft::Config::from_env();
+    WEFT_TRY(config);
+    auto all = capi::init_all(ndev, *config);
+    WEFT_TRY(all);
+    for (int i = 0; i < ndev; ++i) comms[i] = wrap(std::move((*all)[static_cast<size_t>(i)]));
+    return weft::Status();
   });
 }
 
 weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newcomm) {
-  return guarded(comm, [&] {
-    if (comm == nullptr || newcomm == nullptr)
-      return fail(comm, weftInvalidArgument, "weftCommSplit: comm or newcomm is NULL");
+  return call(comm, [&]() -> weft::Status {
+    if (comm == nullptr || newcomm == nullptr) return weft::invalid_argument("weftCommSplit: comm or newcomm is NULL");
     *newcomm = nullptr;
     auto sub = comm->comm->split(color, key);
-    if (!sub.ok()) return fail(comm, sub.status());
-    if (*sub) *newcomm = new weftComm{std::move(*sub), {}};
-    return weftSuccess;
+    WEFT_TRY(sub);
+    if (*sub) *newcomm = wrap(std::move(*sub));
+    return weft::Status();
   });
 }
 
 weftResult_t weftCommDestroy(weftComm_t comm) {
-  return guarded(nullptr, [&] {
-    if (comm == nullptr) return fail(nullptr, weftInvalidArgument, "weftCommDestroy: comm is NULL");
+  if (comm == nullptr) return fail(nullptr, "weftCommDestroy: comm is NULL");
+  return call(nullptr, [&] {
     delete comm;
-    return weftSuccess;
+    return weft::Status();
   });
 }
 
 weftResult_t weftCommAbort(weftComm_t comm) {
-  return guarded(nullptr, [&] {
-    if (comm == nullptr) return fail(nullptr, weftInvalidArgument, "weftCommAbort: comm is NULL");
+  if (comm == nullptr) return fail(nullptr, "weftCommAbort: comm is NULL");
+  return call(nullptr, [&] {
     comm->comm->abort();
     delete comm;
-    return weftSuccess;
+    return weft::Status();
   });
 }
 
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* async_error) {
-  return guarded(comm, [&] {
-    if (comm == nullptr || async_error == nullptr)
-      return fail(comm, weftInvalidArgument, "weftCommGetAsyncError: comm or asyncError is NULL");
+  if (comm == nullptr || async_error == nullptr) return fail(comm, "weftCommGetAsyncError: comm or asyncError is NULL");
+  return call(comm, [&] {
     weft::Status s = comm->comm->state().async_error();
     *async_error = to_result(s);
     if (!s.ok()) comm->last_error = s.message();
-    return weftSuccess;
+    return weft::Status();
   });
 }
 
 weftResult_t weftCommCount(weftComm_t comm, int* count) {
-  if (comm == nullptr || count == nullptr) return fail(comm, weftInvalidArgument, "weftCommCount: comm or count is NULL");
+  if (comm == nullptr || count == nullptr) return fail(comm, "weftCommCount: comm or count is NULL");
   *count = comm->comm->size();
   return weftSuccess;
 }
 
 weftResult_t weftCommUserRank(weftComm_t comm, int* rank) {
-  if (comm == nullptr || rank == nullptr) return fail(comm, weftInvalidArgument, "weftCommUserRank: comm or rank is NULL");
+  if (comm == nullptr || rank == nullptr) return fail(comm, "weftCommUserRank: comm or rank is NULL");
   *rank = comm->comm->rank();
   return weftSuccess;
 }
 
-#define WEFT_C_CALL(comm, request, call)                     \
-  return guarded(comm, [&] {                                 \
-    weftResult_t entered = enter(comm);                      \
-    if (entered != weftSuccess) return entered;              \
-    return finish_call(comm, comm->comm->call, request);     \
+#define WEFT_C_CALL(comm, request, op)                                                           \
+  if (comm == nullptr) return fail(nullptr, "communicator is NULL");                             \
+  return call(comm, [&]() -> weft::Status {                                                      \
+    WEFT_TRY(capi::enter(*comm));                                                                \
+    return finish(comm, comm->comm->op, request);                                                \
   })
 
 weftResult_t weftAllReduce(const void* s, void* r, size_t count, weftDataType_t t, weftRedOp_t op, weftComm_t comm,
@@ -282,42 +212,27 @@ weftResult_t weftRecv(void* buf, size_t count, weftDataType_t t, int peer, weftC
 }
 
 weftResult_t weftGroupStart(void) {
-  ++t_group.depth;
+  capi::group_start();
   return weftSuccess;
 }
 
 weftResult_t weftGroupEnd(void) {
-  return guarded(nullptr, [&] {
-    if (t_group.depth == 0) return fail(nullptr, weftInvalidUsage, "weftGroupEnd without weftGroupStart");
-    if (--t_group.depth > 0) return weftSuccess;
-    weftResult_t result = weftSuccess;
-    for (weftComm* c : t_group.comms) {
-      weft::Status s = c->comm->group_end();
-      if (!s.ok() && result == weftSuccess) result = fail(c, s);
-    }
-    t_group.comms.clear();
-    std::vector<weft::Request> pending;
-    pending.swap(t_group.blocking);
-    for (weft::Request& r : pending) {
-      weft::Status s = r.wait();
-      if (!s.ok() && result == weftSuccess) result = fail(nullptr, s);
-    }
-    return result;
+  return call(nullptr, [] {
+    weft::Status s = capi::group_end();
+    return s.ok() ? s : s.with_context("weftGroupEnd");
   });
 }
 
 weftResult_t weftWait(weftRequest_t request) {
-  if (request == nullptr) return fail(nullptr, weftInvalidArgument, "weftWait: request is NULL");
-  weft::Status s = request->request.wait();
-  return s.ok() ? weftSuccess : fail(nullptr, s);
+  if (request == nullptr) return fail(nullptr, "weftWait: request is NULL");
+  return to_result(capi::record(nullptr, request->request.wait()));
 }
 
 weftResult_t weftTest(weftRequest_t request, int* done) {
-  if (request == nullptr || done == nullptr) return fail(nullptr, weftInvalidArgument, "weftTest: request or done is NULL");
+  if (request == nullptr || done == nullptr) return fail(nullptr, "weftTest: request or done is NULL");
   *done = request->request.test() ? 1 : 0;
   if (!*done) return weftSuccess;
-  weft::Status s = request->request.status();
-  return s.ok() ? weftSuccess : fail(nullptr, s);
+  return to_result(capi::record(nullptr, request->request.status()));
 }
 
 weftResult_t weftRequestFree(weftRequest_t request) {

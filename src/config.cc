@@ -1,5 +1,6 @@
 #include "weft/config.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
@@ -7,10 +8,22 @@
 namespace weft {
 namespace {
 
-const char* env(const char* weft_name, const char* nccl_name = nullptr) {
+// The value of weft_name, else of its NCCL twin nccl_name; nullptr when neither is set (or both
+// are empty). *used, when given, names the variable the value came from.
+const char* env(const char* weft_name, const char* nccl_name = nullptr, const char** used = nullptr) {
+  const char* name = weft_name;
   const char* v = std::getenv(weft_name);
-  if ((v == nullptr || *v == '\0') && nccl_name != nullptr) v = std::getenv(nccl_name);
+  if ((v == nullptr || *v == '\0') && nccl_name != nullptr) v = std::getenv(name = nccl_name);
+  if (used != nullptr) *used = name;
   return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+// "0" or "1" in the variable `name`.
+Status parse_flag(const char* name, const char* text, bool* out) {
+  const std::string s = text;
+  if (s != "0" && s != "1") return invalid_argument(std::string(name) + "='" + s + "' is not 0 or 1");
+  *out = s == "1";
+  return Status();
 }
 
 Status parse_size(const char* name, const char* text, size_t min, size_t* out) {
@@ -46,6 +59,10 @@ Result<Config> Config::from_env() {
     c.transport = v;
     if (c.transport != "auto" && c.transport != "shm" && c.transport != "tcp")
       return invalid_argument(std::string("WEFT_TRANSPORT='") + v + "' is not one of auto, shm, tcp");
+  } else if (const char* v = env("NCCL_SHM_DISABLE")) {
+    bool disable = false;
+    WEFT_TRY(parse_flag("NCCL_SHM_DISABLE", v, &disable));
+    if (disable) c.transport = "tcp";
   }
   if (const char* v = env("WEFT_NODE")) c.node = v;
   if (const char* v = env("WEFT_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")) c.socket_ifname = v;
@@ -55,23 +72,26 @@ Result<Config> Config::from_env() {
     if (n > 16) return invalid_argument(std::string("WEFT_TCP_SOCKETS='") + v + "' is above 16");
     c.tcp_sockets = static_cast<int>(n);
   }
-  if (const char* v = env("WEFT_SHM_FIFO_BYTES")) {
-    WEFT_TRY(parse_size("WEFT_SHM_FIFO_BYTES", v, 4096, &c.shm_fifo_bytes));
+  const char* name = nullptr;
+  if (const char* v = env("WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", &name)) {
+    WEFT_TRY(parse_size(name, v, 4096, &c.shm_fifo_bytes));
   }
-  if (const char* v = env("WEFT_CMA")) {
-    std::string s = v;
-    if (s != "0" && s != "1") return invalid_argument("WEFT_CMA='" + s + "' is not 0 or 1");
-    c.cma = s == "1";
-  }
+  if (const char* v = env("WEFT_CMA")) WEFT_TRY(parse_flag("WEFT_CMA", v, &c.cma));
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));
   if (const char* v = env("WEFT_ALGO", "NCCL_ALGO")) c.algo = v;
   if (const char* v = env("WEFT_TORUS")) c.torus = v;
-  if (const char* v = env("WEFT_DEBUG", "NCCL_DEBUG")) {
+  if (const char* v = env("WEFT_DEBUG", "NCCL_DEBUG", &name)) {
     c.debug = v;
+    for (char& ch : c.debug) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
     if (c.debug != "WARN" && c.debug != "INFO" && c.debug != "TRACE" && c.debug != "VERSION" &&
         c.debug != "NONE")
-      return invalid_argument("WEFT_DEBUG='" + c.debug + "' is not one of NONE, VERSION, WARN, INFO, TRACE");
+      return invalid_argument(std::string(name) + "='" + v + "' is not one of NONE, VERSION, WARN, INFO, TRACE");
+  }
+  if (const char* v = env("WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", &name)) {
+    bool blocking = true;
+    WEFT_TRY(parse_flag(name, v, &blocking));
+    c.comm_blocking = blocking;
   }
   return c;
 }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "weft/status.h"
@@ -16,7 +17,8 @@ struct Config {
   // naming the ranks or peers it was waiting for.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   // WEFT_TRANSPORT: "auto" (self > shm on the same node > tcp), "shm" or "tcp" (force every
-  // peer onto it; shm across nodes is an error).
+  // peer onto it; shm across nodes is an error). When WEFT_TRANSPORT is unset, NCCL_SHM_DISABLE=1
+  // means "tcp".
   std::string transport = "auto";
   // WEFT_NODE: this process's node identity. Empty: hostname + boot id. Ranks with equal node
   // identity use shared memory with each other.
@@ -26,7 +28,8 @@ struct Config {
   std::string socket_ifname;
   // WEFT_TCP_SOCKETS: sockets per tcp peer; large messages are striped across them.
   int tcp_sockets = 1;
-  // WEFT_SHM_FIFO_BYTES: bytes in each shared-memory FIFO (one per direction per peer pair).
+  // WEFT_SHM_FIFO_BYTES (or NCCL_BUFFSIZE): bytes in each shared-memory FIFO (one per direction
+  // per peer pair).
   size_t shm_fifo_bytes = size_t{4} << 20;
   // WEFT_CMA: 1 lets shm move messages of at least cma_threshold bytes with one
   // process_vm_readv copy (falls back to the FIFO where the kernel refuses). Off by default:
@@ -43,8 +46,11 @@ struct Config {
   // WEFT_TORUS: the machine's torus shape as "XxY" or "XxYxZ" (product = number of ranks, rank =
   // x + X*(y + Y*z)); enables the torus algorithms. Empty: no torus. Checked at communicator init.
   std::string torus;
-  // WEFT_DEBUG: "WARN" (default), "INFO", "TRACE", "VERSION", "NONE".
+  // WEFT_DEBUG (or NCCL_DEBUG; either case): "WARN" (default), "INFO", "TRACE", "VERSION", "NONE".
   std::string debug = "WARN";
+  // WEFT_COMM_BLOCKING (or NCCL_COMM_BLOCKING), 0 or 1, for the NCCL ABI: when set, whether
+  // ncclCommInitRank* and ncclCommSplit block, overriding ncclConfig_t.blocking (as NCCL does).
+  std::optional<bool> comm_blocking;
 
   // Reads the variables above (and their NCCL_ twins where one exists). A malformed value is an
   // error naming the variable and the value.

@@ -5,18 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "weft/weft.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      fprintf(stderr, "FAILED %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-      ++failures;                                          \
-    }                                                      \
-  } while (0)
 #define OK(call) CHECK((call) == weftSuccess, "%s: %s", #call, weftGetLastError(comm))
 
 int main(void) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/scoped_env.h"
+
 namespace weft {
 namespace {
 
@@ -27,16 +29,6 @@ const char* const kVars[] = {
 // Clears every variable read_launch_env looks at, and restores them afterwards.
 class LaunchEnvTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    for (const char* v : kVars) {
-      if (const char* old = std::getenv(v)) saved_[v] = old;
-      ::unsetenv(v);
-    }
-  }
-  void TearDown() override {
-    for (const char* v : kVars) ::unsetenv(v);
-    for (auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
-  }
   void set(std::initializer_list<std::pair<const char*, const char*>> vars) {
     for (auto& [k, v] : vars) ::setenv(k, v, 1);
   }
@@ -54,7 +46,7 @@ class LaunchEnvTest : public ::testing::Test {
     return r.status().message();
   }
 
-  std::map<std::string, std::string> saved_;
+  testing::ScopedEnv env_{kVars};
 };
 
 #define EXPECT_MENTIONS(text, what) \

@@ -1,0 +1,124 @@
+#include "src/capi_common.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "weft/unique_id.h"
+
+namespace weft::capi {
+namespace {
+
+// The calling thread's open group.
+struct ThreadGroup {
+  int depth = 0;
+  std::vector<CommHandle*> comms;                // communicators used inside the group
+  std::vector<Request> blocking;                 // calls that complete by group_end()
+  std::vector<std::function<Status()>> at_end;   // at_group_end() callbacks
+};
+thread_local ThreadGroup t_group;
+thread_local std::string t_last_error;
+
+}  // namespace
+
+Status record(CommHandle* h, Status s) {
+  if (s.ok() || s.code() == StatusCode::kInProgress) return s;
+  if (h != nullptr) h->last_error = s.message();
+  t_last_error = s.message();
+  return s;
+}
+
+const std::string& thread_last_error() { return t_last_error; }
+
+bool in_group() { return t_group.depth > 0; }
+
+void group_start() { ++t_group.depth; }
+
+Status group_end() {
+  if (t_group.depth == 0) return invalid_usage("group end without a matching group start");
+  if (--t_group.depth > 0) return Status();
+  Status first;
+  std::vector<CommHandle*> comms;
+  comms.swap(t_group.comms);
+  for (CommHandle* h : comms) {
+    Status s = record(h, h->comm->group_end());
+    if (first.ok()) first = std::move(s);
+  }
+  std::vector<Request> pending;
+  pending.swap(t_group.blocking);
+  for (Request& r : pending) {
+    Status s = r.wait();
+    if (first.ok()) first = std::move(s);
+  }
+  std::vector<std::function<Status()>> callbacks;
+  callbacks.swap(t_group.at_end);
+  for (auto& fn : callbacks) {
+    Status s = fn();
+    if (first.ok()) first = std::move(s);
+  }
+  return first;
+}
+
+Status enter(CommHandle& h) {
+  if (!in_group() || std::find(t_group.comms.begin(), t_group.comms.end(), &h) != t_group.comms.end())
+    return Status();
+  WEFT_TRY(h.comm->group_start());
+  t_group.comms.push_back(&h);
+  return Status();
+}
+
+Status finish_call(CommHandle& h, Request req, Request* out) {
+  if (req.test() && !req.status().ok() && req.status().code() != StatusCode::kInProgress) return req.status();
+  if (out != nullptr) {
+    *out = std::move(req);
+    return Status();
+  }
+  if (in_group()) {
+    t_group.blocking.push_back(std::move(req));
+    return Status();
+  }
+  return req.wait();
+}
+
+Status at_group_end(std::function<Status()> fn) {
+  if (!in_group()) return fn();
+  t_group.at_end.push_back(std::move(fn));
+  return Status();
+}
+
+Result<std::vector<std::unique_ptr<Communicator>>> init_all(int n, const Config& config) {
+  if (n < 0) return invalid_argument("the number of ranks is " + std::to_string(n) + "; it must not be negative");
+  std::vector<std::unique_ptr<Communicator>> comms(static_cast<size_t>(n));
+  if (n == 0) return comms;
+  auto id = UniqueId::create(config);
+  WEFT_TRY(id);
+  std::vector<Status> results(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = Communicator::init(*id, i, n, config);
+      if (c.ok()) comms[static_cast<size_t>(i)] = std::move(*c);
+      else results[static_cast<size_t>(i)] = c.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (Status& s : results)
+    if (!s.ok()) return s;  // the communicators that were made are destroyed with `comms`
+  return comms;
+}
+
+const char* result_string(int code) {
+  switch (code) {
+    case 0: return "no error";
+    case 1: return "unhandled cuda error";
+    case 2: return "unhandled system error (run with WEFT_DEBUG=INFO for details)";
+    case 3: return "internal error - please report this issue to the weft developers";
+    case 4: return "invalid argument (run with WEFT_DEBUG=WARN for details)";
+    case 5: return "invalid usage (run with WEFT_DEBUG=WARN for details)";
+    case 6: return "remote process exited or there was a network error";
+    case 7: return "operation in progress";
+    case 8: return "operation timed out";
+    default: return "unknown result code";
+  }
+}
+
+}  // namespace weft::capi

@@ -1,0 +1,79 @@
+// What weft's two C surfaces share: its own C API (src/c_api.cc over weft.h) and the NCCL ABI
+// (src/nccl/ over nccl.h). Both wrap a Communicator in a C handle, keep the text of the last error
+// per handle and per thread, run NCCL-style groups (per thread, spanning every communicator the
+// thread uses between group start and end), and stop exceptions at the C boundary.
+//
+// Everything here speaks weft::Status. Each surface maps Status to its own result enum in one
+// function of its own (weft: to_result in c_api.cc; NCCL: to_nccl in src/nccl/).
+//
+// Thread-safety: as NCCL: one thread issues calls on a handle at a time. The group state and the
+// thread's last error belong to the calling thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/communicator.h"
+#include "weft/config.h"
+#include "weft/status.h"
+
+namespace weft::capi {
+
+// The part of a C communicator handle both surfaces share. A surface derives its own handle
+// from it (weftComm, ncclComm) and owns the handle's lifetime.
+struct CommHandle {
+  std::unique_ptr<Communicator> comm;  // null while (or when) a background init has not made one
+  std::string last_error;
+};
+
+// Records the message of a failed `s` (not OK, not kInProgress) as the last error of `h` (when not
+// null) and of the calling thread. Returns `s`.
+Status record(CommHandle* h, Status s);
+// The calling thread's last error message ("" if none).
+const std::string& thread_last_error();
+
+// Runs body() (which returns a Status); an exception escaping it becomes kInternalError. A failure
+// is recorded against `h` (see record()).
+template <typename F>
+Status guarded(CommHandle* h, F&& body) {
+  Status s;
+  try {
+    s = body();
+  } catch (const std::exception& e) {
+    s = internal_error(std::string("internal error: ") + e.what());
+  } catch (...) {
+    s = internal_error("internal error: unknown exception");
+  }
+  return record(h, std::move(s));
+}
+
+// ---- Groups (per thread, spanning communicators) ----
+
+bool in_group();
+void group_start();
+// Ends the calling thread's group: ends the group of every communicator used in it (their queued
+// send/recv start), waits for every call made in it that was to complete by now, then runs the
+// at_group_end() callbacks. Returns the first failure. REQUIRES: in_group() (else kInvalidUsage).
+Status group_end();
+// Inside a group, the first call on a communicator opens that communicator's group.
+// REQUIRES: h.comm is not null.
+Status enter(CommHandle& h);
+// The end of a call that queued `req`: if `out` is given, hands the request back; inside a group,
+// parks it for group_end() to wait for; otherwise waits for it. Returns the call's outcome so far.
+Status finish_call(CommHandle& h, Request req, Request* out);
+// Runs `fn` when the calling thread's group ends, after its calls have completed (or at once, when
+// no group is open). A callback that holds a resource keeps it alive until then.
+Status at_group_end(std::function<Status()> fn);
+
+// ---- Communicators ----
+
+// `n` communicators of one fresh UniqueId in this process, rank i made by thread i; all or none.
+// n == 0 gives an empty vector.
+Result<std::vector<std::unique_ptr<Communicator>>> init_all(int n, const Config& config);
+
+// The text both surfaces give for a result code (the numbers of StatusCode and of ncclResult_t).
+const char* result_string(int code);
+
+}  // namespace weft::capi

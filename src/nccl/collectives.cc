@@ -1,0 +1,235 @@
+// The NCCL ABI, part 2: PreMulSum ops, collectives, point to point, groups.
+//
+// Every call goes to weft::Communicator and completes before it returns (inside a group: by the
+// time ncclGroupEnd returns); the stream argument is not used, since buffers are host memory.
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "src/kernels/reduce.h"
+#include "src/nccl/internal.h"
+#include "src/nccl/visibility.h"
+
+namespace weft::nccl {
+namespace {
+
+// A reduction as weft runs it: a built-in op on the caller's send buffer, or, for a PreMulSum
+// op, kSum on a scaled copy of it (`scaled` keeps the copy alive until the call completes).
+struct Reduction {
+  RedOp op = RedOp::kSum;
+  const void* send = nullptr;
+  std::shared_ptr<std::vector<std::byte>> scaled;
+};
+
+// dst[i] = src[i] * scalar, rounded to `type` (integers wrap): the prod kernel against a block of
+// copies of the scalar, so every dtype gets reduce.h's arithmetic.
+void scale(std::byte* dst, const std::byte* src, size_t count, DataType type, const std::byte* scalar) {
+  constexpr size_t kBlock = 4096;
+  const size_t elem = dtype_size(type);
+  std::vector<std::byte> scalars(std::min(count, kBlock) * elem);
+  for (size_t i = 0; i < scalars.size(); i += elem) std::memcpy(scalars.data() + i, scalar, elem);
+  const kernels::ReduceFn mul = kernels::reduce_fn(type, RedOp::kProd);
+  for (size_t done = 0; done < count; done += kBlock) {
+    const size_t n = std::min(kBlock, count - done);
+    mul(dst + done * elem, src + done * elem, scalars.data(), n);
+  }
+}
+
+// Resolves `op` for a call of `fn` reading `in_count` elements of `send` (the whole send buffer:
+// count, or count * nranks for ReduceScatter, computed here without overflow).
+Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const void* send, size_t count,
+                          size_t in_per_count) {
+  Reduction r;
+  r.send = send;
+  if (op >= 0 && op < kNumRedOps) {
+    r.op = static_cast<RedOp>(op);
+    return r;
+  }
+  const size_t slot = static_cast<size_t>(op) - ncclNumOps;
+  if (op < ncclNumOps || slot >= c.ops.size() || !c.ops[slot])
+    return invalid_argument(std::string(fn) + ": reduction op " + std::to_string(op) +
+                            " is neither a built-in op (0-4) nor a PreMulSum op made on this communicator");
+  const PreMulSum& pre = *c.ops[slot];
+  const DataType type = static_cast<DataType>(dtype);
+  if (!dtype_valid(type)) return invalid_argument(std::string(fn) + ": unsupported data type " + std::to_string(dtype));
+  if (type != pre.dtype)
+    return invalid_argument(std::string(fn) + ": PreMulSum op " + std::to_string(op) + " was made for " +
+                            std::string(dtype_name(pre.dtype)) + " but the call passes " + std::string(dtype_name(type)));
+  const size_t elem = dtype_size(type);
+  if (count > std::numeric_limits<size_t>::max() / elem / in_per_count)
+    return invalid_argument(std::string(fn) + ": count " + std::to_string(count) + " overflows");
+  const size_t in_count = count * in_per_count;
+  if (in_count > 0 && send == nullptr)
+    return invalid_argument(std::string(fn) + ": sendbuff is NULL with count " + std::to_string(count));
+  std::array<std::byte, 8> scalar = pre.value;
+  if (pre.pointer != nullptr) std::memcpy(scalar.data(), pre.pointer, elem);
+  r.op = RedOp::kSum;
+  r.scaled = std::make_shared<std::vector<std::byte>>(in_count * elem);
+  scale(r.scaled->data(), static_cast<const std::byte*>(send), in_count, type, scalar.data());
+  r.send = r.scaled->data();
+  return r;
+}
+
+// Joins the thread's open group, issues the call `issue` makes, and completes it (keeping
+// `keep` alive until then).
+template <typename F>
+Status run(ncclComm& c, F&& issue, std::shared_ptr<void> keep = {}) {
+  WEFT_TRY(capi::enter(c));
+  Status s = capi::finish_call(c, issue(*c.comm), nullptr);
+  if (keep && s.ok()) WEFT_TRY(capi::at_group_end([keep] { return Status(); }));
+  return s;
+}
+
+DataType dt(int v) { return static_cast<DataType>(v); }
+
+}  // namespace
+}  // namespace weft::nccl
+
+using namespace weft::nccl;  // NOLINT: the entry points below are the namespace's whole purpose
+namespace capi = weft::capi;
+using weft::Communicator;
+using weft::Status;
+
+extern "C" {
+
+WEFT_NCCL_API(ncclResult_t, RedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+              ncclScalarResidence_t residence, ncclComm_t comm) {
+  return with_comm(comm, "ncclRedOpCreatePreMulSum", [&](ncclComm& c) -> Status {
+    const int type = raw(datatype), where = raw(residence);
+    if (op == nullptr || scalar == nullptr)
+      return weft::invalid_argument("ncclRedOpCreatePreMulSum: op or scalar is NULL");
+    if (!weft::dtype_valid(dt(type)))
+      return weft::invalid_argument("ncclRedOpCreatePreMulSum: unsupported data type " + std::to_string(type));
+    if (where != ncclScalarDevice && where != ncclScalarHostImmediate)
+      return weft::invalid_argument("ncclRedOpCreatePreMulSum: residence " + std::to_string(where) +
+                                    " is neither ncclScalarDevice (0) nor ncclScalarHostImmediate (1)");
+    PreMulSum pre;
+    pre.dtype = dt(type);
+    if (where == ncclScalarHostImmediate) std::memcpy(pre.value.data(), scalar, weft::dtype_size(pre.dtype));
+    else pre.pointer = scalar;
+    auto slot = std::find(c.ops.begin(), c.ops.end(), std::nullopt);
+    if (slot == c.ops.end()) {
+      if (c.ops.size() >= static_cast<size_t>(ncclMaxRedOp - ncclNumOps))
+        return weft::invalid_usage("ncclRedOpCreatePreMulSum: too many ops on this communicator");
+      slot = c.ops.insert(c.ops.end(), std::nullopt);
+    }
+    *slot = pre;
+    *op = static_cast<ncclRedOp_t>(ncclNumOps + (slot - c.ops.begin()));
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, RedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+  return with_comm(comm, "ncclRedOpDestroy", [&](ncclComm& c) -> Status {
+    const int id = raw(op);
+    const size_t slot = static_cast<size_t>(id) - ncclNumOps;
+    if (id < ncclNumOps || slot >= c.ops.size() || !c.ops[slot])
+      return weft::invalid_argument("ncclRedOpDestroy: op " + std::to_string(id) +
+                                    " is not a PreMulSum op made on this communicator (built-in ops 0-4 cannot be "
+                                    "destroyed)");
+    c.ops[slot].reset();
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, AllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  return with_comm(comm, "ncclAllReduce", [&](ncclComm& c) -> Status {
+    auto r = resolve(c, "ncclAllReduce", raw(op), raw(datatype), sendbuff, count, 1);
+    WEFT_TRY(r);
+    return run(c, [&](Communicator& w) { return w.allreduce(r->send, recvbuff, count, dt(raw(datatype)), r->op); },
+               r->scaled);
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  return with_comm(comm, "ncclReduceScatter", [&](ncclComm& c) -> Status {
+    auto r = resolve(c, "ncclReduceScatter", raw(op), raw(datatype), sendbuff, recvcount,
+                     static_cast<size_t>(c.comm->size()));
+    WEFT_TRY(r);
+    return run(c, [&](Communicator& w) { return w.reduce_scatter(r->send, recvbuff, recvcount, dt(raw(datatype)), r->op); },
+               r->scaled);
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, Reduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+  return with_comm(comm, "ncclReduce", [&](ncclComm& c) -> Status {
+    auto r = resolve(c, "ncclReduce", raw(op), raw(datatype), sendbuff, count, 1);
+    WEFT_TRY(r);
+    return run(c, [&](Communicator& w) { return w.reduce(r->send, recvbuff, count, dt(raw(datatype)), r->op, root); },
+               r->scaled);
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, Broadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              int root, ncclComm_t comm, cudaStream_t) {
+  return with_comm(comm, "ncclBroadcast", [&](ncclComm& c) -> Status {
+    return run(c, [&](Communicator& w) { return w.broadcast(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, Bcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+              cudaStream_t) {
+  return with_comm(comm, "ncclBcast", [&](ncclComm& c) -> Status {
+    return run(c, [&](Communicator& w) { return w.broadcast(buff, buff, count, dt(raw(datatype)), root); });
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, AllGather, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+              ncclComm_t comm, cudaStream_t) {
+  return with_comm(comm, "ncclAllGather", [&](ncclComm& c) -> Status {
+    return run(c, [&](Communicator& w) { return w.allgather(sendbuff, recvbuff, sendcount, dt(raw(datatype))); });
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, AlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              ncclComm_t comm, cudaStream_t) {
+  return with_comm(comm, "ncclAlltoAll", [&](ncclComm& c) -> Status {
+    return run(c, [&](Communicator& w) { return w.alltoall(sendbuff, recvbuff, count, dt(raw(datatype))); });
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, Gather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              int root, ncclComm_t comm, cudaStream_t) {
+  return with_comm(comm, "ncclGather", [&](ncclComm& c) -> Status {
+    return run(c, [&](Communicator& w) { return w.gather(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, Scatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              int root, ncclComm_t comm, cudaStream_t) {
+  return with_comm(comm, "ncclScatter", [&](ncclComm& c) -> Status {
+    return run(c, [&](Communicator& w) { return w.scatter(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, Send, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+              ncclComm_t comm, cudaStream_t) {
+  return with_comm(comm, "ncclSend", [&](ncclComm& c) -> Status {
+    return run(c, [&](Communicator& w) { return w.send(sendbuff, count, dt(raw(datatype)), peer); });
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, Recv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+              cudaStream_t) {
+  return with_comm(comm, "ncclRecv", [&](ncclComm& c) -> Status {
+    return run(c, [&](Communicator& w) { return w.recv(recvbuff, count, dt(raw(datatype)), peer); });
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, GroupStart, void) {
+  capi::group_start();
+  return ncclSuccess;
+}
+
+WEFT_NCCL_API(ncclResult_t, GroupEnd, void) {
+  return entry(nullptr, [] {
+    Status s = capi::group_end();
+    return s.ok() ? s : s.with_context("ncclGroupEnd");
+  });
+}
+
+}  // extern "C"

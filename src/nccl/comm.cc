@@ -1,0 +1,337 @@
+// The NCCL ABI, part 1: version, errors, ids, communicator life cycle and queries, memory.
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <utility>
+
+#include "src/comm_state.h"
+#include "src/nccl/internal.h"
+#include "src/nccl/visibility.h"
+#include "weft/unique_id.h"
+
+namespace weft::nccl {
+
+ncclResult_t to_nccl(const Status& s) { return static_cast<ncclResult_t>(static_cast<int>(s.code())); }
+
+ncclResult_t fail(Status s) { return to_nccl(capi::record(nullptr, std::move(s))); }
+
+std::shared_ptr<Background> Background::start(std::function<Status()> work) {
+  auto bg = std::make_shared<Background>();
+  std::thread([bg, work = std::move(work)] {
+    Status s = capi::guarded(nullptr, work);
+    {
+      std::lock_guard<std::mutex> lock(bg->mu_);
+      bg->status_ = std::move(s);
+      bg->done_.store(true, std::memory_order_release);
+      bg->cv_.notify_all();  // under the lock: a waiter may free what the work touched at once
+    }
+  }).detach();
+  return bg;
+}
+
+Status Background::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_.load(std::memory_order_acquire); });
+  return status_;
+}
+
+Status settle(ncclComm& c) {
+  Status s = c.init ? c.init->wait() : Status();
+  std::vector<std::shared_ptr<Background>> lent;
+  {
+    std::lock_guard<std::mutex> lock(c.lent_mu);
+    lent.swap(c.lent);
+  }
+  for (auto& bg : lent) (void)bg->wait();  // their outcome went to their own group or handle
+  if (s.ok() && !c.comm) return internal_error("communicator handle without a communicator");
+  return s;
+}
+
+namespace {
+
+// Says which NCCL ABI this is when asked for (NCCL_DEBUG=VERSION, INFO or TRACE), on rank 0.
+void log_version(const ncclComm& c) {
+  const Config& config = c.comm->config();
+  const Logger& log = c.comm->state().log();
+  if (c.comm->rank() != 0 || (config.debug != "VERSION" && !log.enabled(LogLevel::kInfo))) return;
+  log.log(LogLevel::kVersion, "NCCL version " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
+                                  "." + std::to_string(NCCL_PATCH) + " (weft libnccl.so.2, host memory)" +
+                                  (c.name.empty() ? "" : ", comm " + c.name));
+}
+
+// Makes `h->comm` with `make`: inline when blocking outside a group; else in the background,
+// with ncclGroupEnd waiting for it (blocking) or ncclInProgress returned (non-blocking).
+Status start_comm(ncclComm* h, std::function<Result<std::unique_ptr<Communicator>>()> make) {
+  auto run = [h, make = std::move(make)]() -> Status {
+    auto c = make();
+    WEFT_TRY(c);
+    h->comm = std::move(*c);
+    log_version(*h);
+    return Status();
+  };
+  if (h->blocking && !capi::in_group()) return run();
+  h->init = Background::start(std::move(run));
+  if (h->blocking) return capi::at_group_end([bg = h->init] { return bg->wait(); });
+  if (capi::in_group()) {
+    WEFT_TRY(capi::at_group_end([bg = h->init] {
+      return bg->done() ? bg->wait() : Status(StatusCode::kInProgress, "a non-blocking initialization is in progress");
+    }));
+  }
+  return Status(StatusCode::kInProgress, "initialization runs in the background");
+}
+
+// ncclCommInitRank and ncclCommInitRankConfig.
+ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
+                       const char* fn) {
+  return entry(nullptr, [&]() -> Status {
+    const std::string name = fn;
+    if (out == nullptr) return invalid_argument(name + ": comm is NULL");
+    *out = nullptr;
+    if (nranks < 1) return invalid_argument(name + ": nranks is " + std::to_string(nranks) + "; it must be at least 1");
+    if (rank < 0 || rank >= nranks)
+      return invalid_argument(name + ": rank " + std::to_string(rank) + " is out of range for " + std::to_string(nranks) +
+                              " ranks");
+    UniqueId uid;
+    static_assert(sizeof(id.internal) == UniqueId::kBytes);
+    std::memcpy(uid.bytes.data(), id.internal, UniqueId::kBytes);
+    if (!uid.valid()) return invalid_argument(name + ": the ncclUniqueId was not made by ncclGetUniqueId (bad magic)");
+    auto env = Config::from_env();
+    WEFT_TRY(env);
+    auto options = parse_config(config, *env, true);
+    if (!options.ok()) return options.status().with_context(name);
+    auto h = std::make_unique<ncclComm>();
+    h->blocking = options->blocking;
+    h->name = options->name;
+    Status s = start_comm(h.get(), [uid, rank, nranks, env = *env] { return Communicator::init(uid, rank, nranks, env); });
+    if (h->init || s.ok() || s.code() == StatusCode::kInProgress) *out = h.release();  // running: the user owns it
+    return s;
+  });
+}
+
+// Frees `c` once nothing runs on it: its background work has ended and no call is inside it.
+void release(ncclComm* c) {
+  (void)settle(*c);
+  while (c->active_calls.load(std::memory_order_acquire) > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  delete c;
+}
+
+// The status of a communicator for the queries: kInProgress while its init runs.
+Status query_ready(const ncclComm* c, const void* out, const char* fn, const char* what) {
+  if (c == nullptr || out == nullptr) return invalid_argument(std::string(fn) + ": comm or " + what + " is NULL");
+  if (c->init && !c->init->done())
+    return Status(StatusCode::kInProgress, std::string(fn) + ": the communicator is still being initialized "
+                                           "(non-blocking); poll ncclCommGetAsyncError until it returns ncclSuccess");
+  Status s = c->init ? c->init->wait() : Status();
+  if (!s.ok()) return Status(s.code(), std::string(fn) + ": the communicator's initialization failed: " + s.message());
+  return Status();
+}
+
+}  // namespace
+}  // namespace weft::nccl
+
+using namespace weft::nccl;  // NOLINT: the entry points below are the namespace's whole purpose
+namespace capi = weft::capi;
+using weft::Status;
+
+extern "C" {
+
+WEFT_NCCL_API(ncclResult_t, GetVersion, int* version) {
+  if (version == nullptr) return fail(weft::invalid_argument("ncclGetVersion: version is NULL"));
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+WEFT_NCCL_API(const char*, GetErrorString, ncclResult_t result) { return capi::result_string(raw(result)); }
+
+// As NCCL: the calling thread's last error, whatever comm is.
+WEFT_NCCL_API(const char*, GetLastError, ncclComm_t) { return capi::thread_last_error().c_str(); }
+
+WEFT_NCCL_API(ncclResult_t, GetUniqueId, ncclUniqueId* out) {
+  return entry(nullptr, [&]() -> Status {
+    if (out == nullptr) return weft::invalid_argument("ncclGetUniqueId: uniqueId is NULL");
+    auto config = weft::Config::from_env();
+    WEFT_TRY(config);
+    auto id = weft::UniqueId::create(*config);
+    WEFT_TRY(id);
+    std::memcpy(out->internal, id->bytes.data(), weft::UniqueId::kBytes);
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  return init_rank(comm, nranks, id, rank, nullptr, "ncclCommInitRank");
+}
+
+WEFT_NCCL_API(ncclResult_t, CommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+              ncclConfig_t* config) {
+  return init_rank(comm, nranks, id, rank, config, "ncclCommInitRankConfig");
+}
+
+WEFT_NCCL_API(ncclResult_t, CommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+  return entry(nullptr, [&]() -> Status {
+    if (comms == nullptr) return weft::invalid_argument("ncclCommInitAll: comms is NULL");
+    if (ndev < 0) return weft::invalid_argument("ncclCommInitAll: ndev is " + std::to_string(ndev));
+    for (int i = 0; i < ndev; ++i) {
+      comms[i] = nullptr;
+      if (devlist != nullptr && devlist[i] < 0)
+        return weft::invalid_argument("ncclCommInitAll: devlist[" + std::to_string(i) + "] = " +
+                                      std::to_string(devlist[i]) + " is not a device");
+    }
+    auto config = weft::Config::from_env();
+    WEFT_TRY(config);
+    auto all = capi::init_all(ndev, *config);
+    WEFT_TRY(all);
+    for (int i = 0; i < ndev; ++i) {
+      auto* h = new ncclComm;
+      h->comm = std::move((*all)[static_cast<size_t>(i)]);
+      h->cuda_dev = devlist != nullptr ? devlist[i] : i;
+      log_version(*h);
+      comms[i] = h;
+    }
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+              ncclConfig_t* config) {
+  if (newcomm == nullptr) return fail(weft::invalid_argument("ncclCommSplit: newcomm is NULL"));
+  *newcomm = nullptr;
+  return with_comm(comm, "ncclCommSplit", [&](ncclComm& parent) -> Status {
+    if (color < NCCL_SPLIT_NOCOLOR)
+      return weft::invalid_argument("ncclCommSplit: color " + std::to_string(color) +
+                                    " is negative (NCCL_SPLIT_NOCOLOR = -1 opts out)");
+    auto options = parse_config(config, parent.comm->config(), parent.blocking);
+    if (!options.ok()) return options.status().with_context("ncclCommSplit");
+    if (config == nullptr) options->name = parent.name;
+    weft::Communicator* from = parent.comm.get();
+    if (color == NCCL_SPLIT_NOCOLOR) {
+      // This rank takes part in the split's exchange but gets no communicator.
+      // Off the calling thread (non-blocking, or in a group), the parent's next use waits for it.
+      auto opt_out = [from, color, key]() -> Status { return from->split(color, key).status(); };
+      if (options->blocking && !capi::in_group()) return opt_out();
+      auto bg = Background::start(opt_out);
+      {
+        std::lock_guard<std::mutex> lock(parent.lent_mu);
+        parent.lent.push_back(bg);
+      }
+      if (options->blocking) return capi::at_group_end([bg] { return bg->wait(); });
+      return Status();
+    }
+    auto h = std::make_unique<ncclComm>();
+    h->blocking = options->blocking;
+    h->name = options->name;
+    h->cuda_dev = parent.cuda_dev;
+    Status s = start_comm(h.get(), [from, color, key] { return from->split(color, key); });
+    if (h->init) {
+      std::lock_guard<std::mutex> lock(parent.lent_mu);
+      parent.lent.push_back(h->init);
+    }
+    if (h->init || s.ok() || s.code() == weft::StatusCode::kInProgress) *newcomm = h.release();
+    return s;
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommFinalize, ncclComm_t comm) {
+  return with_comm(comm, "ncclCommFinalize", [&](ncclComm& c) -> Status {
+    c.finalized = true;
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommDestroy, ncclComm_t comm) {
+  if (comm == nullptr) return fail(weft::invalid_argument("ncclCommDestroy: comm is NULL"));
+  return entry(nullptr, [&] {
+    release(comm);
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommAbort, ncclComm_t comm) {
+  if (comm == nullptr) return fail(weft::invalid_argument("ncclCommAbort: comm is NULL"));
+  return entry(nullptr, [&] {
+    // A background init cannot be cancelled: it ends by itself within WEFT_TIMEOUT.
+    if (settle(*comm).ok()) comm->comm->abort();
+    release(comm);
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommGetAsyncError, ncclComm_t comm, ncclResult_t* async_error) {
+  if (comm == nullptr || async_error == nullptr)
+    return fail(weft::invalid_argument("ncclCommGetAsyncError: comm or asyncError is NULL"));
+  return entry(nullptr, [&]() -> Status {
+    Status s = query_ready(comm, async_error, "ncclCommGetAsyncError", "asyncError");
+    if (s.ok()) s = comm->comm->state().async_error();
+    *async_error = to_nccl(s);
+    (void)capi::record(nullptr, s);  // so ncclGetLastError says what broke it
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommCount, const ncclComm_t comm, int* count) {
+  return entry(nullptr, [&]() -> Status {
+    WEFT_TRY(query_ready(comm, count, "ncclCommCount", "count"));
+    *count = comm->comm->size();
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommCuDevice, const ncclComm_t comm, int* device) {
+  return entry(nullptr, [&]() -> Status {
+    WEFT_TRY(query_ready(comm, device, "ncclCommCuDevice", "device"));
+    *device = comm->cuda_dev;
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommUserRank, const ncclComm_t comm, int* rank) {
+  return entry(nullptr, [&]() -> Status {
+    WEFT_TRY(query_ready(comm, rank, "ncclCommUserRank", "rank"));
+    *rank = comm->comm->rank();
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, MemAlloc, void** ptr, size_t size) {
+  return entry(nullptr, [&]() -> Status {
+    if (ptr == nullptr) return weft::invalid_argument("ncclMemAlloc: ptr is NULL");
+    *ptr = nullptr;
+    constexpr size_t kAlign = 4096;
+    if (::posix_memalign(ptr, kAlign, size > 0 ? size : 1) != 0) {
+      *ptr = nullptr;
+      return weft::system_error("ncclMemAlloc: cannot allocate " + std::to_string(size) + " bytes");
+    }
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, MemFree, void* ptr) {
+  std::free(ptr);
+  return ncclSuccess;
+}
+
+WEFT_NCCL_API(ncclResult_t, CommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return entry(comm, [&]() -> Status {
+    if (comm == nullptr || handle == nullptr) return weft::invalid_argument("ncclCommRegister: comm or handle is NULL");
+    *handle = nullptr;
+    if (buff == nullptr && size > 0)
+      return weft::invalid_argument("ncclCommRegister: buff is NULL with size " + std::to_string(size));
+    auto reg = std::make_unique<std::pair<void*, size_t>>(buff, size);
+    void* key = reg.get();
+    comm->registrations.emplace(key, std::move(reg));
+    *handle = key;
+    return Status();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommDeregister, const ncclComm_t comm, void* handle) {
+  return entry(comm, [&]() -> Status {
+    if (comm == nullptr) return weft::invalid_argument("ncclCommDeregister: comm is NULL");
+    if (comm->registrations.erase(handle) == 0)
+      return weft::invalid_argument("ncclCommDeregister: the handle was not returned by ncclCommRegister on this "
+                                    "communicator (or was deregistered already)");
+    return Status();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,139 @@
+// Internal to src/nccl (the NCCL ABI, libnccl.so.2): the communicator handle behind ncclComm_t
+// and what the entry points share.
+//
+// Every entry point (pncclX; ncclX is a weak alias of it) checks its arguments, runs its body
+// through with_comm() or entry() (exceptions fenced, the failure's text recorded for
+// ncclGetLastError), and maps the Status to ncclResult_t in to_nccl(), the only place that
+// mapping happens. Nothing here exits or aborts the process.
+//
+// Ownership: the user owns an ncclComm from init until ncclCommDestroy/Abort. A background init
+// or split (non-blocking, or inside a group) runs on a detached thread that writes the handle's
+// `comm`; everything that reads `comm` first waits for it (settle()), and destroy/abort wait for
+// it before freeing. Thread-safety: as NCCL: one thread issues calls on a communicator at a time;
+// ncclCommGetAsyncError and ncclCommAbort may come from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "nccl.h"
+#include "src/capi_common.h"
+#include "weft/communicator.h"
+#include "weft/status.h"
+#include "weft/types.h"
+
+namespace weft::nccl {
+
+// Work running on a detached thread, and its outcome. Whoever owns what the work touches must
+// wait() before freeing it.
+class Background {
+ public:
+  static std::shared_ptr<Background> start(std::function<Status()> work);
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // Blocks until the work has finished; returns its outcome.
+  Status wait();
+
+ private:
+  std::atomic<bool> done_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Status status_;  // guarded by mu_ until done_
+};
+
+// A reduction op made by ncclRedOpCreatePreMulSum: sum over ranks of (scalar * x).
+struct PreMulSum {
+  DataType dtype = DataType::kFloat32;
+  std::array<std::byte, 8> value{};    // ncclScalarHostImmediate: the scalar, read at creation
+  const void* pointer = nullptr;       // ncclScalarDevice: read by every call that uses the op
+};
+
+// The options an NCCL communicator takes from ncclConfig_t and the environment.
+struct CommOptions {
+  bool blocking = true;
+  std::string name;  // ncclConfig_t.commName
+};
+
+// Reads `user` (may be null) as NCCL does: copies min(user->size, sizeof(ncclConfig_t)) bytes,
+// rejects a bad magic, resets fields newer than user->version, checks ranges. Blocking comes
+// from WEFT_/NCCL_COMM_BLOCKING when set, else from the config, else `default_blocking`.
+Result<CommOptions> parse_config(const ncclConfig_t* user, const Config& env, bool default_blocking);
+
+// Maps a Status to the NCCL result code (the numbers are equal; see weft/status.h).
+ncclResult_t to_nccl(const Status& s);
+
+// The int behind a C enum argument, read without loading it as the enum (a value outside the
+// enum's range, such as (ncclDataType_t)77, is the caller's to pass and ours to reject).
+template <typename E>
+int raw(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+}  // namespace weft::nccl
+
+struct ncclComm : weft::capi::CommHandle {
+  int cuda_dev = 0;
+  bool blocking = true;
+  std::string name;
+  // The background init or split that makes `comm` (null when it was made inline).
+  std::shared_ptr<weft::nccl::Background> init;
+  // Background splits of this (parent) communicator still running.
+  std::mutex lent_mu;
+  std::vector<std::shared_ptr<weft::nccl::Background>> lent;
+  // Calls inside the library on this communicator; ncclCommAbort waits for them to leave.
+  std::atomic<int> active_calls{0};
+  bool finalized = false;
+  // PreMulSum ops: ops[i] is op ncclNumOps + i (nullopt once destroyed, for reuse).
+  std::vector<std::optional<weft::nccl::PreMulSum>> ops;
+  // ncclCommRegister handles.
+  std::unordered_map<void*, std::unique_ptr<std::pair<void*, size_t>>> registrations;
+};
+
+namespace weft::nccl {
+
+// Waits for the handle's background init and for background splits that use it; returns the
+// init's outcome.
+Status settle(ncclComm& c);
+
+// Records `s` for ncclGetLastError and returns its code.
+ncclResult_t fail(Status s);
+
+// Runs `body` (returning a Status) with exceptions fenced and the failure recorded.
+template <typename F>
+ncclResult_t entry(ncclComm* c, F&& body) {
+  return to_nccl(capi::guarded(c, std::forward<F>(body)));
+}
+
+// For the calls that use a communicator: rejects NULL, counts the call (so a concurrent
+// ncclCommAbort waits for it to leave), waits for a background init, rejects a finalized
+// communicator, then runs body(comm).
+template <typename F>
+ncclResult_t with_comm(ncclComm* c, const char* fn, F&& body) {
+  if (c == nullptr) return fail(invalid_argument(std::string(fn) + ": comm is NULL"));
+  struct Active {
+    std::atomic<int>& n;
+    explicit Active(std::atomic<int>& count) : n(count) { n.fetch_add(1, std::memory_order_acq_rel); }
+    ~Active() { n.fetch_sub(1, std::memory_order_acq_rel); }
+  } active(c->active_calls);
+  return entry(c, [&]() -> Status {
+    Status init = settle(*c);
+    if (!init.ok()) return Status(init.code(), std::string(fn) + ": the communicator's initialization failed: " + init.message());
+    if (c->finalized)
+      return invalid_usage(std::string(fn) + ": the communicator was finalized (ncclCommFinalize); only ncclCommDestroy may follow");
+    return body(*c);
+  });
+}
+
+}  // namespace weft::nccl

@@ -1,0 +1,373 @@
+/* The NCCL ABI of libnccl.so.2 from C, in one process: enum values and ncclConfig_t's layout
+ * (checked at compile time, nccl_abi_layout.h), the version, error codes and ncclGetLastError
+ * texts for bad arguments, ncclConfig_t handling (magic, size,
+ * version gating, ranges, NCCL_COMM_BLOCKING), non-blocking init, several ranks driven by one
+ * thread in groups (init, collectives, split), PreMulSum op ids, memory and registration, and
+ * ncclCommAbort from another thread releasing a call blocked on a peer that never comes.
+ * Written against nccl.h only; linked to libnccl.so.2. Exits non-zero on any failed check. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl_check.h"
+
+/* ---- Compile time: values and layout ---- */
+
+/* weft's nccl.h has NCCL 2.30.5's ncclConfig_t and result codes (NCCL_FACTS). */
+#define NCCL_ABI_VERSION NCCL_VERSION(2, 30, 5)
+#include "nccl_abi_layout.h"
+_Static_assert(NCCL_VERSION_CODE == 22703 && NCCL_VERSION_CODE == NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH),
+               "weft's nccl.h claims NCCL 2.27.3");
+_Static_assert(NCCL_API_MAGIC == 0xcafebeef, "NCCL_API_MAGIC");
+
+/* A stream argument: any value works on host memory. */
+static cudaStream_t const kStream = (cudaStream_t)0x1234;
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most); returns the last. */
+static ncclResult_t await_comm(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (double end = now_s() + 30; now_s() < end; usleep(1000)) {
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+    if (state != ncclInProgress) break;
+  }
+  return state;
+}
+
+static void test_version_and_strings(void) {
+  int v = 0;
+  NCCLCHECK(ncclGetVersion(&v));
+  CHECK(v == NCCL_VERSION_CODE, "ncclGetVersion gave %d", v);
+  NCCLCHECK(pncclGetVersion(&v));
+  EXPECT_ERROR(ncclGetVersion(NULL), ncclInvalidArgument, "version is NULL");
+  for (int r = 0; r < ncclNumResults; ++r) {
+    const char* s = ncclGetErrorString((ncclResult_t)r);
+    CHECK(s != NULL && s[0] != '\0', "no text for result %d", r);
+    for (int q = 0; q < r; ++q) CHECK(strcmp(s, ncclGetErrorString((ncclResult_t)q)) != 0, "results %d and %d share text", q, r);
+  }
+  CHECK(strcmp(ncclGetErrorString(ncclSuccess), "no error") == 0, "ncclSuccess text");
+  CHECK(strstr(ncclGetErrorString((ncclResult_t)99), "unknown") != NULL, "text for 99");
+}
+
+static void test_init_errors(void) {
+  ncclUniqueId id, junk;
+  ncclComm_t comm = (ncclComm_t)&junk;
+  EXPECT_ERROR(ncclGetUniqueId(NULL), ncclInvalidArgument, "uniqueId is NULL");
+  NCCLCHECK(ncclGetUniqueId(&id));
+  memset(&junk, 0, sizeof junk);
+  EXPECT_ERROR(ncclCommInitRank(NULL, 1, id, 0), ncclInvalidArgument, "comm is NULL");
+  EXPECT_ERROR(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument, "nranks is 0");
+  CHECK(comm == NULL, "a failed init leaves *comm NULL");
+  EXPECT_ERROR(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument, "rank 2 is out of range for 2 ranks");
+  EXPECT_ERROR(ncclCommInitRank(&comm, 1, junk, 0), ncclInvalidArgument, "not made by ncclGetUniqueId");
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  CHECK(config.size == sizeof(ncclConfig_t) && config.magic == NCCL_API_MAGIC && config.version == 22703 &&
+            config.blocking == NCCL_CONFIG_UNDEF_INT && config.netName == NULL && config.commName == NULL &&
+            config.graphStreamOrdering == NCCL_CONFIG_UNDEF_INT,
+        "NCCL_CONFIG_INITIALIZER");
+  config.magic = 0x12345678;
+  EXPECT_ERROR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "magic is 0x12345678");
+  config.magic = NCCL_API_MAGIC;
+  config.size = 4; /* too small to hold the magic: the library must not read past it */
+  EXPECT_ERROR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "NCCL_CONFIG_INITIALIZER");
+  config.size = sizeof config;
+  config.blocking = 7;
+  EXPECT_ERROR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "blocking = 7");
+  config.blocking = NCCL_CONFIG_UNDEF_INT;
+  config.minCTAs = 8;
+  config.maxCTAs = 4;
+  EXPECT_ERROR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "minCTAs = 8 is above maxCTAs = 4");
+  CHECK(comm == NULL, "a failed init leaves *comm NULL");
+}
+
+/* Two ranks in this thread with `config`, in a group when `group`. Returns the init results. */
+static void init_pair(ncclComm_t comms[2], ncclConfig_t* config, int group, ncclResult_t results[2]) {
+  ncclUniqueId id;
+  NCCLCHECK(ncclGetUniqueId(&id));
+  if (group) NCCLCHECK(ncclGroupStart());
+  for (int r = 0; r < 2; ++r) results[r] = ncclCommInitRankConfig(&comms[r], 2, id, r, config);
+  if (group) NCCLCHECK(ncclGroupEnd());
+}
+
+static void destroy_pair(ncclComm_t comms[2]) {
+  for (int r = 0; r < 2; ++r) {
+    CHECK(await_comm(comms[r]) == ncclSuccess, "rank %d did not come up", r);
+    NCCLCHECK(ncclCommDestroy(comms[r]));
+  }
+}
+
+static void test_config_gating(void) {
+  ncclComm_t comms[2];
+  ncclResult_t res[2];
+  /* A caller built against NCCL 2.13 has no blocking field: its bytes are ignored (blocking). */
+  ncclConfig_t old = NCCL_CONFIG_INITIALIZER;
+  old.version = NCCL_VERSION(2, 13, 0);
+  old.blocking = 0;
+  init_pair(comms, &old, 1, res);
+  CHECK(res[0] == ncclSuccess && res[1] == ncclSuccess, "2.13 config: blocking init in a group gave %d %d", res[0], res[1]);
+  destroy_pair(comms);
+  /* So is a field past the caller's size. */
+  ncclConfig_t small = NCCL_CONFIG_INITIALIZER;
+  small.size = offsetof(ncclConfig_t, blocking);
+  small.blocking = 0;
+  init_pair(comms, &small, 1, res);
+  CHECK(res[0] == ncclSuccess && res[1] == ncclSuccess, "short config: blocking init in a group gave %d %d", res[0], res[1]);
+  destroy_pair(comms);
+  /* Fields newer than the caller's version are reset before the range checks... */
+  ncclConfig_t newer = NCCL_CONFIG_INITIALIZER;
+  newer.maxP2pPeers = -5; /* arrived in 2.30 */
+  init_pair(comms, &newer, 1, res);
+  CHECK(res[0] == ncclSuccess && res[1] == ncclSuccess, "maxP2pPeers of a 2.27 caller was not ignored: %d %d", res[0], res[1]);
+  destroy_pair(comms);
+  /* ...and checked for a caller that has them. */
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  NCCLCHECK(ncclGetUniqueId(&id));
+  newer.version = NCCL_VERSION(2, 30, 0);
+  EXPECT_ERROR(ncclCommInitRankConfig(&comm, 1, id, 0, &newer), ncclInvalidArgument, "maxP2pPeers = -5");
+}
+
+static void test_nonblocking_init(void) {
+  ncclUniqueId id;
+  ncclComm_t comms[2] = {NULL, NULL};
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  config.commName = "nonblocking-test";
+  NCCLCHECK(ncclGetUniqueId(&id));
+  ncclResult_t r = ncclCommInitRankConfig(&comms[0], 2, id, 0, &config);
+  CHECK(r == ncclInProgress, "non-blocking init returned %d, expected ncclInProgress", r);
+  CHECK(comms[0] != NULL, "non-blocking init gave no handle");
+  /* Rank 1 has not started: rank 0 cannot be done. */
+  ncclResult_t state = ncclSuccess;
+  NCCLCHECK(ncclCommGetAsyncError(comms[0], &state));
+  CHECK(state == ncclInProgress, "async error %d before rank 1 joined, expected ncclInProgress", state);
+  int n = 0;
+  CHECK(ncclCommCount(comms[0], &n) == ncclInProgress, "ncclCommCount during init");
+  r = ncclCommInitRankConfig(&comms[1], 2, id, 1, &config);
+  CHECK(r == ncclInProgress, "non-blocking init returned %d", r);
+  CHECK(await_comm(comms[0]) == ncclSuccess && await_comm(comms[1]) == ncclSuccess, "non-blocking init did not succeed");
+  NCCLCHECK(ncclCommCount(comms[0], &n));
+  CHECK(n == 2, "count %d", n);
+
+  /* Both ranks from this thread: a group. */
+  float x[2] = {1, 2}, y[2] = {10, 20};
+  NCCLCHECK(ncclGroupStart());
+  NCCLCHECK(ncclAllReduce(x, x, 2, ncclFloat, ncclSum, comms[0], kStream));
+  NCCLCHECK(ncclAllReduce(y, y, 2, ncclFloat, ncclSum, comms[1], NULL));
+  NCCLCHECK(ncclGroupEnd());
+  CHECK(x[0] == 11 && x[1] == 22 && y[0] == 11 && y[1] == 22, "allreduce on non-blocking comms: %g %g %g %g", x[0], x[1],
+        y[0], y[1]);
+  NCCLCHECK(ncclCommFinalize(comms[0]));
+  NCCLCHECK(ncclCommFinalize(comms[1]));
+  EXPECT_ERROR(ncclAllReduce(x, x, 2, ncclFloat, ncclSum, comms[0], NULL), ncclInvalidUsage, "finalized");
+  NCCLCHECK(ncclCommDestroy(comms[0]));
+  NCCLCHECK(ncclCommDestroy(comms[1]));
+}
+
+static void test_comm_blocking_env(void) {
+  ncclComm_t comms[2];
+  ncclResult_t res[2];
+  /* NCCL_COMM_BLOCKING=0 makes ncclCommInitRank non-blocking... */
+  setenv("NCCL_COMM_BLOCKING", "0", 1);
+  init_pair(comms, NULL, 0, res);
+  CHECK(res[0] == ncclInProgress && res[1] == ncclInProgress, "NCCL_COMM_BLOCKING=0: init gave %d %d", res[0], res[1]);
+  destroy_pair(comms);
+  /* ...and =1 overrides a config's blocking = 0 (so one thread needs a group). */
+  setenv("NCCL_COMM_BLOCKING", "1", 1);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  init_pair(comms, &config, 1, res);
+  CHECK(res[0] == ncclSuccess && res[1] == ncclSuccess, "NCCL_COMM_BLOCKING=1: init gave %d %d", res[0], res[1]);
+  destroy_pair(comms);
+  ncclUniqueId id;
+  ncclComm_t comm;
+  NCCLCHECK(ncclGetUniqueId(&id));
+  setenv("NCCL_COMM_BLOCKING", "maybe", 1);
+  EXPECT_ERROR(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidArgument, "NCCL_COMM_BLOCKING='maybe'");
+  unsetenv("NCCL_COMM_BLOCKING");
+}
+
+/* Three ranks in this thread (ncclCommInitAll), two of them on one device. */
+static void test_one_thread_many_ranks(void) {
+  enum { kRanks = 3 };
+  ncclComm_t comms[kRanks];
+  const int devs[kRanks] = {0, 0, 1};
+  NCCLCHECK(ncclCommInitAll(comms, kRanks, devs));
+  for (int i = 0; i < kRanks; ++i) {
+    int rank = -1, n = -1, dev = -1;
+    NCCLCHECK(ncclCommUserRank(comms[i], &rank));
+    NCCLCHECK(ncclCommCount(comms[i], &n));
+    NCCLCHECK(ncclCommCuDevice(comms[i], &dev));
+    CHECK(rank == i && n == kRanks && dev == devs[i], "comm %d: rank %d of %d on device %d", i, rank, n, dev);
+  }
+
+  /* A collective and a ring of sends, every rank from this thread, in groups. */
+  int64_t in[kRanks][4], out[kRanks][4], ring[kRanks];
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < kRanks; ++i) {
+    for (int k = 0; k < 4; ++k) in[i][k] = 100 * i + k;
+    NCCLCHECK(ncclAllReduce(in[i], out[i], 4, ncclInt64, ncclMax, comms[i], kStream));
+  }
+  NCCLCHECK(ncclGroupEnd());
+  for (int i = 0; i < kRanks; ++i)
+    for (int k = 0; k < 4; ++k) CHECK(out[i][k] == 200 + k, "grouped allreduce: rank %d [%d] = %lld", i, k, (long long)out[i][k]);
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < kRanks; ++i) {
+    NCCLCHECK(ncclRecv(&ring[i], 1, ncclInt64, (i + kRanks - 1) % kRanks, comms[i], NULL));
+    NCCLCHECK(ncclSend(&in[i][0], 1, ncclInt64, (i + 1) % kRanks, comms[i], NULL));
+  }
+  NCCLCHECK(ncclGroupEnd());
+  for (int i = 0; i < kRanks; ++i)
+    CHECK(ring[i] == 100 * ((i + kRanks - 1) % kRanks), "ring: rank %d got %lld", i, (long long)ring[i]);
+
+  /* Split, in a group: ranks 0 and 1 together, rank 2 opts out. */
+  ncclComm_t sub[kRanks];
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < kRanks; ++i)
+    NCCLCHECK(ncclCommSplit(comms[i], i == 2 ? NCCL_SPLIT_NOCOLOR : 7, -i, &sub[i], NULL));
+  NCCLCHECK(ncclGroupEnd());
+  CHECK(sub[2] == NULL, "NCCL_SPLIT_NOCOLOR gave a communicator");
+  for (int i = 0; i < 2; ++i) {
+    int rank = -1, n = -1;
+    NCCLCHECK(ncclCommUserRank(sub[i], &rank));
+    NCCLCHECK(ncclCommCount(sub[i], &n));
+    CHECK(n == 2 && rank == 1 - i, "split: comm %d is rank %d of %d (keys reverse the order)", i, rank, n);
+  }
+  NCCLCHECK(ncclCommDestroy(sub[0]));
+  NCCLCHECK(ncclCommDestroy(sub[1]));
+
+  /* Argument errors are found locally: each call fails alone, the communicator stays usable. */
+  ncclComm_t c = comms[0];
+  float f[4] = {0};
+  EXPECT_ERROR(ncclAllReduce(f, f, 4, ncclFloat, ncclSum, NULL, NULL), ncclInvalidArgument, "ncclAllReduce: comm is NULL");
+  EXPECT_ERROR(ncclSend(f, 4, ncclFloat, 1, NULL, NULL), ncclInvalidArgument, "ncclSend: comm is NULL");
+  EXPECT_ERROR(ncclAllReduce(f, f, 4, (ncclDataType_t)77, ncclSum, c, NULL), ncclInvalidArgument, "unsupported data type 77");
+  EXPECT_ERROR(ncclAllGather(f, f, 1, (ncclDataType_t)-3, c, NULL), ncclInvalidArgument, "unsupported data type -3");
+  EXPECT_ERROR(ncclAllReduce(f, f, 4, ncclFloat, (ncclRedOp_t)9, c, NULL), ncclInvalidArgument, "reduction op 9");
+  EXPECT_ERROR(ncclReduce(f, f, 4, ncclFloat, (ncclRedOp_t)-1, 0, c, NULL), ncclInvalidArgument, "reduction op -1");
+  EXPECT_ERROR(ncclBroadcast(f, f, 4, ncclFloat, 3, c, NULL), ncclInvalidArgument, "root 3 is out of range for 3 ranks");
+  EXPECT_ERROR(ncclReduce(f, f, 4, ncclFloat, ncclSum, -1, c, NULL), ncclInvalidArgument, "root -1 is out of range");
+  EXPECT_ERROR(ncclAllReduce(NULL, f, 4, ncclFloat, ncclSum, c, NULL), ncclInvalidArgument, "sendbuff is NULL with count 4");
+  EXPECT_ERROR(ncclAllReduce(f, NULL, 4, ncclFloat, ncclSum, c, NULL), ncclInvalidArgument, "recvbuff is NULL with count 4");
+  EXPECT_ERROR(ncclRecv(NULL, 2, ncclFloat, 1, c, NULL), ncclInvalidArgument, "buffer is NULL with count 2");
+  EXPECT_ERROR(ncclSend(f, 1, ncclFloat, 5, c, NULL), ncclInvalidArgument, "peer 5 is out of range");
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "ncclGroupEnd");
+  EXPECT_ERROR(ncclCommCount(c, NULL), ncclInvalidArgument, "count is NULL");
+  EXPECT_ERROR(ncclCommDestroy(NULL), ncclInvalidArgument, "ncclCommDestroy: comm is NULL");
+  EXPECT_ERROR(ncclCommSplit(c, -2, 0, &sub[0], NULL), ncclInvalidArgument, "color -2");
+
+  /* PreMulSum ops: ids from ncclNumOps, freed ids reused, per communicator, typed. */
+  ncclRedOp_t a, b, d;
+  double two = 2.0;
+  NCCLCHECK(ncclRedOpCreatePreMulSum(&a, &two, ncclFloat64, ncclScalarHostImmediate, c));
+  NCCLCHECK(ncclRedOpCreatePreMulSum(&b, &two, ncclFloat64, ncclScalarDevice, c));
+  CHECK(a == ncclNumOps && b == ncclNumOps + 1, "PreMulSum ids %d %d", a, b);
+  NCCLCHECK(ncclRedOpDestroy(a, c));
+  NCCLCHECK(ncclRedOpCreatePreMulSum(&d, &two, ncclFloat64, ncclScalarHostImmediate, c));
+  CHECK(d == a, "a destroyed id is reused: %d", d);
+  EXPECT_ERROR(ncclAllReduce(f, f, 4, ncclFloat, d, c, NULL), ncclInvalidArgument, "was made for double but the call passes float");
+  EXPECT_ERROR(ncclRedOpDestroy(ncclSum, c), ncclInvalidArgument, "built-in ops 0-4 cannot be destroyed");
+  EXPECT_ERROR(ncclRedOpDestroy((ncclRedOp_t)(ncclNumOps + 9), c), ncclInvalidArgument, "op 14");
+  EXPECT_ERROR(ncclAllReduce(f, f, 4, ncclFloat64, (ncclRedOp_t)(ncclNumOps + 9), c, NULL), ncclInvalidArgument,
+               "reduction op 14");
+  EXPECT_ERROR(ncclAllReduce(NULL, f, 4, ncclFloat64, d, c, NULL), ncclInvalidArgument, "sendbuff is NULL with count 4");
+  EXPECT_ERROR(ncclRedOpCreatePreMulSum(&a, NULL, ncclFloat, ncclScalarHostImmediate, c), ncclInvalidArgument, "scalar is NULL");
+  EXPECT_ERROR(ncclRedOpCreatePreMulSum(&a, &two, (ncclDataType_t)12, ncclScalarHostImmediate, c), ncclInvalidArgument,
+               "unsupported data type 12");
+  EXPECT_ERROR(ncclRedOpCreatePreMulSum(&a, &two, ncclFloat64, (ncclScalarResidence_t)2, c), ncclInvalidArgument, "residence 2");
+  NCCLCHECK(ncclRedOpDestroy(b, c));
+  NCCLCHECK(ncclRedOpDestroy(d, c));
+
+  /* Registration: accepted, one handle per call. */
+  void *h1 = NULL, *h2 = NULL;
+  NCCLCHECK(ncclCommRegister(c, f, sizeof f, &h1));
+  NCCLCHECK(ncclCommRegister(c, f, sizeof f, &h2));
+  CHECK(h1 != NULL && h2 != NULL && h1 != h2, "register handles %p %p", h1, h2);
+  NCCLCHECK(ncclCommDeregister(c, h1));
+  EXPECT_ERROR(ncclCommDeregister(c, h1), ncclInvalidArgument, "not returned by ncclCommRegister");
+  EXPECT_ERROR(ncclCommRegister(c, NULL, 8, &h1), ncclInvalidArgument, "buff is NULL with size 8");
+  NCCLCHECK(ncclCommDeregister(c, h2));
+
+  /* Still usable after all those errors. */
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclAllReduce(in[i], out[i], 4, ncclInt64, ncclSum, comms[i], NULL));
+  NCCLCHECK(ncclGroupEnd());
+  CHECK(out[2][1] == 303, "allreduce after errors: %lld", (long long)out[2][1]);
+  for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclCommDestroy(comms[i]));
+}
+
+static void test_memory(void) {
+  void* p = NULL;
+  NCCLCHECK(ncclMemAlloc(&p, 1 << 20));
+  CHECK(p != NULL && ((uintptr_t)p & 4095) == 0, "ncclMemAlloc gave %p", p);
+  memset(p, 1, 1 << 20);
+  NCCLCHECK(ncclMemFree(p));
+  NCCLCHECK(ncclMemFree(NULL));
+  EXPECT_ERROR(ncclMemAlloc(NULL, 16), ncclInvalidArgument, "ptr is NULL");
+}
+
+/* ---- Abort from another thread ---- */
+
+struct Blocked {
+  ncclComm_t comm;
+  ncclResult_t result;
+  char message[512];
+  volatile int done;
+};
+
+static void* blocked_allreduce(void* arg) {
+  struct Blocked* b = (struct Blocked*)arg;
+  float x[16] = {0};
+  b->result = ncclAllReduce(x, x, 16, ncclFloat, ncclSum, b->comm, NULL);
+  snprintf(b->message, sizeof b->message, "%s", ncclGetLastError(NULL));
+  __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void test_abort_unblocks(void) {
+  ncclComm_t comms[2];
+  NCCLCHECK(ncclCommInitAll(comms, 2, NULL));
+  struct Blocked b = {comms[0], ncclSuccess, "", 0};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, blocked_allreduce, &b) == 0, "pthread_create");
+  usleep(300 * 1000); /* rank 1 never calls: the allreduce waits (up to WEFT_TIMEOUT) */
+  CHECK(!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE), "the allreduce returned although rank 1 never called it");
+  const double start = now_s();
+  NCCLCHECK(ncclCommAbort(comms[0]));
+  const double abort_s = now_s() - start;
+  while (!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE) && now_s() - start < 10) usleep(1000);
+  const int returned = __atomic_load_n(&b.done, __ATOMIC_ACQUIRE);
+  CHECK(returned, "the blocked allreduce did not return within 10 s of ncclCommAbort");
+  CHECK(abort_s < 5, "ncclCommAbort took %.1f s", abort_s);
+  if (!returned) return; /* the thread still uses the freed communicator: stop here */
+  pthread_join(t, NULL);
+  CHECK(b.result == ncclRemoteError, "the aborted allreduce returned %d (%s)", b.result, b.message);
+  CHECK(strstr(b.message, "abort") != NULL, "the aborted allreduce's error: %s", b.message);
+  /* The peer learns of it; its communicator still frees. */
+  ncclResult_t state = ncclSuccess;
+  NCCLCHECK(ncclCommGetAsyncError(comms[1], &state));
+  NCCLCHECK(ncclCommAbort(comms[1]));
+}
+
+int main(void) {
+  test_version_and_strings();
+  test_init_errors();
+  test_config_gating();
+  test_nonblocking_init();
+  test_comm_blocking_env();
+  test_one_thread_many_ranks();
+  test_memory();
+  test_abort_unblocks();
+  if (failures == 0) printf("NCCL ABI checks passed\n");
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,89 @@
+// Config::from_env: the NCCL_ twins of weft's variables (what a program moved onto weft's
+// libnccl.so.2 keeps setting), their precedence, and the errors naming the variable used.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "tests/unit/scoped_env.h"
+#include "weft/config.h"
+
+namespace weft {
+namespace {
+
+const char* const kVars[] = {
+    "WEFT_TRANSPORT", "NCCL_SHM_DISABLE", "WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", "WEFT_DEBUG",
+    "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING",
+};
+
+// Clears the variables, and restores them afterwards.
+class ConfigEnvTest : public ::testing::Test {
+ protected:
+  static Config ok() {
+    auto c = Config::from_env();
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    return c.ok() ? *c : Config();
+  }
+  static std::string error() {
+    auto c = Config::from_env();
+    EXPECT_FALSE(c.ok());
+    return c.ok() ? "" : c.status().message();
+  }
+
+  testing::ScopedEnv env_{kVars};
+};
+
+TEST_F(ConfigEnvTest, DefaultsWithoutVariables) {
+  Config c = ok();
+  EXPECT_EQ(c.transport, "auto");
+  EXPECT_EQ(c.shm_fifo_bytes, size_t{4} << 20);
+  EXPECT_EQ(c.debug, "WARN");
+  EXPECT_FALSE(c.comm_blocking.has_value());
+}
+
+TEST_F(ConfigEnvTest, ShmDisableMeansTcpUnlessWeftTransportIsSet) {
+  ::setenv("NCCL_SHM_DISABLE", "1", 1);
+  EXPECT_EQ(ok().transport, "tcp");
+  ::setenv("NCCL_SHM_DISABLE", "0", 1);
+  EXPECT_EQ(ok().transport, "auto");
+  ::setenv("NCCL_SHM_DISABLE", "1", 1);
+  ::setenv("WEFT_TRANSPORT", "shm", 1);
+  EXPECT_EQ(ok().transport, "shm");
+  ::unsetenv("WEFT_TRANSPORT");
+  ::setenv("NCCL_SHM_DISABLE", "yes", 1);
+  EXPECT_EQ(error(), "NCCL_SHM_DISABLE='yes' is not 0 or 1");
+}
+
+TEST_F(ConfigEnvTest, BuffsizeSetsTheShmFifoAndWeftWins) {
+  ::setenv("NCCL_BUFFSIZE", "8388608", 1);
+  EXPECT_EQ(ok().shm_fifo_bytes, size_t{8} << 20);
+  ::setenv("WEFT_SHM_FIFO_BYTES", "1M", 1);
+  EXPECT_EQ(ok().shm_fifo_bytes, size_t{1} << 20);
+  ::unsetenv("WEFT_SHM_FIFO_BYTES");
+  ::setenv("NCCL_BUFFSIZE", "12", 1);
+  EXPECT_EQ(error(), "NCCL_BUFFSIZE='12' is not a size >= 4096");  // names the variable used
+}
+
+TEST_F(ConfigEnvTest, DebugLevelsInEitherCase) {
+  ::setenv("NCCL_DEBUG", "info", 1);
+  EXPECT_EQ(ok().debug, "INFO");
+  ::setenv("WEFT_DEBUG", "Trace", 1);
+  EXPECT_EQ(ok().debug, "TRACE");
+  ::unsetenv("WEFT_DEBUG");
+  ::setenv("NCCL_DEBUG", "LOUD", 1);
+  EXPECT_EQ(error(), "NCCL_DEBUG='LOUD' is not one of NONE, VERSION, WARN, INFO, TRACE");
+}
+
+TEST_F(ConfigEnvTest, CommBlocking) {
+  ::setenv("NCCL_COMM_BLOCKING", "0", 1);
+  EXPECT_EQ(ok().comm_blocking, std::optional<bool>(false));
+  ::setenv("WEFT_COMM_BLOCKING", "1", 1);
+  EXPECT_EQ(ok().comm_blocking, std::optional<bool>(true));
+  ::unsetenv("WEFT_COMM_BLOCKING");
+  ::setenv("NCCL_COMM_BLOCKING", "2", 1);
+  EXPECT_EQ(error(), "NCCL_COMM_BLOCKING='2' is not 0 or 1");
+}
+
+}  // namespace
+}  // namespace weft
