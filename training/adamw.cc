@@ -7,15 +7,6 @@
 
 namespace weft::training {
 
-namespace {
-
-bool same_config(const GPTConfig& a, const GPTConfig& b) {
-  return a.max_seq_len == b.max_seq_len && a.vocab_size == b.vocab_size &&
-         a.num_layers == b.num_layers && a.num_heads == b.num_heads && a.channels == b.channels;
-}
-
-}  // namespace
-
 Status validate(const AdamWConfig& c) {
   const auto bad = [](const char* name, float value, const char* rule) {
     return invalid_argument(std::string("AdamWConfig.") + name + " = " + std::to_string(value) +
@@ -51,8 +42,19 @@ Result<AdamW> AdamW::create(const GPTConfig& model, const AdamWConfig& config) {
 AdamW::AdamW(const AdamWConfig& config, GPTParameters m, GPTParameters v)
     : config_(config), m_(std::move(m)), v_(std::move(v)) {}
 
+Status AdamW::restore(int64_t steps, GPTParameters m, GPTParameters v) {
+  if (steps < 0 || m.config() != m_.config() || v.config() != m_.config()) {
+    return invalid_argument("AdamW::restore: steps must be >= 0 and both moments must have the "
+                            "model config this AdamW was created for");
+  }
+  steps_ = steps;
+  m_ = std::move(m);
+  v_ = std::move(v);
+  return Status();
+}
+
 Status AdamW::step(GPTParameters& params, const GPTParameters& grads) {
-  if (!same_config(params.config(), m_.config()) || !same_config(grads.config(), m_.config())) {
+  if (params.config() != m_.config() || grads.config() != m_.config()) {
     return invalid_argument("AdamW::step: params and grads must have the model config this AdamW "
                             "was created for");
   }

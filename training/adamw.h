@@ -51,6 +51,10 @@ class AdamW {
   const GPTParameters& m() const { return m_; }
   const GPTParameters& v() const { return v_; }
 
+  // Replaces the state with a saved one (a checkpoint's): steps taken and both moments.
+  // InvalidArgument, with nothing changed, if steps < 0 or m or v has another model config.
+  Status restore(int64_t steps, GPTParameters m, GPTParameters v);
+
  private:
   AdamW(const AdamWConfig& config, GPTParameters m, GPTParameters v);
 

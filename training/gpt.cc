@@ -26,6 +26,12 @@ Status validate(const GPTConfig& config) {
   return Status();
 }
 
+std::string describe(const GPTConfig& c) {
+  return "L=" + std::to_string(c.num_layers) + " NH=" + std::to_string(c.num_heads) +
+         " C=" + std::to_string(c.channels) + " maxT=" + std::to_string(c.max_seq_len) +
+         " V=" + std::to_string(c.vocab_size);
+}
+
 std::array<ParameterSpec, kNumParameterTensors> parameter_layout(const GPTConfig& config) {
   const size_t V = static_cast<size_t>(config.vocab_size);
   const size_t maxT = static_cast<size_t>(config.max_seq_len);

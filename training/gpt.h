@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,7 +27,12 @@ struct GPTConfig {
 
   // GPT-2 small, 124M parameters (the defaults above).
   static GPTConfig gpt2_124m() { return GPTConfig(); }
+
+  bool operator==(const GPTConfig&) const = default;
 };
+
+// "L=12 NH=12 C=768 maxT=1024 V=50257", for messages.
+std::string describe(const GPTConfig& config);
 
 // OK, or InvalidArgument naming the field: every field must be positive and channels divisible by
 // num_heads.

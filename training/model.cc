@@ -235,8 +235,12 @@ Result<float> GPT::forward(const int* inputs, const int* targets, int B, int T) 
 
 void GPT::zero_grad() { std::fill(grads_.data(), grads_.data() + grads_.size(), 0.0f); }
 
-Status GPT::backward() {
+Status GPT::backward(float loss_scale) {
   if (B_ == 0) return invalid_usage("GPT::backward called before a successful GPT::forward");
+  if (!std::isfinite(loss_scale) || loss_scale <= 0.0f) {
+    return invalid_argument("GPT::backward: loss_scale = " + std::to_string(loss_scale) +
+                            " must be finite and positive");
+  }
   const GPTConfig& cfg = config();
   const int B = B_;
   const int T = T_;
@@ -259,8 +263,9 @@ Status GPT::backward() {
             grad_acts_buffer_.begin() + static_cast<std::ptrdiff_t>(num_activations(cfg, B, T)),
             0.0f);
 
-  // The loss is the mean over B*T positions: each position's loss gets gradient 1/(B*T).
-  std::fill(d.losses, d.losses + BT, 1.0f / static_cast<float>(BT));
+  // The loss is the mean over B*T positions: each position's loss gets gradient
+  // loss_scale/(B*T).
+  std::fill(d.losses, d.losses + BT, loss_scale / static_cast<float>(BT));
   crossentropy_softmax_backward(d.logits, d.losses, a.probs, targets_.data(), B, T, V);
   matmul_backward(d.lnf, g.wte, nullptr, d.logits, a.lnf, p.wte, BTi, C, V);  // tied head -> dwte
   const float* last_residual = L > 0 ? a.residual3 + static_cast<size_t>(L - 1) * BTC : a.encoded;

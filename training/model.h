@@ -82,11 +82,13 @@ class GPT {
   // Sets every parameter gradient to 0.
   void zero_grad();
 
-  // ACCUMULATES (+=) into grads() the gradient of the last forward()'s mean loss w.r.t. every
-  // parameter, so consecutive forward/backward pairs without zero_grad() accumulate gradients.
-  // The output head is tied to wte: its gradient adds into grads().tensors().wte alongside the
-  // embedding's. InvalidUsage if no forward() has succeeded yet.
-  Status backward();
+  // ACCUMULATES (+=) into grads() the gradient of loss_scale x the last forward()'s mean loss
+  // w.r.t. every parameter, so consecutive forward/backward pairs without zero_grad() accumulate
+  // gradients. loss_scale (static loss scaling, training/trainer.h) multiplies the gradient at its
+  // source, the loss, so every intermediate gradient is scaled too. The output head is tied to
+  // wte: its gradient adds into grads().tensors().wte alongside the embedding's. InvalidUsage if no
+  // forward() has succeeded yet; InvalidArgument if loss_scale is not finite and positive.
+  Status backward(float loss_scale = 1.0f);
 
   const GPTConfig& config() const { return params_.config(); }
   GPTParameters& params() { return params_; }

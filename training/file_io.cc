@@ -1,0 +1,58 @@
+// Whole-file reads and atomic writes. See file_io.h.
+#include "training/file_io.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+namespace weft::training {
+
+Result<UniqueFile> open_file(const std::string& path, const char* mode, std::string_view what) {
+  errno = 0;
+  UniqueFile f(std::fopen(path.c_str(), mode));
+  if (!f) return system_error("cannot open " + path + " for " + std::string(what));
+  return f;
+}
+
+Result<std::string> read_file(const std::string& path) {
+  Result<UniqueFile> f = open_file(path, "rb", "reading");
+  WEFT_TRY(f);
+  std::string content;
+  char chunk[1 << 16];
+  size_t n;
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f->get())) > 0) content.append(chunk, n);
+  if (std::ferror(f->get())) return system_error("cannot read " + path);
+  return content;
+}
+
+Status write_bytes(std::FILE* f, const void* data, size_t n, std::string_view what) {
+  errno = 0;
+  if (n > 0 && std::fwrite(data, 1, n, f) != n) {
+    return system_error("cannot write " + std::string(what));
+  }
+  return Status();
+}
+
+Status write_file_atomically(const std::string& path,
+                             const std::function<Status(std::FILE*)>& write_body) {
+  const std::string tmp = path + ".tmp";
+  Result<UniqueFile> f = open_file(tmp, "wb", "writing");
+  WEFT_TRY(f);
+  Status written = write_body(f->get());
+  errno = 0;
+  const bool closed = std::fclose(f->release()) == 0;
+  if (written.ok() && !closed) written = system_error("cannot write " + tmp);
+  errno = 0;
+  if (written.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
+    written = system_error("cannot rename " + tmp + " to " + path);
+  }
+  if (!written.ok()) std::remove(tmp.c_str());
+  return written;
+}
+
+Status write_file_atomically(const std::string& path, std::string_view content) {
+  return write_file_atomically(
+      path, [&](std::FILE* f) { return write_bytes(f, content.data(), content.size(), path); });
+}
+
+}  // namespace weft::training
