@@ -754,6 +754,19 @@ bool relabelled_equal(const Program& a, const Program& b, Group g, int m, int n,
   return true;
 }
 
+// An instance of the cluster's shape four periods long (or the whole cluster when smaller): the
+// layout the symmetry probe and the rounding check run on.
+Layout small_instance(const Cluster& cluster, int period) {
+  if (cluster.is_torus()) {
+    std::vector<int> dims = cluster.spec().torus;
+    dims.back() = std::min(dims.back(), 4);
+    return Layout::torus_of(dims);
+  }
+  const int rpn = cluster.spec().ranks_per_node;
+  const int nodes = std::min(cluster.spec().nodes, 4 * (period / rpn));
+  return Layout::blocks(nodes * rpn, rpn);
+}
+
 struct Symmetry {
   int q = 0;  // 0: none; 1: every rank derives from rank 0; P: ranks derive from ranks 0..P-1
   Group group = Group::kShift;
@@ -777,16 +790,7 @@ std::vector<int> generators(Group g, int q, int n) {
 Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm, const Cluster& cluster,
                        int period, const Program& p0, bool strict) {
   const int n = a.nranks;
-  Layout small;
-  if (cluster.is_torus()) {
-    std::vector<int> dims = cluster.spec().torus;
-    dims.back() = std::min(dims.back(), 4);
-    small = Layout::torus_of(dims);
-  } else {
-    const int rpn = cluster.spec().ranks_per_node;
-    const int nodes = std::min(cluster.spec().nodes, 4 * (period / rpn));
-    small = Layout::blocks(nodes * rpn, rpn);
-  }
+  const Layout small = small_instance(cluster, period);
   const int ns = small.nranks;
   const bool full = ns == n;
   CollectiveArgs as = a;
@@ -943,24 +947,56 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
   int fold = 0;
   Symmetry sym;
   const bool can_fold = options.use_symmetry && natural && period < n && n % period == 0;
-  if (can_fold) {
-    sym = find_symmetry(call, layout, algorithm, cluster, period, p0, true);
-    // Fewer elements than ranks leave some chunks empty, which breaks the symmetry of most
-    // schedules. When generating every rank would be expensive, simulate nranks elements instead
-    // (the time of such calls is latency: a few bytes more per message change little).
-    const bool costly = p0_seconds * n > 0.5 || count_messages(p0) * static_cast<uint64_t>(n) > budget;
-    if (sym.q == 0 && call.count > 0 && call.count < static_cast<size_t>(n) && costly) {
-      CollectiveArgs padded = call;
-      padded.count = static_cast<size_t>(n);
-      Program pp = plan(padded, layout, algorithm, 0).program;
-      const Symmetry ps = find_symmetry(padded, layout, algorithm, cluster, period, pp, true);
-      if (ps.q > 0) {
-        call = padded;
-        p0 = std::move(pp);
-        sym = ps;
+  // Counts that do not split evenly (fewer elements than ranks leave chunks empty; uneven parts
+  // send some ranks down a tail path) break the symmetry of most schedules. When generating every
+  // rank would be expensive, the simulator may run a nearby count that splits evenly instead: the
+  // multiple of k * nranks nearest the call's count (k <= 12) if within `tolerance` of it, or,
+  // below nranks elements (latency-bound calls, where a few bytes more per message change
+  // little), the smallest such multiple. try_counts(strict, tolerance) looks for a symmetry at the
+  // call's count, then at those; on success it takes that count and rank 0's program for it.
+  // A rounding by more than 5% must not change the schedule's path (some generators take another
+  // route for counts that do not split, e.g. recursive doubling for the remainder): on the small
+  // instance, both counts simulated in full must take times within 10% of each other.
+  auto rounding_keeps_time = [&](const CollectiveArgs& original, const CollectiveArgs& rounded) {
+    const Layout small = small_instance(cluster, period);
+    CollectiveArgs x = original, y = rounded;
+    x.nranks = y.nranks = small.nranks;
+    if (!applicable(x, small, algorithm) || !applicable(y, small, algorithm)) return false;
+    SimOptions o;
+    o.use_symmetry = false;
+    o.max_messages = budget;
+    auto tx = simulate_algorithm(x, small, algorithm, cluster, o);
+    auto ty = simulate_algorithm(y, small, algorithm, cluster, o);
+    return tx.ok() && ty.ok() && std::abs(ty->seconds - tx->seconds) <= 0.1 * tx->seconds;
+  };
+  auto try_counts = [&](bool strict, double tolerance) -> Symmetry {
+    Symmetry found = find_symmetry(call, layout, algorithm, cluster, period, p0, strict);
+    if (found.q > 0 || call.count == 0) return found;
+    const size_t nn = static_cast<size_t>(n);
+    for (size_t k : {1, 2, 3, 4, 6, 8, 12}) {
+      const size_t unit = k * nn;
+      const size_t up = (call.count + unit - 1) / unit * unit, down = call.count / unit * unit;
+      const size_t c = down > 0 && call.count - down < up - call.count ? down : up;
+      const double change = std::abs(static_cast<double>(c) - static_cast<double>(call.count)) /
+                            static_cast<double>(call.count);
+      if (c == call.count || (call.count >= nn && change > tolerance)) continue;
+      CollectiveArgs rounded = call;
+      rounded.count = c;
+      if (change > 0.05 && !rounding_keeps_time(call, rounded)) continue;
+      Program pr = plan(rounded, layout, algorithm, 0).program;
+      found = find_symmetry(rounded, layout, algorithm, cluster, period, pr, strict);
+      if (found.q > 0) {
+        call = rounded;
+        p0 = std::move(pr);
         res.padded = true;
+        return found;
       }
     }
+    return found;
+  };
+  if (can_fold) {
+    const bool costly = p0_seconds * n > 0.5 || count_messages(p0) * static_cast<uint64_t>(n) > budget;
+    sym = costly ? try_counts(true, 0.05) : find_symmetry(call, layout, algorithm, cluster, period, p0, true);
   }
   CollectiveArgs chosen = call;
   Program p_chosen = p0;
@@ -968,15 +1004,16 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
   res.coarsened = coarsen(&chosen, &p_chosen, &gen_seconds, sym.q > 0 ? period : n);
   if (can_fold && sym.q == 0) {
     // Too large to simulate rank by rank even with coarser slices: fold by the symmetry the
-    // schedule has but for which slice each step waits on (approximate; reported).
+    // schedule has but for which slice each step waits on, at a count within 50% if need be
+    // (approximate; reported).
     const double msgs = static_cast<double>(count_messages(p_chosen)) * n;
     if ((budget > 0 && msgs > 2.0 * static_cast<double>(budget)) || gen_seconds * n > 10.0) {
-      const Symmetry loose = find_symmetry(call, layout, algorithm, cluster, period, p0, false);
+      const Symmetry loose = try_counts(false, 0.5);
       if (loose.q > 0) {
         sym = loose;
         res.approximate = true;
         chosen = call;
-        p_chosen = std::move(p0);
+        p_chosen = p0;
         res.coarsened = coarsen(&chosen, &p_chosen, &gen_seconds, period);
       }
     }

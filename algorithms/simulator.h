@@ -29,9 +29,13 @@
 //     error the tests measure at small N).
 //     Equivariance is checked on sample ranks of a 4-period instance of the same shape and, when
 //     rank 0's program is cheap to build, at full size; tests compare against full simulation.
-//   - Padding: a call of fewer elements than ranks leaves chunks empty, which breaks symmetry;
-//     when generating every rank would be expensive, nranks elements are simulated instead
-//     (SimResult::padded; such calls are latency-bound, so a few bytes per message change little).
+//   - Rounding the count: a count that does not split evenly (fewer elements than ranks, parts
+//     that leave tails) breaks symmetry; when generating every rank would be expensive, a count
+//     that splits evenly is simulated instead: the nearest multiple of k * nranks (k <= 12) within
+//     5% of the call's (within 50% when the schedule is too big to simulate rank by rank and the
+//     fold is approximate anyway), or, for calls of fewer elements than ranks (latency-bound,
+//     where a few bytes more per message change little), the smallest such multiple
+//     (SimResult::padded, ::count).
 //   - Coarser slices: when the messages to simulate exceed SimOptions::max_messages, the pipeline
 //     slice is enlarged (SimResult::slice_count) until they fit or the slice covers the buffer.
 //
@@ -79,7 +83,7 @@ struct SimResult {
   size_t slice_count = 0;           // elements per pipeline slice simulated
   bool coarsened = false;           // slice_count is larger than the call asked for
   size_t count = 0;                 // elements simulated (simulate_algorithm)
-  bool padded = false;              // count was raised to nranks (see simulator.h)
+  bool padded = false;              // count was rounded to split evenly (see above)
   uint64_t messages = 0;            // simulated (per representative when folded)
   uint64_t events = 0;
   double build_seconds = 0;         // generating and converting programs (wall clock)

@@ -15,7 +15,7 @@ bool per_rank_count(Collective c) {
 std::vector<Layout> layouts(const AlgorithmEntry& entry, int n, bool large) {
   std::vector<Layout> out{Layout::flat(n)};
   if (entry.applies == applies_uniform_nodes) {
-    for (int per_node : {2, 4, 8})
+    for (int per_node : large ? std::vector<int>{8} : std::vector<int>{2, 4, 8})
       if (per_node < n) out.push_back(Layout::blocks(n, per_node));
   } else if (entry.applies == applies_torus) {
     out.clear();

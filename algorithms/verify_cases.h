@@ -7,6 +7,7 @@
 //   large suite: N in {127, 128, 129, 1000, 1024, 4096}, one ragged count, out of place and in
 //     place, avg where there is an op.
 // Layouts: flat for algorithms that ignore the layout; otherwise also nodes of 2, 4 and 8 ranks
+// (8 only in the large suite)
 // and torus shapes (every 2D shape and every 3D shape X <= Y <= Z for N <= 64; 4x4x8, 8x16, 10x10x10, 32x32, 8x8x16,
 // 64x64 and 16x16x16 in the large suite).
 #pragma once

@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
   const std::string cname(weft::algorithms::collective_name(o.coll));
   if (o.csv) {
     std::printf("collective,cluster,nranks,bytes,count,algorithm,seconds,algbw_GBps,busbw_GBps,winner,sim_seconds,"
-                "period,slice_bytes,coarsened,padded,messages\n");
+                "period,approximate,slice_bytes,coarsened,count_simulated,messages\n");
   } else {
     std::printf("# weft-sim %s on %s: %d ranks (%s), %s %s, slice %s\n", cname.c_str(), cluster->spec().name.c_str(),
                 n, layout.describe().c_str(), std::string(weft::dtype_name(o.dtype)).c_str(),
@@ -285,9 +285,9 @@ int main(int argc, char** argv) {
       const double busbw = algbw * bus_factor(o.coll, n);
       const size_t slice_bytes = row.r.slice_count * elem;
       if (o.csv) {
-        std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%zu,%d,%d,%llu\n", cname.c_str(),
+        std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%d,%zu,%d,%zu,%llu\n", cname.c_str(),
                     cluster->spec().name.c_str(), n, total, a.count, name.c_str(), t, algbw, busbw, &row == best,
-                    row.wall, row.r.period, slice_bytes, row.r.coarsened ? 1 : 0, row.r.padded ? 1 : 0,
+                    row.wall, row.r.period, row.r.approximate ? 1 : 0, slice_bytes, row.r.coarsened ? 1 : 0, row.r.count,
                     static_cast<unsigned long long>(row.r.messages));
         continue;
       }
@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
         notes += std::string(row.r.approximate ? "~" : "") + (row.r.xor_symmetry ? "xor" : "shift") +
                  "-folded:" + std::to_string(row.r.period) + " ";
       if (row.r.coarsened) notes += "slice:" + human_bytes(slice_bytes) + " ";
-      if (row.r.padded) notes += "padded:" + std::to_string(row.r.count) + " ";
+      if (row.r.padded) notes += "count:" + std::to_string(row.r.count) + " ";
       char wall[32] = "";
       if (o.time) std::snprintf(wall, sizeof(wall), "%7.3f ", row.wall);
       if (o.time)

@@ -208,21 +208,25 @@ TEST(Verifier, RejectsOutOfBoundsAndBadPeers) {
 }
 
 TEST(Verifier, RejectsAvgDividedTwiceOrNotAtAll) {
-  CollectiveArgs a = allreduce(1, 3);
+  CollectiveArgs a = allreduce(2, 4);
   a.op = RedOp::kAvg;
-  ProgramBuilder b(0, 1, DataType::kFloat32, RedOp::kAvg);
-  b.copy({kIn, 0, 3}, {kOut, 0, 3});
-  Status s = verify_programs(a, {b.finish()});
+  auto ps = ring_programs(a);
+  ASSERT_TRUE(verify_programs(a, ps).ok());
+  // Rank 0 forgets its divide.
+  auto no_divide = ps;
+  no_divide[0] = rebuild(a, ps[0], [](size_t, Step& s) { return s.kind != StepKind::kDivide; });
+  Status s = verify_programs(a, no_divide);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("must hold element 0 of ranks {0} divided 1x"));
-  ProgramBuilder c(0, 1, DataType::kFloat32, RedOp::kAvg);
-  c.copy({kIn, 0, 3}, {kOut, 0, 3});
-  c.divide({kOut, 0, 3});
-  c.divide({kOut, 0, 1});
-  s = verify_programs(a, {c.finish()});
+  EXPECT_THAT(s.message(), HasSubstr("must hold element"));
+  EXPECT_THAT(s.message(), HasSubstr("of ranks {0-1} divided 1x"));
+  // Rank 1 divides twice.
+  auto twice = ps;
+  twice[1] = rebuild(a, ps[1], [](size_t, Step&) { return true; }, [&](size_t i, ProgramBuilder& b) {
+    if (ps[1].steps[i].kind == StepKind::kDivide) b.divide(ps[1].steps[i].dst);
+  });
+  s = verify_programs(a, twice);
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("divided 2x"));
-  EXPECT_THAT(s.message(), HasSubstr("rank 0 step 2"));
 }
 
 }  // namespace
