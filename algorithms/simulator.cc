@@ -952,22 +952,27 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
   // rank would be expensive, the simulator may run a nearby count that splits evenly instead: the
   // multiple of k * nranks nearest the call's count (k <= 12) if within `tolerance` of it, or,
   // below nranks elements (latency-bound calls, where a few bytes more per message change
-  // little), the smallest such multiple. try_counts(strict, tolerance) looks for a symmetry at the
+  // little), k * nranks for k <= 4. try_counts(strict, tolerance) looks for a symmetry at the
   // call's count, then at those; on success it takes that count and rank 0's program for it.
   // A rounding by more than 5% must not change the schedule's path (some generators take another
   // route for counts that do not split, e.g. recursive doubling for the remainder): on the small
-  // instance, both counts simulated in full must take times within 10% of each other.
+  // instance, both counts (scaled to the same elements per rank) simulated in full must take
+  // times within 5% of each other.
   auto rounding_keeps_time = [&](const CollectiveArgs& original, const CollectiveArgs& rounded) {
     const Layout small = small_instance(cluster, period);
+    // The same elements per rank as at full size.
     CollectiveArgs x = original, y = rounded;
     x.nranks = y.nranks = small.nranks;
+    const double scale = static_cast<double>(small.nranks) / n;
+    x.count = std::max<size_t>(1, static_cast<size_t>(std::ceil(static_cast<double>(original.count) * scale)));
+    y.count = std::max<size_t>(1, static_cast<size_t>(std::ceil(static_cast<double>(rounded.count) * scale)));
     if (!applicable(x, small, algorithm) || !applicable(y, small, algorithm)) return false;
     SimOptions o;
     o.use_symmetry = false;
     o.max_messages = budget;
     auto tx = simulate_algorithm(x, small, algorithm, cluster, o);
     auto ty = simulate_algorithm(y, small, algorithm, cluster, o);
-    return tx.ok() && ty.ok() && std::abs(ty->seconds - tx->seconds) <= 0.1 * tx->seconds;
+    return tx.ok() && ty.ok() && std::abs(ty->seconds - tx->seconds) <= 0.05 * tx->seconds;
   };
   auto try_counts = [&](bool strict, double tolerance) -> Symmetry {
     Symmetry found = find_symmetry(call, layout, algorithm, cluster, period, p0, strict);
@@ -979,7 +984,9 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
       const size_t c = down > 0 && call.count - down < up - call.count ? down : up;
       const double change = std::abs(static_cast<double>(c) - static_cast<double>(call.count)) /
                             static_cast<double>(call.count);
-      if (c == call.count || (call.count >= nn && change > tolerance)) continue;
+      // Below n elements only small multiples: a count several times larger may cross a
+      // generator's own threshold (hierarchical switches its inner algorithm by block size).
+      if (c == call.count || (call.count >= nn && change > tolerance) || (call.count < nn && k > 4)) continue;
       CollectiveArgs rounded = call;
       rounded.count = c;
       if (change > 0.05 && !rounding_keeps_time(call, rounded)) continue;
@@ -1058,10 +1065,12 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
 double predict_seconds(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
                        const topology::Cluster& cluster) {
   if (!applicable(a, layout, algorithm)) return std::numeric_limits<double>::infinity();
+  // Small calls in full; large ones with slices coarsened to 20,000 messages in all, which bounds
+  // the cost (docs/SIMULATOR.md) and changes bandwidth-bound predictions by a few percent.
   SimOptions o;
   if (a.nranks <= 64) {
     o.use_symmetry = false;
-    o.max_messages = 0;
+    o.max_messages = 20'000;
   }
   auto r = simulate_algorithm(a, layout, algorithm, cluster, o);
   return r.ok() ? r->seconds : std::numeric_limits<double>::infinity();

@@ -34,8 +34,9 @@
 //     that splits evenly is simulated instead: the nearest multiple of k * nranks (k <= 12) within
 //     5% of the call's (within 50% when the schedule is too big to simulate rank by rank and the
 //     fold is approximate anyway), or, for calls of fewer elements than ranks (latency-bound,
-//     where a few bytes more per message change little), the smallest such multiple
-//     (SimResult::padded, ::count).
+//     where a few bytes more per message change little), k * nranks for k <= 4; a rounding by
+//     more than 5% is taken only if, on a 4-period instance at the same elements per rank, both
+//     counts take times within 5% of each other (SimResult::padded, ::count).
 //   - Coarser slices: when the messages to simulate exceed SimOptions::max_messages, the pipeline
 //     slice is enlarged (SimResult::slice_count) until they fit or the slice covers the buffer.
 //
@@ -111,9 +112,10 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
                                      const topology::Cluster& cluster, const SimOptions& options = {});
 
 // The tuner's entry point: the predicted seconds of `algorithm` for `a`, or +infinity when it does
-// not apply or cannot be simulated. Full fidelity (no folding, no coarsening) up to 64 ranks;
-// cost: generating every rank's program plus about a microsecond per message (measured in
-// docs/SIMULATOR.md: tens of microseconds for small calls at N=8, milliseconds at N=64).
+// not apply or cannot be simulated. Up to 64 ranks: every rank simulated (no folding), slices
+// coarsened only past 20,000 messages. Cost: generating every rank's program plus a few
+// microseconds per message; measured in docs/SIMULATOR.md (tens of microseconds to a few
+// milliseconds at N=8, up to tens of milliseconds at N=64). Cache the answers.
 double predict_seconds(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
                        const topology::Cluster& cluster);
 
