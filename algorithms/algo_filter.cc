@@ -42,12 +42,11 @@ Result<AlgoFilter> AlgoFilter::parse(std::string_view text, std::string_view var
     std::string_view list = clause;
     if (const size_t colon = clause.find(':'); colon != std::string_view::npos) {
       const std::string coll = lower_trimmed(clause.substr(0, colon));
-      targets = 0;
-      for (int c = 0; c < kCollectiveCount; ++c)
-        if (collective_name(static_cast<Collective>(c)) == coll) targets = uint32_t{1} << c;
-      if (targets == 0)
+      const auto c = parse_collective(coll);
+      if (!c)
         return invalid_argument(where + ": '" + coll + "' is not a collective (allreduce, reduce_scatter, allgather, "
                                 "broadcast, reduce, alltoall, gather, scatter, barrier)");
+      targets = uint32_t{1} << static_cast<int>(*c);
       list = clause.substr(colon + 1);
     }
     std::string names = lower_trimmed(list);

@@ -66,14 +66,12 @@ inline constexpr size_t kHierarchicalSmallBlockBytes = size_t{32} << 10;
 Algorithm allreduce_hierarchical_inner(const CollectiveArgs& a, const Layout& l);
 // REQUIRES: l.torus has 2 or 3 dimensions multiplying to a.nranks (applies_torus).
 Program allreduce_torus(const CollectiveArgs& a, const Layout& l, int rank);
-// An allreduce with nothing to exchange (one rank, or no elements): copies IN to OUT (out of
-// place) and divides it by 1 for avg (so the verifier sees every element divided once). Returns
-// whether it handled the call; the generators above start with it.
+// An allreduce with nothing to exchange (one rank, or no elements): copies IN to OUT out of
+// place (avg over one rank divides by one: nothing to do). Returns whether it handled the call;
+// every allreduce generator starts with it.
 inline bool allreduce_trivial(ProgramBuilder& b, const CollectiveArgs& a) {
   if (a.nranks > 1 && a.count > 0) return false;
-  const Region in{kIn, 0, a.count}, out{kOut, 0, a.count};
-  if (!a.in_place && a.count > 0) b.copy(in, out);
-  if (a.op == RedOp::kAvg && a.count > 0) b.divide(out);
+  if (!a.in_place && a.count > 0) b.copy({kIn, 0, a.count}, {kOut, 0, a.count});
   return true;
 }
 

@@ -16,10 +16,7 @@ namespace weft::algorithms {
 Program allreduce_ring(const CollectiveArgs& a, int r) {
   const int n = a.nranks;
   ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
-  if (n == 1) {
-    if (!a.in_place && a.count > 0) b.copy({kIn, 0, a.count}, {kOut, 0, a.count});
-    return b.finish();
-  }
+  if (allreduce_trivial(b, a)) return b.finish();
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   const size_t nchunks = static_cast<size_t>(n);
   const size_t slices = slices_for(split_count(a.count, nchunks, 0), a.slice_count);

@@ -20,6 +20,12 @@ std::string_view collective_name(Collective c) {
   return "?";
 }
 
+std::optional<Collective> parse_collective(std::string_view name) {
+  for (int c = 0; c <= static_cast<int>(Collective::kSendRecv); ++c)
+    if (collective_name(static_cast<Collective>(c)) == name) return static_cast<Collective>(c);
+  return std::nullopt;
+}
+
 bool has_root(Collective c) {
   return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
          c == Collective::kScatter;

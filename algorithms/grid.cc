@@ -37,21 +37,33 @@ int Grid::coordinate(int rank, int dim) const {
 }
 
 std::vector<int> Grid::group(int rank, std::span<const int> dims) const {
-  // Walk every flat index, keeping those equal to ours outside `dims`.
-  std::vector<int> out;
-  const int ours = index_of[static_cast<size_t>(rank)];
-  for (size_t flat = 0; flat < rank_at.size(); ++flat) {
-    int a = static_cast<int>(flat), b = ours;
-    bool same = true;
-    for (size_t d = 0; d < extent.size() && same; ++d) {
-      const bool free = std::find(dims.begin(), dims.end(), static_cast<int>(d)) != dims.end();
-      same = free || a % extent[d] == b % extent[d];
-      a /= extent[d];
-      b /= extent[d];
-    }
-    if (same) out.push_back(rank_at[flat]);
+  // Our coordinates with the free dimensions counted through, the lowest dimension fastest, so
+  // the flat indices come out increasing: the group's size in steps, not the grid's.
+  const size_t nd = extent.size();
+  std::vector<int> coord(nd), stride(nd);
+  int flat = index_of[static_cast<size_t>(rank)], base = 0;
+  for (size_t d = 0, step = 1; d < nd; step *= static_cast<size_t>(extent[d]), ++d) {
+    coord[d] = flat % extent[d];
+    flat /= extent[d];
+    stride[d] = static_cast<int>(step);
+    const bool free = std::find(dims.begin(), dims.end(), static_cast<int>(d)) != dims.end();
+    if (!free) base += coord[d] * stride[d];
+    coord[d] = free ? 0 : -1;  // from here on: the counter of a free dimension, -1 for a fixed one
   }
-  return out;
+  std::vector<int> out;
+  for (;;) {
+    int index = base;
+    for (size_t d = 0; d < nd; ++d)
+      if (coord[d] >= 0) index += coord[d] * stride[d];
+    out.push_back(rank_at[static_cast<size_t>(index)]);
+    size_t d = 0;
+    for (; d < nd; ++d) {  // next combination
+      if (coord[d] < 0) continue;
+      if (++coord[d] < extent[d]) break;
+      coord[d] = 0;
+    }
+    if (d == nd) return out;
+  }
 }
 
 namespace {

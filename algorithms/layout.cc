@@ -1,5 +1,6 @@
 #include "algorithms/layout.h"
 
+#include <algorithm>
 #include <map>
 
 namespace weft::algorithms {
@@ -29,6 +30,23 @@ Layout Layout::from_node_names(const std::vector<std::string>& names) {
   }
   l.index();
   return l;
+}
+
+Result<std::vector<int>> Layout::parse_torus(std::string_view text, std::string_view name) {
+  std::vector<int> dims;
+  const std::string where = std::string(name) + "='" + std::string(text) + "'";
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t x = std::min(text.find('x', pos), text.size());
+    const std::string part(text.substr(pos, x - pos));
+    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos || std::stoi(part) < 1)
+      return invalid_argument(where + ": '" + part + "' is not a positive dimension (write XxY or XxYxZ)");
+    dims.push_back(std::stoi(part));
+    pos = x + 1;
+  }
+  if (dims.size() < 2 || dims.size() > 3)
+    return invalid_argument(where + ": a torus has 2 or 3 dimensions, not " + std::to_string(dims.size()));
+  return dims;
 }
 
 Layout Layout::torus_of(std::vector<int> dims) {

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "weft/status.h"
 
 namespace weft::algorithms {
 
@@ -22,6 +25,9 @@ struct Layout {
   static Layout blocks(int nranks, int per_node);
   // Ranks grouped by equal node names, nodes and local indices in order of first appearance.
   static Layout from_node_names(const std::vector<std::string>& names);
+  // "4x4" / "2x4x8" -> the dimensions (2 or 3 of them, each >= 1); `name` labels errors
+  // ("WEFT_TORUS").
+  static Result<std::vector<int>> parse_torus(std::string_view text, std::string_view name);
   // A flat layout with the given torus dimensions (product must be nranks).
   static Layout torus_of(std::vector<int> dims);
 

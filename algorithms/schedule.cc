@@ -64,61 +64,41 @@ ProgramBuilder::ProgramBuilder(int rank, int nranks, DataType dtype, RedOp op,
   program_.op = op;
 }
 
-ProgramBuilder::Access ProgramBuilder::access_of(const Region& r, bool write) const {
-  Access a{0, static_cast<int64_t>(r.offset), static_cast<int64_t>(r.offset + r.count), write};
+SpaceRange space_range(const Region& r, std::optional<int64_t> in_offset_in_out) {
+  SpaceRange a{0, static_cast<int64_t>(r.offset), static_cast<int64_t>(r.offset + r.count)};
   switch (r.buffer.kind) {
     case BufferKind::kIn:
-      a.space = 0;
-      if (in_offset_in_out_) {
-        a.begin += *in_offset_in_out_;
-        a.end += *in_offset_in_out_;
+      if (in_offset_in_out) {
+        a.begin += *in_offset_in_out;
+        a.end += *in_offset_in_out;
       }
       break;
-    case BufferKind::kOut: a.space = in_offset_in_out_ ? 0 : 1; break;
+    case BufferKind::kOut: a.space = in_offset_in_out ? 0 : 1; break;
     case BufferKind::kTmp: a.space = 2; break;
     case BufferKind::kUser: a.space = 3 + static_cast<int>(r.buffer.index); break;
   }
   return a;
 }
 
-ProgramBuilder::Space& ProgramBuilder::space(int index) {
-  if (static_cast<size_t>(index) >= spaces_.size()) spaces_.resize(static_cast<size_t>(index) + 1);
-  return spaces_[static_cast<size_t>(index)];
-}
-
-void ProgramBuilder::split_at(Space& frags, int64_t pos) {
-  auto it = frags.upper_bound(pos);
-  if (it == frags.begin()) return;
-  --it;
-  if (it->first == pos || it->second.end <= pos) return;
-  ProgramBuilder::Fragment tail = it->second;
-  it->second.end = pos;
-  frags.emplace(pos, std::move(tail));
-}
-
 uint32_t ProgramBuilder::add(Step s) {
   const uint32_t id = static_cast<uint32_t>(program_.steps.size());
-  const bool reads_src = s.kind == StepKind::kSend || s.kind == StepKind::kRecvReduce ||
-                         s.kind == StepKind::kCopy || s.kind == StepKind::kReduce;
-  const bool writes_dst = s.kind != StepKind::kSend;
-  const bool reads_dst = s.kind == StepKind::kReduce || s.kind == StepKind::kDivide;
 
-  Access touched[2];
+  struct Touch {
+    SpaceRange range;
+    bool write;
+  } touched[2];
   int ntouched = 0;
-  if (writes_dst && s.dst.count > 0) touched[ntouched++] = access_of(s.dst, true);
-  if (reads_src && s.src.count > 0) touched[ntouched++] = access_of(s.src, false);
-  (void)reads_dst;  // a step that reads its dst also writes it: the write's dependencies cover the read
+  // A step that reads its dst (REDUCE, DIVIDE) also writes it: the write's dependencies cover the read.
+  if (step_writes_dst(s.kind) && s.dst.count > 0) touched[ntouched++] = {space_range(s.dst, in_offset_in_out_), true};
+  if (step_reads_src(s.kind) && s.src.count > 0) touched[ntouched++] = {space_range(s.src, in_offset_in_out_), false};
 
   scratch_deps_.clear();
   for (int i = 0; i < ntouched; ++i) {
-    const Access& t = touched[i];
-    Space& frags = space(t.space);
-    split_at(frags, t.begin);
-    split_at(frags, t.end);
-    for (auto it = frags.lower_bound(t.begin); it != frags.end() && it->first < t.end; ++it) {
-      if (it->second.writer >= 0) scratch_deps_.push_back(static_cast<uint32_t>(it->second.writer));
-      if (t.write) scratch_deps_.insert(scratch_deps_.end(), it->second.readers.begin(), it->second.readers.end());
-    }
+    const bool write = touched[i].write;
+    accesses_.for_each_conflict(touched[i].range, [&](const AccessMap::Fragment& f) {
+      if (f.writer >= 0) scratch_deps_.push_back(static_cast<uint32_t>(f.writer));
+      if (write) scratch_deps_.insert(scratch_deps_.end(), f.readers.begin(), f.readers.end());
+    });
   }
   std::sort(scratch_deps_.begin(), scratch_deps_.end());
   scratch_deps_.erase(std::unique(scratch_deps_.begin(), scratch_deps_.end()), scratch_deps_.end());
@@ -126,28 +106,9 @@ uint32_t ProgramBuilder::add(Step s) {
   s.deps_count = static_cast<uint32_t>(scratch_deps_.size());
   program_.deps.insert(program_.deps.end(), scratch_deps_.begin(), scratch_deps_.end());
 
-  // Record: a write owns its range alone (it is ordered after everything there); a read joins the
-  // readers of each fragment it covers (gaps become fragments with no writer).
   for (int i = 0; i < ntouched; ++i) {
-    const Access& t = touched[i];
-    Space& frags = space(t.space);
-    if (t.write) {
-      frags.erase(frags.lower_bound(t.begin), frags.lower_bound(t.end));
-      frags.emplace(t.begin, Fragment{t.end, id, {}});
-      continue;
-    }
-    int64_t pos = t.begin;
-    auto it = frags.lower_bound(t.begin);
-    while (pos < t.end) {
-      if (it == frags.end() || it->first > pos) {
-        const int64_t gap_end = it == frags.end() ? t.end : std::min(t.end, it->first);
-        it = frags.emplace_hint(it, pos, Fragment{gap_end, -1, {id}});
-      } else if (it->second.writer != id) {
-        it->second.readers.push_back(id);
-      }
-      pos = it->second.end;
-      ++it;
-    }
+    if (touched[i].write) accesses_.record_write(touched[i].range, id);
+    else accesses_.record_read(touched[i].range, id);
   }
   program_.steps.push_back(s);
   return id;
@@ -188,7 +149,7 @@ uint32_t ProgramBuilder::divide(Region dst) { return add(make_step(StepKind::kDi
 void ProgramBuilder::need_tmp(size_t count) { program_.tmp_count = std::max(program_.tmp_count, count); }
 
 Program ProgramBuilder::finish() {
-  spaces_.clear();
+  accesses_.clear();
   return std::move(program_);
 }
 

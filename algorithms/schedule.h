@@ -24,11 +24,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "algorithms/access_map.h"
 #include "weft/types.h"
 
 namespace weft::algorithms {
@@ -80,6 +80,12 @@ struct Program {
 };
 
 std::string_view step_kind_name(StepKind kind);
+// What a step touches: SEND, RECV_REDUCE, COPY and REDUCE read src; all but SEND write dst
+// (REDUCE and DIVIDE also read it).
+inline bool step_reads_src(StepKind k) {
+  return k == StepKind::kSend || k == StepKind::kRecvReduce || k == StepKind::kCopy || k == StepKind::kReduce;
+}
+inline bool step_writes_dst(StepKind k) { return k != StepKind::kSend; }
 std::string region_to_string(const Region& r);
 
 // Builds a Program step by step, deriving dependencies from region overlaps.
@@ -102,32 +108,16 @@ class ProgramBuilder {
   Program finish();
 
  private:
-  // The accesses a later step may conflict with, per memory space, as disjoint fragments: the
-  // last step that wrote the fragment and the steps that read it since. A read depends on the
-  // writer; a write depends on the writer and the readers, then owns the fragment alone.
-  struct Fragment {
-    int64_t end;
-    int64_t writer;  // -1: none
-    std::vector<uint32_t> readers;
-  };
-  using Space = std::map<int64_t, Fragment>;  // keyed by the fragment's first element
-  struct Access {
-    int space;  // 0: IN, or IN and OUT when they alias; 1: OUT; 2: TMP; 3+i: USER(i)
-    int64_t begin;
-    int64_t end;
-    bool write;
-  };
-  Access access_of(const Region& r, bool write) const;
-  Space& space(int index);
-  // Makes `pos` a fragment boundary if it falls inside a fragment.
-  static void split_at(Space& frags, int64_t pos);
   uint32_t add(Step s);
 
   Program program_;
   std::optional<int64_t> in_offset_in_out_;
-  std::vector<Space> spaces_;
+  AccessMap accesses_;  // what each later step may conflict with
   std::vector<uint32_t> scratch_deps_;
 };
+
+// Where region `r` lives in the memory spaces of AccessMap. in_offset_in_out: as ProgramBuilder's.
+SpaceRange space_range(const Region& r, std::optional<int64_t> in_offset_in_out);
 
 // Splits `count` elements into `parts` nearly equal pieces: piece i starts at
 // split_offset(count, parts, i) and holds split_count(count, parts, i) elements (the first

@@ -1,5 +1,7 @@
 #include "algorithms/verifier.h"
 
+#include "algorithms/access_map.h"
+
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -485,14 +487,7 @@ class Machine {
   }
 
   // Two steps of rank r's program touching overlapping memory, one writing, must be ordered by
-  // a chain of dependencies. Tracks, per memory space, disjoint fragments with their last writer
-  // and the readers since; each new access must have those as ancestors.
-  struct Fragment {
-    int64_t end;
-    int64_t writer;
-    std::vector<uint32_t> readers;
-  };
-
+  // a chain of dependencies: each access's conflicts in the AccessMap must be its ancestors.
   bool ancestor(const Program& p, uint32_t from, uint32_t to) {
     const Step& st = p.steps[to];
     for (uint32_t d = 0; d < st.deps_count; ++d)
@@ -517,75 +512,37 @@ class Machine {
 
   Status check_races(int r) {
     const Program& p = programs_[r];
-    const Rank& k = ranks_[r];
-    std::map<int, std::map<int64_t, Fragment>> spaces;
-    auto split = [](std::map<int64_t, Fragment>& f, int64_t pos) {
-      auto it = f.upper_bound(pos);
-      if (it == f.begin()) return;
-      --it;
-      if (it->first == pos || it->second.end <= pos) return;
-      Fragment tail = it->second;
-      it->second.end = pos;
-      f.emplace(pos, std::move(tail));
-    };
+    const std::optional<int64_t> in_off = ranks_[r].in_off;
+    AccessMap accesses;
     for (uint32_t s = 0; s < p.steps.size(); ++s) {
       const Step& st = p.steps[s];
-      struct Access {
+      struct Touch {
         Region g;
         bool write;
-      };
-      Access acc[3];
-      int na = 0;
-      if (st.kind != StepKind::kSend) acc[na++] = {st.dst, true};
-      if (st.kind == StepKind::kSend || st.kind == StepKind::kRecvReduce || st.kind == StepKind::kCopy ||
-          st.kind == StepKind::kReduce)
-        acc[na++] = {st.src, false};
-      for (int i = 0; i < na; ++i) {
-        const Region& g = acc[i].g;
-        if (g.count == 0) continue;
-        int space = 1;
-        int64_t begin = static_cast<int64_t>(g.offset);
-        if (g.buffer.kind == BufferKind::kIn) {
-          space = k.in_off ? 1 : 0;
-          if (k.in_off) begin += *k.in_off;
-        } else if (g.buffer.kind == BufferKind::kTmp) {
-          space = 2;
-        } else if (g.buffer.kind == BufferKind::kUser) {
-          space = 3 + static_cast<int>(g.buffer.index);
-        }
-        const int64_t end = begin + static_cast<int64_t>(g.count);
-        auto& f = spaces[space];
-        split(f, begin);
-        split(f, end);
-        for (auto it = f.lower_bound(begin); it != f.end() && it->first < end; ++it) {
-          const Fragment& fr = it->second;
-          if (fr.writer >= 0 && static_cast<uint32_t>(fr.writer) != s && !ancestor(p, static_cast<uint32_t>(fr.writer), s))
-            return fail(r, s, std::string(acc[i].write ? "writes" : "reads") + " memory that " +
-                                  step_name(r, static_cast<uint32_t>(fr.writer)) +
+      } touched[2];
+      int n = 0;
+      if (step_writes_dst(st.kind)) touched[n++] = {st.dst, true};
+      if (step_reads_src(st.kind)) touched[n++] = {st.src, false};
+      for (int i = 0; i < n; ++i) {
+        if (touched[i].g.count == 0) continue;
+        const SpaceRange range = space_range(touched[i].g, in_off);
+        const bool write = touched[i].write;
+        Status race;
+        accesses.for_each_conflict(range, [&](const AccessMap::Fragment& f) {
+          if (!race.ok()) return;
+          if (f.writer >= 0 && static_cast<uint32_t>(f.writer) != s && !ancestor(p, static_cast<uint32_t>(f.writer), s))
+            race = fail(r, s, std::string(write ? "writes" : "reads") + " memory that " +
+                                  step_name(r, static_cast<uint32_t>(f.writer)) +
                                   " writes, and no dependency orders the two (a race)");
-          if (acc[i].write)
-            for (uint32_t reader : fr.readers)
-              if (reader != s && !ancestor(p, reader, s))
-                return fail(r, s, "writes memory that " + step_name(r, reader) +
-                                      " reads, and no dependency orders the two (a race)");
-        }
-        if (acc[i].write) {
-          f.erase(f.lower_bound(begin), f.lower_bound(end));
-          f.emplace(begin, Fragment{end, s, {}});
-        } else {
-          int64_t pos = begin;
-          auto it = f.lower_bound(begin);
-          while (pos < end) {
-            if (it == f.end() || it->first > pos) {
-              const int64_t gap_end = it == f.end() ? end : std::min(end, it->first);
-              it = f.emplace_hint(it, pos, Fragment{gap_end, -1, {s}});
-            } else if (it->second.writer != s) {
-              it->second.readers.push_back(s);
-            }
-            pos = it->second.end;
-            ++it;
-          }
-        }
+          if (!write) return;
+          for (uint32_t reader : f.readers)
+            if (race.ok() && reader != s && !ancestor(p, reader, s))
+              race = fail(r, s, "writes memory that " + step_name(r, reader) +
+                                    " reads, and no dependency orders the two (a race)");
+        });
+        WEFT_TRY(race);
+        if (write) accesses.record_write(range, s);
+        else accesses.record_read(range, s);
       }
     }
     return Status();

@@ -64,29 +64,6 @@ bool take_blob(const std::vector<uint8_t>& in, size_t& pos, std::vector<uint8_t>
   return true;
 }
 
-// "4x4" / "2x4x8" -> dimensions whose product must be nranks.
-Result<std::vector<int>> parse_torus(const std::string& text, int nranks) {
-  std::vector<int> dims;
-  const std::string where = "WEFT_TORUS='" + text + "'";
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t x = std::min(text.find('x', pos), text.size());
-    const std::string part = text.substr(pos, x - pos);
-    if (part.empty() || part.size() > 6 || part.find_first_not_of("0123456789") != std::string::npos || std::stoi(part) < 1)
-      return invalid_argument(where + ": '" + part + "' is not a positive dimension (write XxY or XxYxZ)");
-    dims.push_back(std::stoi(part));
-    pos = x + 1;
-  }
-  if (dims.size() < 2 || dims.size() > 3)
-    return invalid_argument(where + ": a torus has 2 or 3 dimensions, not " + std::to_string(dims.size()));
-  long long product = 1;
-  for (int d : dims) product *= d;
-  if (product != nranks)
-    return invalid_argument(where + ": the dimensions multiply to " + std::to_string(product) + " but the communicator has " +
-                            std::to_string(nranks) + " ranks");
-  return dims;
-}
-
 }  // namespace
 
 CommState::CommState(int rank, int nranks, const Config& config)
@@ -116,8 +93,13 @@ Status CommState::init(const UniqueId& id) {
   WEFT_TRY(filter);
   algo_filter_ = *filter;
   if (!config_.torus.empty()) {
-    auto dims = parse_torus(config_.torus, nranks_);
+    auto dims = algorithms::Layout::parse_torus(config_.torus, "WEFT_TORUS");
     WEFT_TRY(dims);
+    long long product = 1;
+    for (int d : *dims) product *= d;
+    if (product != nranks_)
+      return invalid_argument("WEFT_TORUS='" + config_.torus + "': the dimensions multiply to " + std::to_string(product) +
+                              " but the communicator has " + std::to_string(nranks_) + " ranks");
     layout_.torus = std::move(*dims);
   }
   auto bs = Bootstrap::create(id, rank_, nranks_, config_, deadline);

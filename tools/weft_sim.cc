@@ -90,14 +90,6 @@ bool parse_bytes(std::string_view text, size_t* out) {
   return true;
 }
 
-std::optional<Collective> parse_coll(std::string_view name) {
-  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
-                       Collective::kAllToAll, Collective::kBroadcast, Collective::kReduce, Collective::kGather,
-                       Collective::kScatter})
-    if (weft::algorithms::collective_name(c) == name) return c;
-  return std::nullopt;
-}
-
 bool per_rank_count(Collective c) {
   return c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll ||
          c == Collective::kGather || c == Collective::kScatter;
@@ -141,8 +133,8 @@ int parse_args(int argc, char** argv, Options* o) {
     if (flag == "--cluster") {
       o->cluster = v;
     } else if (flag == "--coll") {
-      auto c = parse_coll(v);
-      if (!c) return usage_error(bad + ": unknown collective (allreduce, reduce_scatter, allgather, alltoall, "
+      auto c = weft::algorithms::parse_collective(v);
+      if (!c || *c == Collective::kBarrier || *c == Collective::kSendRecv) return usage_error(bad + ": unknown collective (allreduce, reduce_scatter, allgather, alltoall, "
                                        "broadcast, reduce, gather, scatter)");
       o->coll = *c;
     } else if (flag == "-b" || flag == "-e" || flag == "--slice") {

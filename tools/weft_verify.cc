@@ -47,11 +47,11 @@ struct Options {
   std::exit(2);
 }
 
-std::vector<int> parse_list(const std::string& text, char sep, const char* what) {
+std::vector<int> parse_list(const std::string& text, const char* what) {
   std::vector<int> out;
   size_t pos = 0;
   while (pos <= text.size()) {
-    const size_t end = std::min(text.find(sep, pos), text.size());
+    const size_t end = std::min(text.find(',', pos), text.size());
     const std::string part = text.substr(pos, end - pos);
     char* stop = nullptr;
     const long v = std::strtol(part.c_str(), &stop, 10);
@@ -73,19 +73,23 @@ Options parse(int argc, char** argv) {
     if (arg == "--suite") o.suite = value();
     else if (arg == "--coll") o.coll = value();
     else if (arg == "--algo") o.algo = value();
-    else if (arg == "-n") o.sizes = parse_list(value(), ',', "rank counts");
+    else if (arg == "-n") o.sizes = parse_list(value(), "rank counts");
     else if (arg == "--count") {
       const std::string v = value();
       if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) usage("bad count '" + v + "'");
       o.count = std::stoul(v);
     }
-    else if (arg == "--nodes") o.nodes = parse_list(value(), ',', "ranks per node")[0];
-    else if (arg == "--torus") o.torus = parse_list(value(), 'x', "torus");
+    else if (arg == "--nodes") o.nodes = parse_list(value(), "ranks per node")[0];
+    else if (arg == "--torus") {
+      auto dims = Layout::parse_torus(value(), "--torus");
+      if (!dims.ok()) usage(dims.status().message());
+      o.torus = *dims;
+    }
     else if (arg == "--in-place") o.in_place = true;
     else if (arg == "--root") o.root = std::atoi(value().c_str());
     else if (arg == "--op") o.op = value();
     else if (arg == "--dot") o.dot = value();
-    else if (arg == "--slice") o.slice = static_cast<size_t>(parse_list(value(), ',', "slice")[0]);
+    else if (arg == "--slice") o.slice = static_cast<size_t>(parse_list(value(), "slice")[0]);
     else if (arg == "-h" || arg == "--help") usage("help");
     else usage("unknown argument '" + arg + "'");
   }
@@ -96,18 +100,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::optional<Collective> collective_by_name(const std::string& name) {
-  for (int c = 0; c <= static_cast<int>(Collective::kBarrier); ++c)
-    if (collective_name(static_cast<Collective>(c)) == name) return static_cast<Collective>(c);
-  return std::nullopt;
-}
-
-std::optional<weft::RedOp> op_by_name(const std::string& name) {
-  for (weft::RedOp op : {weft::RedOp::kSum, weft::RedOp::kProd, weft::RedOp::kMax, weft::RedOp::kMin, weft::RedOp::kAvg})
-    if (weft::op_name(op) == name) return op;
-  return std::nullopt;
-}
-
 // The cases one command line names (--coll ...), rather than a suite.
 std::vector<VerifyCase> explicit_cases(const Options& o, const AlgorithmEntry& e, int n) {
   VerifyCase c;
@@ -115,7 +107,7 @@ std::vector<VerifyCase> explicit_cases(const Options& o, const AlgorithmEntry& e
   c.args.nranks = n;
   c.args.count = o.count.value_or(static_cast<size_t>(3 * n + 1));
   c.args.dtype = weft::DataType::kFloat32;
-  c.args.op = *op_by_name(o.op);
+  c.args.op = *weft::parse_op(o.op);
   c.args.root = o.root;
   c.args.in_place = o.in_place;
   c.args.slice_count = o.slice;
@@ -145,9 +137,12 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   std::optional<Collective> coll;
   std::optional<Algorithm> algo;
-  if (!o.coll.empty() && !(coll = collective_by_name(o.coll))) usage("unknown collective '" + o.coll + "'");
+  if (!o.coll.empty()) {
+    coll = parse_collective(o.coll);
+    if (!coll || *coll == Collective::kSendRecv) usage("unknown collective '" + o.coll + "'");
+  }
   if (!o.algo.empty() && !(algo = algorithm_by_name(o.algo))) usage("unknown algorithm '" + o.algo + "'");
-  if (!op_by_name(o.op)) usage("unknown op '" + o.op + "'");
+  if (!weft::parse_op(o.op)) usage("unknown op '" + o.op + "'");
   if (coll && o.root >= 0)
     for (int n : o.sizes)
       if (o.root >= n) usage("--root " + std::to_string(o.root) + " is out of range for " + std::to_string(n) + " ranks");
