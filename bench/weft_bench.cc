@@ -5,7 +5,7 @@
 // Flags follow nccl-tests: -b/-e min/max bytes (K, M, G suffixes), -f step factor, -i step
 // bytes (instead of -f), -n iterations, -w warm-up iterations, -c check (0/1), -o op, -d type,
 // -r root, -a how times combine across ranks (0 rank 0, 1 mean, 2 min, 3 max), -T timeout
-// (seconds; sets WEFT_TIMEOUT). Columns, algbw and busbw as nccl-tests (docs/BENCH.md).
+// (seconds; sets WEFT_TIMEOUT), -G 1 device buffers (the current GPU; needs a CUDA build). Columns, algbw and busbw as nccl-tests (docs/BENCH.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +18,7 @@
 #include "algorithms/planner.h"
 #include "bench/reference.h"
 #include "src/comm_state.h"
+#include "src/cuda/device.h"
 #include "weft/communicator.h"
 
 namespace {
@@ -31,6 +32,7 @@ struct Options {
   size_t min_bytes = 8, max_bytes = 32 << 20, step_bytes = 0;
   double factor = 2;
   int iters = 20, warmup = 1, check = 1, average = 1, root = 0;
+  int device = 0;  // -G 1: buffers in GPU memory (the GPU path)
   weft::DataType dtype = weft::DataType::kFloat32;
   weft::RedOp op = weft::RedOp::kSum;
 };
@@ -55,7 +57,7 @@ int usage(const char* msg) {
   std::fprintf(stderr,
                "weft-bench: %s\nusage: weft-bench [allreduce|reduce_scatter|allgather|alltoall|broadcast|"
                "reduce|gather|scatter|sendrecv] [-b min] [-e max] [-f factor | -i step] [-n iters] [-w warmup]\n"
-               "                  [-c 0|1] [-o sum|prod|max|min|avg] [-d type] [-r root] [-a 0-3] [-T seconds]\n",
+               "                  [-c 0|1] [-o sum|prod|max|min|avg] [-d type] [-r root] [-a 0-3] [-T seconds] [-G 0|1]\n",
                msg);
   return 2;
 }
@@ -148,6 +150,7 @@ int main(int argc, char** argv) {
     else if (flag == "-n") ok = as_int(&o.iters) && o.iters > 0;
     else if (flag == "-w") ok = as_int(&o.warmup) && o.warmup >= 0;
     else if (flag == "-c") ok = as_int(&o.check);
+    else if (flag == "-G") ok = as_int(&o.device);
     else if (flag == "-a") ok = as_int(&o.average) && o.average >= 0 && o.average <= 3;
     else if (flag == "-r") ok = as_int(&o.root);
     else if (flag == "-o") ok = static_cast<bool>(weft::parse_op(v)), o.op = weft::parse_op(v).value_or(o.op);
@@ -181,12 +184,35 @@ int main(int argc, char** argv) {
   const size_t send_bytes = std::max<size_t>(weft::algorithms::in_count(most, o.root) * elem, 64);
   const size_t recv_bytes = std::max<size_t>(std::max(weft::algorithms::out_count(most, o.root), most.count * blocks) * elem, 64);
   std::vector<char> sendbuf(send_bytes, 1), recvbuf(recv_bytes, 1);
+  // -G 1: the same buffers in device memory; checks fill and read the host copies above.
+  std::shared_ptr<void> dsend, drecv;
+  if (o.device) {
+    if (!weft::cuda::available()) return usage("-G 1: no usable GPU (or weft was built without CUDA)");
+    auto ds = weft::cuda::device_alloc(send_bytes), dr = weft::cuda::device_alloc(recv_bytes);
+    if (!ds.ok() || !dr.ok()) return usage("-G 1: cannot allocate device buffers");
+    dsend = std::shared_ptr<void>(*ds, weft::cuda::device_free);
+    drecv = std::shared_ptr<void>(*dr, weft::cuda::device_free);
+  }
+  char* send_base = o.device ? static_cast<char*>(dsend.get()) : sendbuf.data();
+  char* recv_base = o.device ? static_cast<char*>(drecv.get()) : recvbuf.data();
+  auto to_device = [&] {
+    if (!o.device) return weft::Status();
+    WEFT_TRY(weft::cuda::copy_async(send_base, sendbuf.data(), send_bytes, nullptr));
+    WEFT_TRY(weft::cuda::copy_async(recv_base, recvbuf.data(), recv_bytes, nullptr));
+    return weft::cuda::stream_sync(nullptr);
+  };
+  auto to_host = [&] {
+    if (!o.device) return weft::Status();
+    WEFT_TRY(weft::cuda::copy_async(recvbuf.data(), recv_base, recv_bytes, nullptr));
+    return weft::cuda::stream_sync(nullptr);
+  };
 
   const bool has_op = weft::algorithms::has_op(o.coll);
   const bool has_root = weft::algorithms::has_root(o.coll);
   if (rank == 0) {
-    std::printf("# weft-bench %s: nranks %d (%s), transport %s, algorithms %s, iters %d, warmup %d, check %d\n",
-                o.coll_name.c_str(), n, comm.state().layout().describe().c_str(), comm.config().transport.c_str(),
+    std::printf("# weft-bench %s: nranks %d (%s), %s buffers, transport %s, algorithms %s, iters %d, warmup %d, check %d\n",
+                o.coll_name.c_str(), n, comm.state().layout().describe().c_str(), o.device ? "device" : "host",
+                o.device ? "cuda" : comm.config().transport.c_str(),
                 comm.config().algo.empty() ? "chosen by the tuner (last column)" : comm.config().algo.c_str(), o.iters,
                 o.warmup, o.check);
     std::printf("#\n# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "", "", "", "", "", "out-of-place", "", "", "",
@@ -215,19 +241,22 @@ int main(int argc, char** argv) {
       a.dtype = o.dtype;
       a.op = o.op;
       a.in_place = place == 1;
-      Layout l = layout(a, rank, sendbuf.data(), recvbuf.data());
+      Layout l = layout(a, rank, send_base, recv_base);
       if (o.check && o.coll != Collective::kSendRecv) {
+        Layout h = layout(a, rank, sendbuf.data(), recvbuf.data());
         std::vector<char> in(weft::algorithms::in_count(a, rank) * elem + 1);
         weft::bench::fill_input(a, rank, in.data(), 42);
         const size_t out_elems = weft::algorithms::out_count(a, rank);
-        weft::bench::poison(l.recv, out_elems * elem);
-        std::memcpy(const_cast<void*>(l.send), in.data(), in.size() - 1);
-        weft::Status s = run_once(comm, o, l.send, l.recv, count);
+        weft::bench::poison(h.recv, out_elems * elem);
+        std::memcpy(const_cast<void*>(h.send), in.data(), in.size() - 1);
+        weft::Status s = to_device();
+        if (s.ok()) s = run_once(comm, o, l.send, l.recv, count);
+        if (s.ok()) s = to_host();
         if (!s.ok()) {
           std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());
           return 1;
         }
-        uint64_t w = weft::bench::count_wrong(a, rank, l.recv, 42), all = 0;
+        uint64_t w = weft::bench::count_wrong(a, rank, h.recv, 42), all = 0;
         s = comm.allreduce(&w, &all, 1, weft::DataType::kUint64, weft::RedOp::kSum).wait();
         if (!s.ok()) {
           std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());

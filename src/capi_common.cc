@@ -46,6 +46,7 @@ Status group_end() {
   std::vector<Request> pending;
   pending.swap(t_group.blocking);
   for (Request& r : pending) {
+    if (r.stream_ordered()) continue;  // completes in its stream's order; errors go to async error
     Status s = r.wait();
     if (first.ok()) first = std::move(s);
   }
@@ -72,6 +73,7 @@ Status finish_call(CommHandle& h, Request req, Request* out) {
     *out = std::move(req);
     return Status();
   }
+  if (req.stream_ordered()) return Status();  // errors reach ncclCommGetAsyncError
   if (in_group()) {
     t_group.blocking.push_back(std::move(req));
     return Status();

@@ -20,6 +20,26 @@ constexpr auto kWorkerDeepSleepAfter = std::chrono::milliseconds(100);
 constexpr auto kWaitSpin = std::chrono::microseconds(500);  // waiters yield this long before sleeping
 constexpr size_t kPlanCacheEntries = 256;
 constexpr int kEagerConnectRanks = 64;  // communicators up to this size connect all pairs at init
+// A cuda connection's records travel on the host connection of channel + this (transport/cuda).
+constexpr int kCudaControlChannel = 1 << 16;
+
+// Keeps the calling thread's current device across a call that must set the communicator's.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    auto cur = cuda::current_device();
+    if (cur.ok()) saved_ = *cur;
+    if (saved_ != device) (void)cuda::set_device(device);
+  }
+  ~DeviceGuard() {
+    if (saved_ >= 0) (void)cuda::set_device(saved_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int saved_ = -1;
+};
 
 uint64_t hash_bytes(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
@@ -163,6 +183,14 @@ CommState::~CommState() {
   queue_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   // The worker drained the queue before it stopped; connections close with their owners.
+  if (stream_ != nullptr) {
+    DeviceGuard guard(device_);
+    (void)cuda::stream_sync(stream_);
+    cuda_connections_.clear();
+    cuda::device_free(device_scratch_);
+    cuda::device_free(done_flag_);
+    cuda::stream_destroy(stream_);
+  }
 }
 
 Result<transport::Transport*> CommState::transport_for(int peer) {
@@ -180,6 +208,7 @@ Result<transport::Transport*> CommState::transport_for(int peer) {
 }
 
 Result<transport::Connection*> CommState::connection(int peer, int channel, Deadline deadline) {
+  if (device_run_) return cuda_connection(peer, channel, deadline);
   auto it = connections_.find({peer, channel});
   if (it != connections_.end()) return it->second.get();
   auto t = transport_for(peer);
@@ -197,9 +226,34 @@ Result<transport::Connection*> CommState::connection(int peer, int channel, Dead
 void CommState::submit(const std::shared_ptr<Operation>& op) {
   op->state = this;
   op->submitted = true;
+  Status s = classify(*op);
+  if (!s.ok()) {
+    op->finish(std::move(s));
+    return;
+  }
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
+    if (op->device) {
+      // Start after the work already on the caller's stream; with stream order, later work on
+      // it waits for this op's ticket (written when the op finishes, also when it fails).
+      s = device_setup(*op);
+      if (s.ok()) {
+        DeviceGuard guard(device_);
+        auto e = cuda::event_create();
+        s = e.status();
+        if (s.ok()) op->start = *e;
+        if (s.ok()) s = cuda::event_record(op->start, op->stream);
+        if (s.ok()) op->ticket = ++device_submitted_;
+        if (s.ok() && op->stream_ordered) s = cuda::stream_wait_value(op->stream, done_flag_, op->ticket);
+      }
+      if (!s.ok()) {
+        cuda::event_destroy(op->start);
+        op->finish(Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message()));
+        return;
+      }
+      if (op->stream_ordered) wake_now_ = wake = true;  // nobody will wait on the host
+    }
     queue_.push_back(op);
     if (op->bytes >= kWakeWorkerBytes) wake = wake_now_ = true;
     if (worker_deep_sleep_.load(std::memory_order_acquire)) wake = true;
@@ -216,6 +270,15 @@ bool CommState::run_next() {
     queue_.pop_front();
   }
   Status s = execute(*op);
+  if (op->device) {
+    // Release the stream that waits for this op, whatever the outcome (a failure reaches the
+    // caller through async_error()), and only then report: the result is in place on the device.
+    DeviceGuard guard(device_);
+    Status released = cuda::stream_write_value(stream_, done_flag_, op->ticket);
+    Status synced = cuda::stream_sync(stream_);
+    cuda::event_destroy(op->start);
+    if (s.ok()) s = !released.ok() ? released : synced;
+  }
   op->finish(std::move(s));
   return true;
 }
@@ -315,7 +378,7 @@ Status CommState::execute(Operation& op) {
   }
   spec.program = &plan->program;
   spec.algorithm = plan->algorithm;
-  if (plan->program.tmp_count > 0) {
+  if (!op.device && plan->program.tmp_count > 0) {
     auto tmp = scratch_.get(plan->program.tmp_count * dtype_size(plan->program.dtype));
     WEFT_TRY(tmp);
     spec.bindings.tmp = *tmp;
@@ -323,7 +386,7 @@ Status CommState::execute(Operation& op) {
   if (log_.enabled(LogLevel::kTrace))
     log_.trace(algorithms::describe(a) + " with " + std::string(algorithms::algorithm_name(plan->algorithm)) +
                ":\n" + plan->program.to_string());
-  Status s = executor_.run(spec);
+  Status s = op.device ? execute_device(op, spec) : executor_.run(spec);
   if (s.ok()) return s;
   s = Status(s.code(), who + s.message());
   broken_ = s;
@@ -345,6 +408,7 @@ Status CommState::async_error() {
 
 void CommState::fail_connections(const std::string& reason) {
   for (auto& [key, conn] : connections_) conn->abort(reason);
+  for (auto& [key, conn] : cuda_connections_) conn->abort(reason);
 }
 
 void CommState::abort(const std::string& reason) {
@@ -360,8 +424,127 @@ void CommState::abort(const std::string& reason) {
   // Fail what is queued; the running operation (if any) sees the flag and stops.
   for (auto& op : pending)
     op->finish(remote_error("rank " + std::to_string(rank_) + ": communicator was aborted (" + reason + ")"));
+  release_device_streams();
   std::lock_guard<std::mutex> exec(exec_mu_);
   fail_connections("rank " + std::to_string(rank_) + " aborted: " + reason);
+}
+
+}  // namespace weft
+
+namespace weft {
+
+Status CommState::classify(Operation& op) {
+  int device = 0, host = 0;
+  auto look = [&](const void* p) {
+    if (p == nullptr) return;
+    if (cuda::is_device_pointer(p)) ++device;
+    else ++host;
+  };
+  look(op.send);
+  look(op.recv);
+  for (void* b : op.buffers) look(b);
+  if (device > 0 && host > 0)
+    return invalid_argument("rank " + std::to_string(rank_) + ": " + algorithms::describe(op.args) +
+                            " mixes device and host buffers; pass all of one kind");
+  op.device = device > 0;
+  return Status();
+}
+
+Status CommState::device_setup(const Operation& op) {
+  const void* any = op.send != nullptr ? op.send : op.recv;
+  for (size_t i = 0; any == nullptr && i < op.buffers.size(); ++i) any = op.buffers[i];
+  auto dev = cuda::pointer_device(any);
+  WEFT_TRY(dev);
+  if (device_ >= 0) {
+    if (*dev != device_)
+      return invalid_argument("buffers on GPU " + std::to_string(*dev) + " but this communicator works on GPU " +
+                              std::to_string(device_) + " (one GPU per communicator)");
+    return Status();
+  }
+  DeviceGuard guard(*dev);
+  auto stream = cuda::stream_create();
+  WEFT_TRY(stream);
+  auto flag = cuda::device_alloc(sizeof(uint32_t));
+  if (!flag.ok()) {
+    cuda::stream_destroy(*stream);
+    return flag.status();
+  }
+  static const uint32_t zero = 0;
+  Status s = cuda::copy_async(*flag, &zero, sizeof zero, *stream);
+  if (s.ok()) s = cuda::stream_sync(*stream);
+  if (!s.ok()) {
+    cuda::device_free(*flag);
+    cuda::stream_destroy(*stream);
+    return s;
+  }
+  device_ = *dev;
+  stream_ = *stream;
+  done_flag_ = static_cast<uint32_t*>(*flag);
+  log_.info("GPU path on device " + std::to_string(device_));
+  return Status();
+}
+
+Result<void*> CommState::device_scratch(size_t bytes) {
+  if (bytes <= device_scratch_bytes_) return device_scratch_;
+  // The previous run finished on the stream (run_next synchronises), so the old block is free.
+  cuda::device_free(device_scratch_);
+  device_scratch_ = nullptr;
+  device_scratch_bytes_ = 0;
+  auto p = cuda::device_alloc(bytes);
+  WEFT_TRY(p);
+  device_scratch_ = *p;
+  device_scratch_bytes_ = bytes;
+  return *p;
+}
+
+Status CommState::execute_device(Operation& op, RunSpec& spec) {
+  DeviceGuard guard(device_);
+  const algorithms::Program& p = *spec.program;
+  for (int peer = 0; peer < nranks_; ++peer) {
+    if (nodes_[static_cast<size_t>(peer)] != nodes_[static_cast<size_t>(rank_)] || config_.transport == "tcp")
+      return invalid_usage(algorithms::describe(op.args) + " on device buffers needs every rank on this node with "
+                           "shared memory allowed (the cuda transport); rank " + std::to_string(peer) +
+                           " is on node '" + nodes_[static_cast<size_t>(peer)] + "' and WEFT_TRANSPORT is '" +
+                           config_.transport + "'. Inter-node device buffers are not supported yet");
+  }
+  WEFT_TRY(cuda::stream_wait_event(stream_, op.start));
+  if (p.tmp_count > 0) {
+    auto tmp = device_scratch(p.tmp_count * dtype_size(p.dtype));
+    WEFT_TRY(tmp);
+    spec.bindings.tmp = *tmp;
+  }
+  spec.device = true;
+  spec.stream = stream_;
+  device_run_ = true;
+  Status s = executor_.run(spec);
+  device_run_ = false;
+  return s;
+}
+
+Result<transport::Connection*> CommState::cuda_connection(int peer, int channel, Deadline deadline) {
+  auto it = cuda_connections_.find({peer, channel});
+  if (it != cuda_connections_.end()) return it->second.get();
+  transport::Transport* host = peer == rank_ ? self_.get() : shm_.get();
+  auto control = host->connect(peer, channel + kCudaControlChannel, deadline);
+  if (!control.ok())
+    return control.status().with_context("connecting to rank " + std::to_string(peer) + " over cuda");
+  auto conn = transport::make_cuda_connection(std::move(*control), stream_, ipc_cache_, peer, channel);
+  WEFT_TRY(conn);
+  transport::Connection* raw = conn->get();
+  log_.info("connected to rank " + std::to_string(peer) + ": " + raw->describe());
+  cuda_connections_[{peer, channel}] = std::move(*conn);
+  return raw;
+}
+
+void CommState::release_device_streams() {
+  uint32_t last = 0;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stream_ == nullptr) return;
+    last = device_submitted_;
+  }
+  DeviceGuard guard(device_);
+  (void)cuda::stream_write_value(stream_, done_flag_, last);
 }
 
 }  // namespace weft

@@ -32,6 +32,7 @@
 #include "src/net/bootstrap.h"
 #include "src/operation.h"
 #include "src/scratch.h"
+#include "transport/cuda/connection.h"
 #include "transport/transport.h"
 #include "weft/config.h"
 #include "weft/unique_id.h"
@@ -57,6 +58,8 @@ class CommState : public ConnectionSource {
   algorithms::Algorithm algorithm_for(const algorithms::CollectiveArgs& a) const;
 
   // Queues `op` (already validated) and returns. The op completes later with its outcome.
+  // Device buffers: the op is ordered after the work already on op->stream (and, when
+  // stream_ordered, later work on that stream waits for it); see Operation.
   void submit(const std::shared_ptr<Operation>& op);
   // Runs queued operations on this thread (when no other thread is) until `op` is done.
   Status wait(Operation& op);
@@ -81,6 +84,14 @@ class CommState : public ConnectionSource {
   bool run_next();
   Status execute(Operation& op);
   void fail_connections(const std::string& reason);
+  // Device operations: which kind of memory the op's buffers are (all one kind, or an error).
+  Status classify(Operation& op);
+  // REQUIRES: queue_mu_ held. The stream, flag and device the first device op brings.
+  Status device_setup(const Operation& op);
+  Status execute_device(Operation& op, RunSpec& spec);
+  Result<transport::Connection*> cuda_connection(int peer, int channel, Deadline deadline);
+  Result<void*> device_scratch(size_t bytes);
+  void release_device_streams();
 
   const int rank_;
   const int nranks_;
@@ -109,6 +120,18 @@ class CommState : public ConnectionSource {
   bool stop_ = false;
   bool wake_now_ = false;
   std::atomic<bool> worker_deep_sleep_{false};  // the worker waits for a notify, not a nap
+
+  // GPU state (src/cuda/device.h), made by the first device operation. device_, stream_ and
+  // done_flag_ are written once under queue_mu_ before any device op is queued.
+  int device_ = -1;
+  cuda::Stream stream_ = nullptr;  // this communicator's kernels and copies
+  uint32_t* done_flag_ = nullptr;  // device memory: the ticket of the last finished device op
+  uint32_t device_submitted_ = 0;  // the last ticket handed out (queue_mu_)
+  void* device_scratch_ = nullptr; // TMP for device runs (exec_mu_), grown, never shrunk
+  size_t device_scratch_bytes_ = 0;
+  bool device_run_ = false;        // exec_mu_: connection() hands out cuda connections
+  transport::IpcCache ipc_cache_;  // before the connections, so they close first
+  std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> cuda_connections_;
 
   GroupState group_;
   std::atomic<bool> aborted_{false};

@@ -15,6 +15,8 @@ using algorithms::CollectiveArgs;
 
 // ---- Request ----
 
+bool Request::stream_ordered() const { return op_ && op_->stream_ordered && op_->device; }
+
 Status Request::wait() const {
   if (!op_) return invalid_usage("wait() on an empty Request");
   if (!op_->submitted) return invalid_usage("wait() on a request whose group has not ended (call group_end first)");
@@ -122,6 +124,8 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   op->args = a;
   op->send = send;
   op->recv = recv;
+  op->stream = call_stream().stream;
+  op->stream_ordered = call_stream().set;
   op->bytes = std::max(algorithms::in_count(a, st.rank()), algorithms::out_count(a, st.rank())) * dtype_size(a.dtype);
   st.submit(op);
   return Request(op);
@@ -191,6 +195,10 @@ Request peer_call(CommState& st, GroupState& g, bool is_send, void* buf, size_t 
     return failed(invalid_argument(name + ": buffer is NULL with count " + std::to_string(count)));
   std::shared_ptr<Operation> op = g.depth > 0 ? g.op : std::make_shared<Operation>();
   if (!op) op = g.op = std::make_shared<Operation>();
+  if (op->peer_ops.empty()) {
+    op->stream = call_stream().stream;
+    op->stream_ordered = call_stream().set;
+  }
   op->args.coll = Collective::kSendRecv;
   op->args.nranks = st.nranks();
   op->args.dtype = DataType::kUint8;

@@ -103,6 +103,7 @@ Status Executor::prepare(const RunSpec& spec) {
   deps_met_.assign(n, 0);
   queue_of_.assign(n, -1);
   reduce_ctx_.resize(n);
+  device_reduce_.resize(n);
   ready_.clear();
   local_ready_.clear();
   local_next_ = 0;
@@ -261,6 +262,19 @@ void Executor::complete(uint32_t step) {
 Status Executor::run_local(uint32_t i) {
   const algorithms::Program& p = *spec_->program;
   const Step& s = p.steps[i];
+  if (spec_->device) {
+    char* dst = address(s.dst);
+    switch (s.kind) {
+      case StepKind::kCopy: WEFT_TRY(cuda::copy_async(dst, address(s.src), s.dst.count * elem_, spec_->stream)); break;
+      case StepKind::kReduce:
+        WEFT_TRY(cuda::reduce(dst, dst, address(s.src), s.dst.count, p.dtype, p.op, spec_->stream));
+        break;
+      case StepKind::kDivide: WEFT_TRY(cuda::divide(dst, dst, s.dst.count, p.dtype, p.nranks, spec_->stream)); break;
+      default: return internal_error("run_local on a communication step");
+    }
+    complete(i);
+    return Status();
+  }
   switch (s.kind) {
     case StepKind::kCopy: {
       char* dst = address(s.dst);
@@ -319,7 +333,10 @@ Status Executor::post(Queue& q) {
     }
     transport::RecvSink sink;
     sink.dst = address(s.dst);
-    if (s.kind == StepKind::kRecvReduce) {
+    if (s.kind == StepKind::kRecvReduce && spec_->device) {
+      device_reduce_[i] = transport::DeviceReduce{address(s.src), p.dtype, p.op};
+      sink.device_reduce = &device_reduce_[i];
+    } else if (s.kind == StepKind::kRecvReduce) {
       ReduceCtx& c = reduce_ctx_[i];
       c.fn = kernels::reduce_fn(p.dtype, p.op);
       c.dst = address(s.dst);

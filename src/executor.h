@@ -7,7 +7,8 @@
 // checked out.
 //
 // Steps run as soon as their dependencies are met: local steps (copy, reduce, divide) run on
-// this thread; sends and receives are posted to their (peer, channel) FIFO in program order and
+// this thread (or, for device buffers, are queued as GPU kernels on the run's stream, whose order
+// keeps them behind the steps they depend on); sends and receives are posted to their (peer, channel) FIFO in program order and
 // complete as the connections progress. Waiting spins briefly, then yields the CPU, then
 // sleeps in short naps, so oversubscribed ranks do not starve each other.
 //
@@ -27,6 +28,7 @@
 #include "algorithms/collective.h"
 #include "algorithms/planner.h"
 #include "algorithms/schedule.h"
+#include "src/cuda/device.h"
 #include "src/deadline.h"
 #include "transport/transport.h"
 #include "weft/status.h"
@@ -75,6 +77,10 @@ struct RunSpec {
   Bindings bindings;
   Deadline deadline = Deadline::never();
   const std::atomic<bool>* abort = nullptr;
+  // Device buffers: local steps run as GPU kernels on `stream`, in dependency order, and the
+  // connections (cuda transport) order their copies on it too.
+  bool device = false;
+  cuda::Stream stream = nullptr;
 };
 
 class Executor {
@@ -132,6 +138,7 @@ class Executor {
   std::vector<int32_t> queue_of_;       // per step: queue index or -1
   std::vector<Queue> queues_;
   std::vector<ReduceCtx> reduce_ctx_;   // per step (recv_reduce)
+  std::vector<transport::DeviceReduce> device_reduce_;  // per step (recv_reduce on device memory)
   std::vector<CollHeader> step_headers_;  // groups: the header sent ahead of each send step
   std::vector<transport::Connection*> active_;
   std::vector<struct pollfd> poll_fds_;

@@ -12,6 +12,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/collective.h"
+#include "src/call_stream.h"
 #include "weft/status.h"
 
 namespace weft {
@@ -26,6 +27,15 @@ struct Operation {
   std::vector<algorithms::PeerOp> peer_ops;
   std::vector<void*> buffers;
   size_t bytes = 0;  // payload size, for the choice of who runs it
+
+  // Device buffers (CommState::submit decides): the op starts after `start`, recorded on
+  // `stream` at submission, and its completion writes `ticket` to the communicator's flag. With
+  // stream_ordered, `stream` waits for that flag and the caller does not block.
+  bool device = false;
+  bool stream_ordered = false;
+  cuda::Stream stream = nullptr;
+  cuda::Event start = nullptr;
+  uint32_t ticket = 0;
 
   CommState* state = nullptr;  // the communicator that runs it; null once complete
   bool submitted = false;      // false while its group is still open

@@ -37,8 +37,17 @@
 #include "src/deadline.h"
 #include "weft/config.h"
 #include "weft/status.h"
+#include "weft/types.h"
 
 namespace weft::transport {
+
+// A receive-reduce on device memory (transports that read device buffers: cuda): the transport
+// writes dst = src (op) message with src/cuda/device.h's kernels instead of calling `reduce`.
+struct DeviceReduce {
+  const void* src = nullptr;
+  DataType type = DataType::kFloat32;
+  RedOp op = RedOp::kSum;
+};
 
 struct RecvSink {
   void* dst = nullptr;  // where the message lands (and the reduce target)
@@ -46,6 +55,7 @@ struct RecvSink {
   // [offset, offset + bytes) of the message, read from src (valid only during the call).
   void (*reduce)(void* ctx, size_t offset, const void* src, size_t bytes) = nullptr;
   void* ctx = nullptr;
+  const DeviceReduce* device_reduce = nullptr;  // device memory: see DeviceReduce
 };
 
 class Connection {

@@ -43,6 +43,9 @@ class Request {
   // The outcome once test() returned true or wait() returned.
   Status status() const;
   bool valid() const { return op_ != nullptr; }
+  // True for an operation on device buffers issued through the NCCL ABI: it completes in the
+  // order of its CUDA stream, so callers need not wait for it on the host.
+  bool stream_ordered() const;
 
   explicit Request(std::shared_ptr<Operation> op) : op_(std::move(op)) {}
 

@@ -1,12 +1,16 @@
 // The NCCL ABI, part 2: PreMulSum ops, collectives, point to point, groups.
 //
-// Every call goes to weft::Communicator and completes before it returns (inside a group: by the
-// time ncclGroupEnd returns); the stream argument is not used, since buffers are host memory.
+// Every call goes to weft::Communicator under the call's stream (src/call_stream.h). Host buffers:
+// the call completes before it returns (inside a group: by the time ncclGroupEnd returns), the
+// stream is not used. Device buffers: the call is ordered on the stream as NCCL's are and returns
+// without waiting; failures reach ncclCommGetAsyncError.
 #include <algorithm>
 #include <limits>
 #include <string>
 #include <utility>
 
+#include "src/call_stream.h"
+#include "src/cuda/device.h"
 #include "src/kernels/reduce.h"
 #include "src/nccl/internal.h"
 #include "src/nccl/visibility.h"
@@ -39,7 +43,7 @@ void scale(std::byte* dst, const std::byte* src, size_t count, DataType type, co
 // Resolves `op` for a call of `fn` reading `in_count` elements of `send` (the whole send buffer:
 // count, or count * nranks for ReduceScatter, computed here without overflow).
 Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const void* send, size_t count,
-                          size_t in_per_count) {
+                          size_t in_per_count, cudaStream_t stream) {
   Reduction r;
   r.send = send;
   if (op >= 0 && op < kNumRedOps) {
@@ -62,9 +66,27 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
   const size_t in_count = count * in_per_count;
   if (in_count > 0 && send == nullptr)
     return invalid_argument(std::string(fn) + ": sendbuff is NULL with count " + std::to_string(count));
+  r.op = RedOp::kSum;
+  if (cuda::is_device_pointer(send)) {
+    // On the device, in the stream's order, into the communicator's scratch: the scalar is read
+    // when the kernel runs (a device scalar may be written by earlier work on the stream).
+    const size_t bytes = in_count * elem;
+    if (bytes > c.premul_device_bytes) {
+      c.premul_device.reset();
+      c.premul_device_bytes = 0;
+      auto p = cuda::device_alloc(bytes);
+      WEFT_TRY(p);
+      c.premul_device = std::shared_ptr<void>(*p, cuda::device_free);
+      c.premul_device_bytes = bytes;
+    }
+    const bool scalar_on_device = pre.pointer != nullptr && cuda::is_device_pointer(pre.pointer);
+    const void* scalar = pre.pointer != nullptr ? pre.pointer : pre.value.data();
+    WEFT_TRY(cuda::scale(c.premul_device.get(), send, in_count, type, scalar, scalar_on_device, stream));
+    r.send = c.premul_device.get();
+    return r;
+  }
   std::array<std::byte, 8> scalar = pre.value;
   if (pre.pointer != nullptr) std::memcpy(scalar.data(), pre.pointer, elem);
-  r.op = RedOp::kSum;
   r.scaled = std::make_shared<std::vector<std::byte>>(in_count * elem);
   scale(r.scaled->data(), static_cast<const std::byte*>(send), in_count, type, scalar.data());
   r.send = r.scaled->data();
@@ -74,8 +96,9 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
 // Joins the thread's open group, issues the call `issue` makes, and completes it (keeping
 // `keep` alive until then).
 template <typename F>
-Status run(ncclComm& c, F&& issue, std::shared_ptr<void> keep = {}) {
+Status run(ncclComm& c, cudaStream_t stream, F&& issue, std::shared_ptr<void> keep = {}) {
   WEFT_TRY(capi::enter(c));
+  weft::StreamScope scope(stream);
   Status s = capi::finish_call(c, issue(*c.comm), nullptr);
   if (keep && s.ok()) WEFT_TRY(capi::at_group_end([keep] { return Status(); }));
   return s;
@@ -134,89 +157,89 @@ WEFT_NCCL_API(ncclResult_t, RedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
 }
 
 WEFT_NCCL_API(ncclResult_t, AllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-              ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return with_comm(comm, "ncclAllReduce", [&](ncclComm& c) -> Status {
-    auto r = resolve(c, "ncclAllReduce", raw(op), raw(datatype), sendbuff, count, 1);
+    auto r = resolve(c, "ncclAllReduce", raw(op), raw(datatype), sendbuff, count, 1, stream);
     WEFT_TRY(r);
-    return run(c, [&](Communicator& w) { return w.allreduce(r->send, recvbuff, count, dt(raw(datatype)), r->op); },
+    return run(c, stream, [&](Communicator& w) { return w.allreduce(r->send, recvbuff, count, dt(raw(datatype)), r->op); },
                r->scaled);
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, ReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
-              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return with_comm(comm, "ncclReduceScatter", [&](ncclComm& c) -> Status {
     auto r = resolve(c, "ncclReduceScatter", raw(op), raw(datatype), sendbuff, recvcount,
-                     static_cast<size_t>(c.comm->size()));
+                     static_cast<size_t>(c.comm->size()), stream);
     WEFT_TRY(r);
-    return run(c, [&](Communicator& w) { return w.reduce_scatter(r->send, recvbuff, recvcount, dt(raw(datatype)), r->op); },
+    return run(c, stream, [&](Communicator& w) { return w.reduce_scatter(r->send, recvbuff, recvcount, dt(raw(datatype)), r->op); },
                r->scaled);
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Reduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return with_comm(comm, "ncclReduce", [&](ncclComm& c) -> Status {
-    auto r = resolve(c, "ncclReduce", raw(op), raw(datatype), sendbuff, count, 1);
+    auto r = resolve(c, "ncclReduce", raw(op), raw(datatype), sendbuff, count, 1, stream);
     WEFT_TRY(r);
-    return run(c, [&](Communicator& w) { return w.reduce(r->send, recvbuff, count, dt(raw(datatype)), r->op, root); },
+    return run(c, stream, [&](Communicator& w) { return w.reduce(r->send, recvbuff, count, dt(raw(datatype)), r->op, root); },
                r->scaled);
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Broadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-              int root, ncclComm_t comm, cudaStream_t) {
+              int root, ncclComm_t comm, cudaStream_t stream) {
   return with_comm(comm, "ncclBroadcast", [&](ncclComm& c) -> Status {
-    return run(c, [&](Communicator& w) { return w.broadcast(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
+    return run(c, stream, [&](Communicator& w) { return w.broadcast(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Bcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-              cudaStream_t) {
+              cudaStream_t stream) {
   return with_comm(comm, "ncclBcast", [&](ncclComm& c) -> Status {
-    return run(c, [&](Communicator& w) { return w.broadcast(buff, buff, count, dt(raw(datatype)), root); });
+    return run(c, stream, [&](Communicator& w) { return w.broadcast(buff, buff, count, dt(raw(datatype)), root); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, AllGather, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-              ncclComm_t comm, cudaStream_t) {
+              ncclComm_t comm, cudaStream_t stream) {
   return with_comm(comm, "ncclAllGather", [&](ncclComm& c) -> Status {
-    return run(c, [&](Communicator& w) { return w.allgather(sendbuff, recvbuff, sendcount, dt(raw(datatype))); });
+    return run(c, stream, [&](Communicator& w) { return w.allgather(sendbuff, recvbuff, sendcount, dt(raw(datatype))); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, AlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-              ncclComm_t comm, cudaStream_t) {
+              ncclComm_t comm, cudaStream_t stream) {
   return with_comm(comm, "ncclAlltoAll", [&](ncclComm& c) -> Status {
-    return run(c, [&](Communicator& w) { return w.alltoall(sendbuff, recvbuff, count, dt(raw(datatype))); });
+    return run(c, stream, [&](Communicator& w) { return w.alltoall(sendbuff, recvbuff, count, dt(raw(datatype))); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Gather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-              int root, ncclComm_t comm, cudaStream_t) {
+              int root, ncclComm_t comm, cudaStream_t stream) {
   return with_comm(comm, "ncclGather", [&](ncclComm& c) -> Status {
-    return run(c, [&](Communicator& w) { return w.gather(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
+    return run(c, stream, [&](Communicator& w) { return w.gather(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Scatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-              int root, ncclComm_t comm, cudaStream_t) {
+              int root, ncclComm_t comm, cudaStream_t stream) {
   return with_comm(comm, "ncclScatter", [&](ncclComm& c) -> Status {
-    return run(c, [&](Communicator& w) { return w.scatter(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
+    return run(c, stream, [&](Communicator& w) { return w.scatter(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Send, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-              ncclComm_t comm, cudaStream_t) {
+              ncclComm_t comm, cudaStream_t stream) {
   return with_comm(comm, "ncclSend", [&](ncclComm& c) -> Status {
-    return run(c, [&](Communicator& w) { return w.send(sendbuff, count, dt(raw(datatype)), peer); });
+    return run(c, stream, [&](Communicator& w) { return w.send(sendbuff, count, dt(raw(datatype)), peer); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Recv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-              cudaStream_t) {
+              cudaStream_t stream) {
   return with_comm(comm, "ncclRecv", [&](ncclComm& c) -> Status {
-    return run(c, [&](Communicator& w) { return w.recv(recvbuff, count, dt(raw(datatype)), peer); });
+    return run(c, stream, [&](Communicator& w) { return w.recv(recvbuff, count, dt(raw(datatype)), peer); });
   });
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "src/comm_state.h"
+#include "src/cuda/device.h"
 #include "src/nccl/internal.h"
 #include "src/nccl/visibility.h"
 #include "weft/unique_id.h"
@@ -102,6 +103,10 @@ ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
     auto h = std::make_unique<ncclComm>();
     h->blocking = options->blocking;
     h->name = options->name;
+    if (cuda::available()) {  // as NCCL: the communicator's GPU is the caller's current device
+      auto dev = cuda::current_device();
+      if (dev.ok()) h->cuda_dev = *dev;
+    }
     Status s = start_comm(h.get(), [uid, rank, nranks, env = *env] { return Communicator::init(uid, rank, nranks, env); });
     if (h->init || s.ok() || s.code() == StatusCode::kInProgress) *out = h.release();  // running: the user owns it
     return s;
@@ -165,6 +170,16 @@ WEFT_NCCL_API(ncclResult_t, CommInitRank, ncclComm_t* comm, int nranks, ncclUniq
 WEFT_NCCL_API(ncclResult_t, CommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
               ncclConfig_t* config) {
   return init_rank(comm, nranks, id, rank, config, "ncclCommInitRankConfig");
+}
+
+WEFT_NCCL_API(ncclResult_t, CommInitRankScalable, ncclComm_t* comm, int nranks, int rank, int nId,
+              ncclUniqueId* commIds, ncclConfig_t* config) {
+  if (nId < 1 || commIds == nullptr) {
+    return fail(weft::invalid_argument("ncclCommInitRankScalable: nId is " + std::to_string(nId) +
+                                       (commIds == nullptr ? " and commIds is NULL" : "") +
+                                       "; it needs at least one ncclUniqueId"));
+  }
+  return init_rank(comm, nranks, commIds[0], rank, config, "ncclCommInitRankScalable");
 }
 
 WEFT_NCCL_API(ncclResult_t, CommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
@@ -296,6 +311,12 @@ WEFT_NCCL_API(ncclResult_t, MemAlloc, void** ptr, size_t size) {
   return entry(nullptr, [&]() -> Status {
     if (ptr == nullptr) return weft::invalid_argument("ncclMemAlloc: ptr is NULL");
     *ptr = nullptr;
+    if (weft::cuda::available()) {  // device memory, as NCCL's (cudaMalloc: shareable over CUDA IPC)
+      auto p = weft::cuda::device_alloc(size);
+      if (!p.ok()) return p.status().with_context("ncclMemAlloc");
+      *ptr = *p;
+      return Status();
+    }
     constexpr size_t kAlign = 4096;
     if (::posix_memalign(ptr, kAlign, size > 0 ? size : 1) != 0) {
       *ptr = nullptr;
@@ -306,7 +327,8 @@ WEFT_NCCL_API(ncclResult_t, MemAlloc, void** ptr, size_t size) {
 }
 
 WEFT_NCCL_API(ncclResult_t, MemFree, void* ptr) {
-  std::free(ptr);
+  if (weft::cuda::is_device_pointer(ptr)) weft::cuda::device_free(ptr);
+  else std::free(ptr);
   return ncclSuccess;
 }
 

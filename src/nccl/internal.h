@@ -97,6 +97,10 @@ struct ncclComm : weft::capi::CommHandle {
   bool finalized = false;
   // PreMulSum ops: ops[i] is op ncclNumOps + i (nullopt once destroyed, for reuse).
   std::vector<std::optional<weft::nccl::PreMulSum>> ops;
+  // PreMulSum on device buffers: the scaled copy of the send buffer (grown, never shrunk; a
+  // later call reuses it only after the earlier one finished, by its stream's order).
+  std::shared_ptr<void> premul_device;
+  size_t premul_device_bytes = 0;
   // ncclCommRegister handles.
   std::unordered_map<void*, std::unique_ptr<std::pair<void*, size_t>>> registrations;
 };

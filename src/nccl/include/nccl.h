@@ -325,6 +325,47 @@ ncclResult_t pncclGroupStart(void);
 ncclResult_t  ncclGroupEnd(void);
 ncclResult_t pncclGroupEnd(void);
 
+/* ---- Newer entry points: present so programs built against NCCL 2.27/2.28 load (PyTorch links
+ * every one of them), with what weft does for each (docs/NCCL.md) ---- */
+
+/* Like ncclCommInitRankConfig; weft's bootstrap needs one id, so it uses commIds[0] (every rank
+ * passes the same array). */
+ncclResult_t  ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                       ncclConfig_t* config);
+ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                       ncclConfig_t* config);
+
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+/* Not supported: returns ncclInvalidUsage (use ncclCommSplit). */
+ncclResult_t  ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                             ncclConfig_t* config, int shrinkFlags);
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                             ncclConfig_t* config, int shrinkFlags);
+
+/* Symmetric memory windows and device-side communicators: not supported, ncclInvalidUsage. */
+typedef struct ncclWindow_vidmem* ncclWindow_t;
+ncclResult_t  ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
+ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
+ncclResult_t  ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+typedef struct ncclDevComm ncclDevComm_t;
+typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+ncclResult_t  ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm);
+ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs, ncclDevComm_t* outDevComm);
+ncclResult_t  ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
+ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
+
+/* Not supported: returns ncclInvalidUsage; the group stays open (end it with ncclGroupEnd). */
+typedef struct ncclSimInfo_v22200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime;
+} ncclSimInfo_t;
+ncclResult_t  ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

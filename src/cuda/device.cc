@@ -1,0 +1,198 @@
+// device.h over the CUDA runtime (linked statically). Stream memory operations and address
+// ranges come from the driver through cudaGetDriverEntryPointByVersion, so nothing links
+// libcuda.so: on a machine without a driver, available() is simply false.
+#include "src/cuda/device.h"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace weft::cuda {
+namespace {
+
+Status check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status();
+  cudaGetLastError();  // clear a sticky-free error so the next call starts clean
+  return Status(e == cudaErrorMemoryAllocation ? StatusCode::kSystemError : StatusCode::kInternalError,
+                std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+
+struct Driver {
+  WaitValueFn wait_value = nullptr;
+  WaitValueFn write_value = nullptr;
+  AddressRangeFn address_range = nullptr;
+  bool device_present = false;
+};
+
+template <typename F>
+void load(const char* name, F& fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+      q == cudaDriverEntryPointSuccess)
+    fn = reinterpret_cast<F>(p);
+  cudaGetLastError();
+}
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver out;
+    int n = 0;
+    out.device_present = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    cudaGetLastError();
+    if (out.device_present) {
+      load("cuStreamWaitValue32", out.wait_value);
+      load("cuStreamWriteValue32", out.write_value);
+      load("cuMemGetAddressRange", out.address_range);
+    }
+    return out;
+  }();
+  return d;
+}
+
+cudaStream_t st(Stream s) { return static_cast<cudaStream_t>(s); }
+
+}  // namespace
+
+bool available() { return driver().device_present; }
+
+bool is_device_pointer(const void* p) {
+  if (p == nullptr || !available()) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+Result<int> pointer_device(const void* p) {
+  cudaPointerAttributes a{};
+  WEFT_TRY(check(cudaPointerGetAttributes(&a, p), "cudaPointerGetAttributes"));
+  return a.device;
+}
+
+Status set_device(int device) { return check(cudaSetDevice(device), "cudaSetDevice"); }
+
+Result<int> current_device() {
+  int d = 0;
+  WEFT_TRY(check(cudaGetDevice(&d), "cudaGetDevice"));
+  return d;
+}
+
+Result<Stream> stream_create() {
+  cudaStream_t s = nullptr;
+  WEFT_TRY(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+  return static_cast<Stream>(s);
+}
+void stream_destroy(Stream s) {
+  if (s != nullptr) cudaStreamDestroy(st(s));
+}
+Status stream_sync(Stream s) { return check(cudaStreamSynchronize(st(s)), "cudaStreamSynchronize"); }
+
+Result<Event> event_create() {
+  cudaEvent_t e = nullptr;
+  WEFT_TRY(check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+  return static_cast<Event>(e);
+}
+void event_destroy(Event e) {
+  if (e != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+Status event_record(Event e, Stream s) {
+  return check(cudaEventRecord(static_cast<cudaEvent_t>(e), st(s)), "cudaEventRecord");
+}
+Result<bool> event_done(Event e) {
+  const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+  if (r == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  WEFT_TRY(check(r, "cudaEventQuery"));
+  return true;
+}
+Status stream_wait_event(Stream s, Event e) {
+  return check(cudaStreamWaitEvent(st(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
+}
+
+Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
+  const Driver& d = driver();
+  if (d.wait_value == nullptr) return internal_error("cuStreamWaitValue32 is not available from this driver");
+  const CUresult r = d.wait_value(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(flag), value,
+                                  CU_STREAM_WAIT_VALUE_GEQ);
+  if (r != CUDA_SUCCESS) return internal_error("cuStreamWaitValue32 failed with CUresult " + std::to_string(r));
+  return Status();
+}
+
+Status stream_write_value(Stream s, uint32_t* flag, uint32_t value) {
+  const Driver& d = driver();
+  if (d.write_value == nullptr) return internal_error("cuStreamWriteValue32 is not available from this driver");
+  const CUresult r = d.write_value(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(flag), value,
+                                   CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (r != CUDA_SUCCESS) return internal_error("cuStreamWriteValue32 failed with CUresult " + std::to_string(r));
+  return Status();
+}
+
+Result<void*> device_alloc(size_t bytes) {
+  void* p = nullptr;
+  WEFT_TRY(check(cudaMalloc(&p, bytes > 0 ? bytes : 1), "cudaMalloc"));
+  return p;
+}
+void device_free(void* p) {
+  if (p != nullptr) cudaFree(p);
+}
+Result<void*> pinned_alloc(size_t bytes) {
+  void* p = nullptr;
+  WEFT_TRY(check(cudaMallocHost(&p, bytes > 0 ? bytes : 1), "cudaMallocHost"));
+  return p;
+}
+void pinned_free(void* p) {
+  if (p != nullptr) cudaFreeHost(p);
+}
+
+Status copy_async(void* dst, const void* src, size_t bytes, Stream s) {
+  if (bytes == 0 || dst == src) return Status();
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st(s)), "cudaMemcpyAsync");
+}
+
+Result<IpcExport> ipc_export(const void* p) {
+  const Driver& d = driver();
+  if (d.address_range == nullptr) return internal_error("cuMemGetAddressRange is not available from this driver");
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  const CUresult r = d.address_range(&base, &size, reinterpret_cast<CUdeviceptr>(p));
+  if (r != CUDA_SUCCESS)
+    return invalid_argument("a device buffer is not in an allocation CUDA knows (cuMemGetAddressRange: CUresult " +
+                            std::to_string(r) + ")");
+  cudaIpcMemHandle_t h;
+  const cudaError_t e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return invalid_argument(std::string("a device buffer cannot be shared with another process (cudaIpcGetMemHandle: ") +
+                            cudaGetErrorString(e) + "); allocate it with cudaMalloc or ncclMemAlloc");
+  }
+  IpcExport out;
+  static_assert(sizeof(h) == sizeof(out.handle));
+  std::memcpy(out.handle, &h, sizeof h);
+  out.offset = reinterpret_cast<CUdeviceptr>(p) - base;
+  return out;
+}
+
+Result<void*> ipc_open(const uint8_t (&handle)[64]) {
+  cudaIpcMemHandle_t h;
+  std::memcpy(&h, handle, sizeof h);
+  void* p = nullptr;
+  WEFT_TRY(check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle"));
+  return p;
+}
+void ipc_close(void* base) {
+  if (base != nullptr) cudaIpcCloseMemHandle(base);
+}
+
+}  // namespace weft::cuda

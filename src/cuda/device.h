@@ -1,0 +1,79 @@
+// The GPU path's one door: everything weft asks of CUDA goes through these functions, so the rest
+// of the runtime never includes a CUDA header and builds the same with or without the toolkit.
+//
+// Built with CUDA (WEFT_CUDA, src/cuda/device.cc + kernels.cu): real calls into the CUDA runtime,
+// linked statically, so libweft.so and libnccl.so.2 load on machines without a GPU driver; there
+// available() is false and is_device_pointer() false for every pointer.
+// Built without (device_none.cc): available() is false, is_device_pointer() false, and every
+// other call returns kInvalidUsage saying weft was built without CUDA.
+//
+// Handles (Stream, Event) are the CUDA objects behind void*; a null Stream is CUDA's legacy
+// default stream, as in NCCL's API. Every failure comes back as a Status naming the call and
+// CUDA's error text; nothing here aborts.
+// Kernels follow reduce.h's semantics bit for bit (float_bits.h holds the shared conversion
+// rules; the GPU tests compare device results with the CPU's).
+// Thread-safety: as the CUDA runtime (any thread; the current device is per thread: callers
+// set_device() on threads they own).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "weft/status.h"
+#include "weft/types.h"
+
+namespace weft::cuda {
+
+using Stream = void*;
+using Event = void*;
+
+// True when weft was built with CUDA and a device is present and usable.
+bool available();
+// True for device memory (cudaMalloc, cudaMallocAsync pools, cuMem*) and managed memory.
+// Host memory, pinned or not, and any pointer when !available(): false.
+bool is_device_pointer(const void* p);
+// The device that holds `p`. REQUIRES: is_device_pointer(p).
+Result<int> pointer_device(const void* p);
+Status set_device(int device);
+Result<int> current_device();
+
+Result<Stream> stream_create();
+void stream_destroy(Stream s);
+Status stream_sync(Stream s);
+Result<Event> event_create();
+void event_destroy(Event e);
+Status event_record(Event e, Stream s);
+// True once the work recorded in `e` has finished.
+Result<bool> event_done(Event e);
+Status stream_wait_event(Stream s, Event e);
+// Stream memory operations on a 32-bit word of device memory: the stream waits until
+// (int32_t)(*flag - value) >= 0 (cyclic, so the counter may wrap), or writes `value`.
+Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value);
+Status stream_write_value(Stream s, uint32_t* flag, uint32_t value);
+
+Result<void*> device_alloc(size_t bytes);
+void device_free(void* p);
+Result<void*> pinned_alloc(size_t bytes);
+void pinned_free(void* p);
+// Any direction (the pointers say where they are); ordered on `s`.
+Status copy_async(void* dst, const void* src, size_t bytes, Stream s);
+
+// reduce.h's kernels on the device, ordered on `s`. dst may alias a or b exactly.
+Status reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op, Stream s);
+Status divide(void* dst, const void* src, size_t count, DataType type, int divisor, Stream s);
+// dst[i] = src[i] * scalar rounded to `type` (PreMulSum's first step). `scalar` is one element
+// of `type`, read from device memory when scalar_on_device, else from the host at the call.
+Status scale(void* dst, const void* src, size_t count, DataType type, const void* scalar, bool scalar_on_device,
+             Stream s);
+
+// CUDA IPC: a handle to the allocation that holds `p`, and p's offset in it.
+struct IpcExport {
+  uint8_t handle[64];
+  uint64_t offset = 0;
+};
+Result<IpcExport> ipc_export(const void* p);
+// Maps another process's allocation; the base address of the mapping.
+Result<void*> ipc_open(const uint8_t (&handle)[64]);
+void ipc_close(void* base);
+
+}  // namespace weft::cuda

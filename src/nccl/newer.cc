@@ -1,0 +1,46 @@
+// The NCCL ABI, part 3: entry points of NCCL 2.27/2.28 that weft does not provide (shrink,
+// symmetric windows, device communicators, simulated groups). They exist so programs linked
+// against those versions load (PyTorch references each of them), and they refuse with
+// ncclInvalidUsage and a message that says what to use instead. docs/NCCL.md lists them.
+#include <string>
+
+#include "src/nccl/internal.h"
+#include "src/nccl/visibility.h"
+
+using namespace weft::nccl;  // NOLINT: the entry points below are the namespace's whole purpose
+
+namespace {
+ncclResult_t unsupported(const char* fn, const char* instead) {
+  return fail(weft::invalid_usage(std::string(fn) + " is not supported by weft's libnccl.so.2" + instead));
+}
+}  // namespace
+
+extern "C" {
+
+WEFT_NCCL_API(ncclResult_t, CommShrink, ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
+  if (newcomm != nullptr) *newcomm = nullptr;
+  return unsupported("ncclCommShrink", "; use ncclCommSplit with NCCL_SPLIT_NOCOLOR on the excluded ranks");
+}
+
+WEFT_NCCL_API(ncclResult_t, CommWindowRegister, ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
+  if (win != nullptr) *win = nullptr;
+  return unsupported("ncclCommWindowRegister", " (no symmetric memory windows); use ncclCommRegister");
+}
+
+WEFT_NCCL_API(ncclResult_t, CommWindowDeregister, ncclComm_t, ncclWindow_t) {
+  return unsupported("ncclCommWindowDeregister", " (no symmetric memory windows)");
+}
+
+WEFT_NCCL_API(ncclResult_t, DevCommCreate, ncclComm_t, ncclDevCommRequirements_t const*, ncclDevComm_t*) {
+  return unsupported("ncclDevCommCreate", " (no device-side communicators)");
+}
+
+WEFT_NCCL_API(ncclResult_t, DevCommDestroy, ncclComm_t, ncclDevComm_t const*) {
+  return unsupported("ncclDevCommDestroy", " (no device-side communicators)");
+}
+
+WEFT_NCCL_API(ncclResult_t, GroupSimulateEnd, ncclSimInfo_t*) {
+  return unsupported("ncclGroupSimulateEnd", "; weft-sim predicts collective times (docs/SIMULATOR.md)");
+}
+
+}  // extern "C"
