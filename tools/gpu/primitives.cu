@@ -66,6 +66,23 @@ int main() {
   cudaStreamWaitEvent(b, e, 0);
   write_v((CUstream)b, (CUdeviceptr)flag, 3, 0);
   printf("6 nccl pattern: b %s, a %s\n", wait_for(b), wait_for(a));
+  // 7: the same pattern with 40 other streams created in between (hardware queues are shared
+  // round-robin, CUDA_DEVICE_MAX_CONNECTIONS, default 8): does a wait on one block the other?
+  for (int gap = 0; gap < 10; ++gap) {
+    cudaStream_t x, y;
+    cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking);
+    for (int k = 0; k < gap; ++k) {
+      cudaStream_t z;
+      cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking);
+    }
+    cudaStreamCreateWithFlags(&y, cudaStreamNonBlocking);
+    const uint32_t v = 10 + gap;
+    cudaEventRecord(e, x);
+    wait_v((CUstream)x, (CUdeviceptr)flag, v, CU_STREAM_WAIT_VALUE_GEQ);
+    cudaStreamWaitEvent(y, e, 0);
+    write_v((CUstream)y, (CUdeviceptr)flag, v, 0);
+    printf("7 gap %d streams: writer %s, waiter %s\n", gap, wait_for(y), wait_for(x));
+  }
   printf("last error: %s\n", cudaGetErrorString(cudaGetLastError()));
   return 0;
 }
