@@ -88,6 +88,7 @@ Plan plan(const CollectiveArgs& a, const Layout& l, Algorithm algorithm, int ran
   Plan p;
   p.algorithm = algorithm;
   p.program = find_algorithm(a.coll, algorithm)->generate(a, l, rank);
+  p.index = index_program(p.program);
   return p;
 }
 

@@ -12,6 +12,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/layout.h"
+#include "algorithms/program_index.h"
 
 namespace weft::algorithms {
 
@@ -64,6 +65,7 @@ bool applicable(const CollectiveArgs& call, const Layout& l, Algorithm a);
 struct Plan {
   Algorithm algorithm = Algorithm::kRing;
   Program program;
+  ProgramIndex index;  // of `program`
 };
 
 // REQUIRES: applicable(a, l, algorithm).

@@ -86,6 +86,8 @@ inline bool step_reads_src(StepKind k) {
   return k == StepKind::kSend || k == StepKind::kRecvReduce || k == StepKind::kCopy || k == StepKind::kReduce;
 }
 inline bool step_writes_dst(StepKind k) { return k != StepKind::kSend; }
+// SEND, RECV and RECV_REDUCE: the steps that talk to a peer.
+inline bool is_comm(StepKind k) { return k == StepKind::kSend || k == StepKind::kRecv || k == StepKind::kRecvReduce; }
 std::string region_to_string(const Region& r);
 
 // Builds a Program step by step, deriving dependencies from region overlaps.

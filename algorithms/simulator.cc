@@ -11,6 +11,8 @@
 //     latency after a flow's last byte) waits in a plain heap.
 #include "algorithms/simulator.h"
 
+#include "algorithms/program_index.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,7 +35,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool is_comm(StepKind k) { return k == StepKind::kSend || k == StepKind::kRecv || k == StepKind::kRecvReduce; }
 
 int mod(int64_t x, int n) { return static_cast<int>(((x % n) + n) % n); }
 
@@ -98,8 +99,8 @@ Shape make_shape(const Program& p) {
   Shape s;
   const size_t n = p.steps.size();
   const size_t elem = dtype_size(p.dtype);
+  ProgramIndex index = index_program(p);
   s.step.resize(n);
-  std::vector<uint32_t> count(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     const Step& st = p.steps[i];
     SimStep& x = s.step[i];
@@ -107,33 +108,16 @@ Shape make_shape(const Program& p) {
     x.peer = st.peer;
     x.bytes = (st.kind == StepKind::kSend ? st.src.count : st.dst.count) * elem;
     x.ndeps = st.deps_count;
-    const uint32_t* d = p.deps_of(st);
-    for (uint32_t k = 0; k < st.deps_count; ++k) ++count[d[k] + 1];
+    x.dep_begin = index.dependents_begin[i];
+    x.dep_count = index.dependents_begin[i + 1] - index.dependents_begin[i];
+    if (index.fifo_of[i] != ProgramIndex::kNoFifo) x.queue = index.fifo_of[i];
+    if (st.kind == StepKind::kSend) ++s.messages;
   }
-  for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
-  for (size_t i = 0; i < n; ++i) {
-    s.step[i].dep_begin = count[i];
-    s.step[i].dep_count = count[i + 1] - count[i];
-  }
-  s.dependents.resize(count[n]);
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t* d = p.deps_of(p.steps[i]);
-    for (uint32_t k = 0; k < p.steps[i].deps_count; ++k) s.dependents[count[d[k]]++] = static_cast<uint32_t>(i);
-  }
-  // Connections, each with its steps in program order.
-  std::vector<std::vector<uint32_t>> lists;
-  for (size_t i = 0; i < n; ++i) {
-    const Step& st = p.steps[i];
-    if (!is_comm(st.kind)) continue;
-    const bool recv = st.kind != StepKind::kSend;
-    auto [it, fresh] = s.queue_index.emplace(queue_key(st.peer, st.channel, recv), static_cast<uint32_t>(s.queues.size()));
-    if (fresh) {
-      s.queues.push_back({st.peer, st.channel, recv, 0, 0});
-      lists.emplace_back();
-    }
-    lists[it->second].push_back(static_cast<uint32_t>(i));
-    s.step[i].queue = it->second;
-    if (!recv) ++s.messages;
+  s.dependents = std::move(index.dependents);
+  s.queue_steps = std::move(index.fifo_steps);
+  for (const ProgramIndex::Fifo& f : index.fifos) {
+    s.queue_index.emplace(queue_key(f.peer, f.channel, !f.is_send), static_cast<uint32_t>(s.queues.size()));
+    s.queues.push_back({f.peer, f.channel, !f.is_send, f.first, f.count});
   }
   // The extent of each buffer the program touches.
   std::unordered_map<uint64_t, size_t> extent;
@@ -146,11 +130,6 @@ Shape make_shape(const Program& p) {
     }
   }
   for (const auto& [key, e] : extent) s.footprint += static_cast<double>(e * elem);
-  for (size_t q = 0; q < s.queues.size(); ++q) {
-    s.queues[q].first = static_cast<uint32_t>(s.queue_steps.size());
-    s.queues[q].count = static_cast<uint32_t>(lists[q].size());
-    s.queue_steps.insert(s.queue_steps.end(), lists[q].begin(), lists[q].end());
-  }
   return s;
 }
 

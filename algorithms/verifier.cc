@@ -1,5 +1,7 @@
 #include "algorithms/verifier.h"
 
+#include "algorithms/program_index.h"
+
 #include "algorithms/access_map.h"
 
 #include <algorithm>
@@ -130,11 +132,6 @@ struct Message {
 
 enum class State : uint8_t { kWaiting, kPosted, kDone };
 
-struct Queue {
-  std::vector<uint32_t> steps;  // program order
-  size_t head = 0;
-};
-
 // One rank's memory and execution state.
 struct Rank {
   const Program* program = nullptr;
@@ -145,9 +142,8 @@ struct Rank {
   std::vector<Value> tmp;
   std::vector<uint32_t> remaining;
   std::vector<State> state;
-  std::vector<uint32_t> dependents_begin, dependents;
-  std::vector<Queue> queues;
-  std::vector<uint32_t> queue_of;  // per communication step
+  ProgramIndex index;              // dependents and FIFOs (queues)
+  std::vector<size_t> head;        // per FIFO: the position of its next step
 };
 
 uint64_t fifo_key(int from, int to, int channel) {
@@ -180,9 +176,7 @@ class Machine {
     std::ostringstream os;
     os << "rank " << r << " step " << s << " (" << step_kind_name(st.kind);
     if (st.peer >= 0) os << (st.kind == StepKind::kSend ? " to " : " from ") << st.peer << " ch" << st.channel;
-    if (st.kind == StepKind::kSend || st.kind == StepKind::kRecvReduce || st.kind == StepKind::kCopy ||
-        st.kind == StepKind::kReduce)
-      os << " " << region_to_string(st.src);
+    if (step_reads_src(st.kind)) os << " " << region_to_string(st.src);
     if (st.kind != StepKind::kSend) os << (st.kind == StepKind::kDivide ? " " : " -> ") << region_to_string(st.dst);
     os << ")";
     return os.str();
@@ -196,7 +190,6 @@ class Machine {
     if (static_cast<int>(programs_.size()) != n())
       return invalid_argument("verifier: " + std::to_string(programs_.size()) + " programs for " + std::to_string(n()) + " ranks");
     ranks_.resize(static_cast<size_t>(n()));
-    std::map<std::tuple<int, int, bool>, uint32_t> queue_index;
     for (int r = 0; r < n(); ++r) {
       Rank& k = ranks_[r];
       const Program& p = programs_[r];
@@ -217,33 +210,22 @@ class Machine {
       const size_t steps = p.steps.size();
       k.remaining.resize(steps);
       k.state.assign(steps, State::kWaiting);
-      k.queue_of.assign(steps, 0);
-      k.dependents_begin.assign(steps + 1, 0);
-      queue_index.clear();
       for (uint32_t s = 0; s < steps; ++s) {
         const Step& st = p.steps[s];
         k.remaining[s] = st.deps_count;
         for (uint32_t d = 0; d < st.deps_count; ++d) {
           const uint32_t dep = p.deps_of(st)[d];
           if (dep >= s) return fail(r, s, "depends on step " + std::to_string(dep) + ", which does not come before it");
-          ++k.dependents_begin[dep + 1];
         }
-        if (st.kind == StepKind::kSend || st.kind == StepKind::kRecv || st.kind == StepKind::kRecvReduce) {
-          if (st.peer < 0 || st.peer >= n())
-            return fail(r, s, "names peer " + std::to_string(st.peer) + ", outside 0.." + std::to_string(n() - 1));
-          const auto key = std::make_tuple(st.peer, st.channel, st.kind == StepKind::kSend);
-          auto [it, fresh] = queue_index.emplace(key, static_cast<uint32_t>(k.queues.size()));
-          if (fresh) k.queues.emplace_back();
-          k.queues[it->second].steps.push_back(s);
-          k.queue_of[s] = it->second;
-          if (st.kind != StepKind::kSend) recv_queue_[fifo_key(st.peer, r, st.channel)] = it->second;
-        }
+        if (is_comm(st.kind) && (st.peer < 0 || st.peer >= n()))
+          return fail(r, s, "names peer " + std::to_string(st.peer) + ", outside 0.." + std::to_string(n() - 1));
       }
-      for (size_t s = 0; s < steps; ++s) k.dependents_begin[s + 1] += k.dependents_begin[s];
-      k.dependents.resize(k.dependents_begin[steps]);
-      std::vector<uint32_t> fill(k.dependents_begin.begin(), k.dependents_begin.end() - 1);
-      for (uint32_t s = 0; s < steps; ++s)
-        for (uint32_t d = 0; d < p.steps[s].deps_count; ++d) k.dependents[fill[p.deps_of(p.steps[s])[d]]++] = s;
+      k.index = index_program(p);
+      k.head.assign(k.index.fifos.size(), 0);
+      for (uint32_t f = 0; f < k.index.fifos.size(); ++f) {
+        const ProgramIndex::Fifo& fifo = k.index.fifos[f];
+        if (!fifo.is_send) recv_queue_[fifo_key(fifo.peer, r, fifo.channel)] = f;
+      }
       WEFT_TRY(check_races(r));
     }
     return Status();
@@ -312,37 +294,40 @@ class Machine {
   void complete(int r, uint32_t s) {
     Rank& k = ranks_[r];
     k.state[s] = State::kDone;
-    for (uint32_t i = k.dependents_begin[s]; i < k.dependents_begin[s + 1]; ++i) {
-      const uint32_t d = k.dependents[i];
+    for (uint32_t d : k.index.dependents_of(s))
       if (--k.remaining[d] == 0) work_.push_back({r, d});
-    }
   }
 
-  void advance(int r, uint32_t queue) {
-    Queue& q = ranks_[r].queues[queue];
-    ++q.head;
-    if (q.head < q.steps.size()) work_.push_back({r, q.steps[q.head]});
+  // The step at the head of rank r's FIFO, if any is left.
+  std::optional<uint32_t> head_of(int r, uint32_t fifo) const {
+    const Rank& k = ranks_[r];
+    const auto steps = k.index.steps_of(k.index.fifos[fifo]);
+    if (k.head[fifo] >= steps.size()) return std::nullopt;
+    return steps[k.head[fifo]];
+  }
+
+  void advance(int r, uint32_t fifo) {
+    ++ranks_[r].head[fifo];
+    if (auto next = head_of(r, fifo)) work_.push_back({r, *next});
   }
 
   Status try_step(int r, uint32_t s) {
     Rank& k = ranks_[r];
     if (k.state[s] != State::kWaiting || k.remaining[s] > 0) return Status();
     const Step& st = programs_[r].steps[s];
-    const bool comm = st.kind == StepKind::kSend || st.kind == StepKind::kRecv || st.kind == StepKind::kRecvReduce;
-    if (comm && k.queues[k.queue_of[s]].steps[k.queues[k.queue_of[s]].head] != s) return Status();
+    const uint32_t queue = k.index.fifo_of[s];
+    if (is_comm(st.kind) && head_of(r, queue) != s) return Status();
     switch (st.kind) {
       case StepKind::kSend: {
         Message m{{}, r, s};
         WEFT_TRY(read(r, s, st.src, m.data));
         fifos_[fifo_key(r, st.peer, st.channel)].push_back(std::move(m));
         k.state[s] = State::kPosted;
-        advance(r, k.queue_of[s]);
+        advance(r, queue);
         // The receiver's head receive from us may now proceed.
         auto it = recv_queue_.find(fifo_key(r, st.peer, st.channel));
-        if (it != recv_queue_.end()) {
-          const Queue& q = ranks_[st.peer].queues[it->second];
-          if (q.head < q.steps.size()) work_.push_back({st.peer, q.steps[q.head]});
-        }
+        if (it != recv_queue_.end())
+          if (auto next = head_of(st.peer, it->second)) work_.push_back({st.peer, *next});
         return Status();
       }
       case StepKind::kRecv:
@@ -367,7 +352,7 @@ class Machine {
         }
         complete(r, s);
         complete(m.from, m.send_step);
-        advance(r, k.queue_of[s]);
+        advance(r, queue);
         return Status();
       }
       case StepKind::kCopy: {

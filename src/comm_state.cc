@@ -20,26 +20,6 @@ constexpr auto kWorkerDeepSleepAfter = std::chrono::milliseconds(100);
 constexpr auto kWaitSpin = std::chrono::microseconds(500);  // waiters yield this long before sleeping
 constexpr size_t kPlanCacheEntries = 256;
 constexpr int kEagerConnectRanks = 64;  // communicators up to this size connect all pairs at init
-// A cuda connection's records travel on the host connection of channel + this (transport/cuda).
-constexpr int kCudaControlChannel = 1 << 16;
-
-// Keeps the calling thread's current device across a call that must set the communicator's.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    auto cur = cuda::current_device();
-    if (cur.ok()) saved_ = *cur;
-    if (saved_ != device) (void)cuda::set_device(device);
-  }
-  ~DeviceGuard() {
-    if (saved_ >= 0) (void)cuda::set_device(saved_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int saved_ = -1;
-};
 
 uint64_t hash_bytes(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
@@ -163,6 +143,13 @@ Status CommState::init(const UniqueId& id) {
   std::vector<int> torus = std::move(layout_.torus);
   layout_ = algorithms::Layout::from_node_names(nodes_);
   layout_.torus = std::move(torus);
+  for (int peer = 0; peer < nranks_ && device_refusal_.empty(); ++peer) {
+    if (nodes_[static_cast<size_t>(peer)] != nodes_[static_cast<size_t>(rank_)] || config_.transport == "tcp")
+      device_refusal_ = "needs every rank on this node with shared memory allowed (the cuda transport); rank " +
+                        std::to_string(peer) + " is on node '" + nodes_[static_cast<size_t>(peer)] +
+                        "' and WEFT_TRANSPORT is '" + config_.transport + "'. Inter-node device buffers are not "
+                        "supported yet";
+  }
   WEFT_TRY(shm_->set_peer_cards(std::move(shm_cards)));
   WEFT_TRY(tcp_->set_peer_cards(std::move(tcp_cards)));
   // Small communicators join every pair now, in ascending peer order (deadlock-free, see
@@ -184,7 +171,7 @@ CommState::~CommState() {
   if (worker_.joinable()) worker_.join();
   // The worker drained the queue before it stopped; connections close with their owners.
   if (stream_ != nullptr) {
-    DeviceGuard guard(device_);
+    cuda::DeviceGuard guard(device_);
     (void)cuda::stream_sync(stream_);
     cuda_connections_.clear();
     cuda::device_free(device_scratch_);
@@ -239,7 +226,7 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       // it waits for this op's ticket (written when the op finishes, also when it fails).
       s = device_setup(*op);
       if (s.ok()) {
-        DeviceGuard guard(device_);
+        cuda::DeviceGuard guard(device_);
         auto e = cuda::event_create();
         s = e.status();
         if (s.ok()) op->start = *e;
@@ -273,7 +260,7 @@ bool CommState::run_next() {
   if (op->device) {
     // Release the stream that waits for this op, whatever the outcome (a failure reaches the
     // caller through async_error()), and only then report: the result is in place on the device.
-    DeviceGuard guard(device_);
+    cuda::DeviceGuard guard(device_);
     Status released = cuda::stream_write_value(stream_, done_flag_, op->ticket);
     Status synced = cuda::stream_sync(stream_);
     cuda::event_destroy(op->start);
@@ -360,6 +347,7 @@ Status CommState::execute(Operation& op) {
   if (a.coll == algorithms::Collective::kSendRecv) {
     group_plan.algorithm = algorithms::Algorithm::kGroup;
     group_plan.program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
+    group_plan.index = algorithms::index_program(group_plan.program);
     plan = &group_plan;
     spec.peer_seq = &peer_seq_;
     spec.bindings.user = op.buffers;
@@ -377,6 +365,7 @@ Status CommState::execute(Operation& op) {
     spec.bindings.out = op.recv;
   }
   spec.program = &plan->program;
+  spec.index = &plan->index;
   spec.algorithm = plan->algorithm;
   if (!op.device && plan->program.tmp_count > 0) {
     auto tmp = scratch_.get(plan->program.tmp_count * dtype_size(plan->program.dtype));
@@ -427,124 +416,6 @@ void CommState::abort(const std::string& reason) {
   release_device_streams();
   std::lock_guard<std::mutex> exec(exec_mu_);
   fail_connections("rank " + std::to_string(rank_) + " aborted: " + reason);
-}
-
-}  // namespace weft
-
-namespace weft {
-
-Status CommState::classify(Operation& op) {
-  int device = 0, host = 0;
-  auto look = [&](const void* p) {
-    if (p == nullptr) return;
-    if (cuda::is_device_pointer(p)) ++device;
-    else ++host;
-  };
-  look(op.send);
-  look(op.recv);
-  for (void* b : op.buffers) look(b);
-  if (device > 0 && host > 0)
-    return invalid_argument("rank " + std::to_string(rank_) + ": " + algorithms::describe(op.args) +
-                            " mixes device and host buffers; pass all of one kind");
-  op.device = device > 0;
-  return Status();
-}
-
-Status CommState::device_setup(const Operation& op) {
-  const void* any = op.send != nullptr ? op.send : op.recv;
-  for (size_t i = 0; any == nullptr && i < op.buffers.size(); ++i) any = op.buffers[i];
-  auto dev = cuda::pointer_device(any);
-  WEFT_TRY(dev);
-  if (device_ >= 0) {
-    if (*dev != device_)
-      return invalid_argument("buffers on GPU " + std::to_string(*dev) + " but this communicator works on GPU " +
-                              std::to_string(device_) + " (one GPU per communicator)");
-    return Status();
-  }
-  DeviceGuard guard(*dev);
-  auto stream = cuda::stream_create();
-  WEFT_TRY(stream);
-  auto flag = cuda::device_alloc(sizeof(uint32_t));
-  if (!flag.ok()) {
-    cuda::stream_destroy(*stream);
-    return flag.status();
-  }
-  static const uint32_t zero = 0;
-  Status s = cuda::copy_async(*flag, &zero, sizeof zero, *stream);
-  if (s.ok()) s = cuda::stream_sync(*stream);
-  if (!s.ok()) {
-    cuda::device_free(*flag);
-    cuda::stream_destroy(*stream);
-    return s;
-  }
-  device_ = *dev;
-  stream_ = *stream;
-  done_flag_ = static_cast<uint32_t*>(*flag);
-  log_.info("GPU path on device " + std::to_string(device_));
-  return Status();
-}
-
-Result<void*> CommState::device_scratch(size_t bytes) {
-  if (bytes <= device_scratch_bytes_) return device_scratch_;
-  // The previous run finished on the stream (run_next synchronises), so the old block is free.
-  cuda::device_free(device_scratch_);
-  device_scratch_ = nullptr;
-  device_scratch_bytes_ = 0;
-  auto p = cuda::device_alloc(bytes);
-  WEFT_TRY(p);
-  device_scratch_ = *p;
-  device_scratch_bytes_ = bytes;
-  return *p;
-}
-
-Status CommState::execute_device(Operation& op, RunSpec& spec) {
-  DeviceGuard guard(device_);
-  const algorithms::Program& p = *spec.program;
-  for (int peer = 0; peer < nranks_; ++peer) {
-    if (nodes_[static_cast<size_t>(peer)] != nodes_[static_cast<size_t>(rank_)] || config_.transport == "tcp")
-      return invalid_usage(algorithms::describe(op.args) + " on device buffers needs every rank on this node with "
-                           "shared memory allowed (the cuda transport); rank " + std::to_string(peer) +
-                           " is on node '" + nodes_[static_cast<size_t>(peer)] + "' and WEFT_TRANSPORT is '" +
-                           config_.transport + "'. Inter-node device buffers are not supported yet");
-  }
-  WEFT_TRY(cuda::stream_wait_event(stream_, op.start));
-  if (p.tmp_count > 0) {
-    auto tmp = device_scratch(p.tmp_count * dtype_size(p.dtype));
-    WEFT_TRY(tmp);
-    spec.bindings.tmp = *tmp;
-  }
-  spec.device = true;
-  spec.stream = stream_;
-  device_run_ = true;
-  Status s = executor_.run(spec);
-  device_run_ = false;
-  return s;
-}
-
-Result<transport::Connection*> CommState::cuda_connection(int peer, int channel, Deadline deadline) {
-  auto it = cuda_connections_.find({peer, channel});
-  if (it != cuda_connections_.end()) return it->second.get();
-  transport::Transport* host = peer == rank_ ? self_.get() : shm_.get();
-  auto control = host->connect(peer, channel + kCudaControlChannel, deadline);
-  if (!control.ok())
-    return control.status().with_context("connecting to rank " + std::to_string(peer) + " over cuda");
-  auto conn = transport::make_cuda_connection(std::move(*control), stream_, ipc_cache_, peer, channel);
-  WEFT_TRY(conn);
-  transport::Connection* raw = conn->get();
-  log_.info("connected to rank " + std::to_string(peer) + ": " + raw->describe());
-  cuda_connections_[{peer, channel}] = std::move(*conn);
-  return raw;
-}
-
-void CommState::release_device_streams() {
-  uint32_t last = 0;
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    if (stream_ == nullptr) return;
-    last = device_submitted_;
-  }
-  DeviceGuard guard(device_);
-  (void)cuda::stream_write_value(stream_, done_flag_, last);
 }
 
 }  // namespace weft

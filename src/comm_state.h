@@ -130,6 +130,7 @@ class CommState : public ConnectionSource {
   void* device_scratch_ = nullptr; // TMP for device runs (exec_mu_), grown, never shrunk
   size_t device_scratch_bytes_ = 0;
   bool device_run_ = false;        // exec_mu_: connection() hands out cuda connections
+  std::string device_refusal_;     // why device buffers cannot run here (set at init), or empty
   transport::IpcCache ipc_cache_;  // before the connections, so they close first
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> cuda_connections_;
 

@@ -21,10 +21,6 @@ using algorithms::StepKind;
 
 namespace {
 
-bool is_comm(StepKind k) {
-  return k == StepKind::kSend || k == StepKind::kRecv || k == StepKind::kRecvReduce;
-}
-
 // Waiting without burning a core another rank needs, measured in time (an idle pass over tcp
 // connections costs syscalls, so counting passes would spin for milliseconds): spin for the
 // first 10 us (the peer is usually closer than that), yield until 50 us, then sleep: in poll()
@@ -97,73 +93,39 @@ char* Executor::address(const Region& r) const {
 
 Status Executor::prepare(const RunSpec& spec) {
   const algorithms::Program& p = *spec.program;
+  const algorithms::ProgramIndex& index = *spec.index;
   const size_t n = p.steps.size();
   elem_ = dtype_size(p.dtype);
-  remaining_.assign(n, 0);
+  remaining_.resize(n);
+  for (size_t i = 0; i < n; ++i) remaining_[i] = p.steps[i].deps_count;
   deps_met_.assign(n, 0);
-  queue_of_.assign(n, -1);
+  tickets_.assign(n, 0);
   reduce_ctx_.resize(n);
   device_reduce_.resize(n);
   ready_.clear();
   local_ready_.clear();
   local_next_ = 0;
-  queues_.clear();
   active_.clear();
   done_steps_ = 0;
-
-  // Dependents in CSR form.
-  dependents_begin_.assign(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
-    remaining_[i] = p.steps[i].deps_count;
-    const uint32_t* d = p.deps_of(p.steps[i]);
-    for (uint32_t k = 0; k < p.steps[i].deps_count; ++k) ++dependents_begin_[d[k] + 1];
-  }
-  for (size_t i = 0; i < n; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
-  dependents_.assign(dependents_begin_[n], 0);
-  std::vector<uint32_t> fill(dependents_begin_.begin(), dependents_begin_.end() - 1);
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t* d = p.deps_of(p.steps[i]);
-    for (uint32_t k = 0; k < p.steps[i].deps_count; ++k) dependents_[fill[d[k]]++] = static_cast<uint32_t>(i);
-  }
-
-  // Queues per (peer, channel, direction), in program order.
-  for (size_t i = 0; i < n; ++i) {
-    const Step& s = p.steps[i];
-    if (!is_comm(s.kind)) continue;
-    const bool is_send = s.kind == StepKind::kSend;
-    int qi = -1;
-    for (size_t k = 0; k < queues_.size(); ++k) {
-      if (queues_[k].peer == s.peer && queues_[k].channel == s.channel && queues_[k].is_send == is_send) {
-        qi = static_cast<int>(k);
-        break;
-      }
-    }
-    if (qi < 0) {
-      qi = static_cast<int>(queues_.size());
-      Queue q;
-      q.peer = s.peer;
-      q.channel = s.channel;
-      q.is_send = is_send;
-      queues_.push_back(std::move(q));
-    }
-    queues_[qi].steps.push_back(static_cast<uint32_t>(i));
-    queue_of_[i] = qi;
+  queues_.resize(index.fifos.size());
+  for (size_t k = 0; k < queues_.size(); ++k) {
+    const algorithms::ProgramIndex::Fifo& f = index.fifos[k];
+    Queue& q = queues_[k];
+    q = Queue{};
+    q.peer = f.peer;
+    q.channel = f.channel;
+    q.is_send = f.is_send;
+    q.steps = index.steps_of(f);
   }
 
   // Join the connections in ascending (peer, channel) order: with every rank doing the same, the
   // symmetric connect() cannot deadlock.
-  std::vector<std::pair<int, int>> pairs;
-  for (const Queue& q : queues_) pairs.emplace_back(q.peer, q.channel);
-  std::sort(pairs.begin(), pairs.end());
-  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-  for (auto [peer, channel] : pairs) {
-    auto conn = connections_.connection(peer, channel, spec.deadline);
+  for (const algorithms::ProgramIndex::Link& l : index.links) {
+    auto conn = connections_.connection(l.peer, l.channel, spec.deadline);
     WEFT_TRY(conn);
-    for (Queue& q : queues_)
-      if (q.peer == peer && q.channel == channel) q.conn = *conn;
     active_.push_back(*conn);
   }
-  for (Queue& q : queues_) q.tickets.assign(q.steps.size(), 0);
+  for (size_t k = 0; k < queues_.size(); ++k) queues_[k].conn = active_[index.fifos[k].link];
 
   // Collectives: one header at the head of every queue, posted now (groups post one per message).
   const bool group = spec.args.coll == Collective::kSendRecv;
@@ -253,10 +215,8 @@ Status Executor::check_header(const Queue& q, uint32_t step) const {
 
 void Executor::complete(uint32_t step) {
   ++done_steps_;
-  for (uint32_t k = dependents_begin_[step]; k < dependents_begin_[step + 1]; ++k) {
-    const uint32_t d = dependents_[k];
+  for (uint32_t d : spec_->index->dependents_of(step))
     if (--remaining_[d] == 0) ready_.push_back(d);
-  }
 }
 
 Status Executor::run_local(uint32_t i) {
@@ -313,7 +273,8 @@ Status Executor::post(Queue& q) {
       }
       auto t = q.conn->post_send(address(s.src), s.src.count * elem_);
       WEFT_TRY(t);
-      q.tickets[q.posted++] = *t;
+      tickets_[i] = *t;
+      ++q.posted;
       continue;
     }
     // Receives: the peer's header must arrive and check out before its data is accepted.
@@ -350,7 +311,8 @@ Status Executor::post(Queue& q) {
     }
     auto t = q.conn->post_recv(sink, s.dst.count * elem_);
     WEFT_TRY(t);
-    q.tickets[q.posted++] = *t;
+    tickets_[i] = *t;
+    ++q.posted;
     if (group) q.header_done = false;
   }
   return Status();
@@ -404,11 +366,12 @@ Status Executor::run(const RunSpec& spec) {
       const uint32_t i = ready_.back();
       ready_.pop_back();
       moved = true;
-      if (queue_of_[i] < 0) {
+      const uint32_t fifo = spec.index->fifo_of[i];
+      if (fifo == algorithms::ProgramIndex::kNoFifo) {
         local_ready_.push_back(i);
       } else {
         deps_met_[i] = 1;
-        WEFT_TRY(post(queues_[static_cast<size_t>(queue_of_[i])]));
+        WEFT_TRY(post(queues_[fifo]));
       }
     }
     for (transport::Connection* c : active_) WEFT_TRY(c->progress());
@@ -419,7 +382,7 @@ Status Executor::run(const RunSpec& spec) {
         moved |= q.posted != before;
       }
       const uint64_t done = q.is_send ? q.conn->sends_done() : q.conn->recvs_done();
-      while (q.completed < q.posted && q.tickets[q.completed] <= done) {
+      while (q.completed < q.posted && tickets_[q.steps[q.completed]] <= done) {
         complete(q.steps[q.completed++]);
         moved = true;
       }

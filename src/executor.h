@@ -22,11 +22,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "algorithms/collective.h"
 #include "algorithms/planner.h"
+#include "algorithms/program_index.h"
 #include "algorithms/schedule.h"
 #include "src/cuda/device.h"
 #include "src/deadline.h"
@@ -69,6 +71,7 @@ class ConnectionSource {
 
 struct RunSpec {
   const algorithms::Program* program = nullptr;
+  const algorithms::ProgramIndex* index = nullptr;  // of program
   algorithms::Algorithm algorithm = algorithms::Algorithm::kRing;
   algorithms::CollectiveArgs args;  // what this rank called (for headers and messages)
   uint64_t seq = 0;                 // collectives: the communicator's collective sequence number
@@ -97,8 +100,7 @@ class Executor {
     int channel = 0;
     bool is_send = false;
     transport::Connection* conn = nullptr;
-    std::vector<uint32_t> steps;    // program order
-    std::vector<uint64_t> tickets;  // per posted step
+    std::span<const uint32_t> steps;  // program order (the index's FIFO)
     size_t posted = 0;
     size_t completed = 0;
     CollHeader header_out;          // sends: what we announce
@@ -130,13 +132,11 @@ class Executor {
   size_t elem_ = 1;
   std::vector<uint32_t> remaining_;     // unmet dependencies per step
   std::vector<uint8_t> deps_met_;       // comm steps whose dependencies are met
-  std::vector<uint32_t> dependents_;    // CSR: steps that depend on step i
-  std::vector<uint32_t> dependents_begin_;
+  std::vector<uint64_t> tickets_;       // comm steps: the connection's ticket once posted
   std::vector<uint32_t> ready_;        // dependencies met, not yet handled
   std::vector<uint32_t> local_ready_;  // local steps to run, in order; local_next_ is the next
   size_t local_next_ = 0;
-  std::vector<int32_t> queue_of_;       // per step: queue index or -1
-  std::vector<Queue> queues_;
+  std::vector<Queue> queues_;           // one per FIFO of the index, in its order
   std::vector<ReduceCtx> reduce_ctx_;   // per step (recv_reduce)
   std::vector<transport::DeviceReduce> device_reduce_;  // per step (recv_reduce on device memory)
   std::vector<CollHeader> step_headers_;  // groups: the header sent ahead of each send step

@@ -21,12 +21,12 @@ Status check(cudaError_t e, const char* what) {
                 std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using StreamMemopFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
 struct Driver {
-  WaitValueFn wait_value = nullptr;
-  WaitValueFn write_value = nullptr;
+  StreamMemopFn wait_value = nullptr;
+  StreamMemopFn write_value = nullptr;
   AddressRangeFn address_range = nullptr;
   bool device_present = false;
 };
@@ -121,22 +121,23 @@ Status stream_wait_event(Stream s, Event e) {
   return check(cudaStreamWaitEvent(st(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
 }
 
-Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
-  const Driver& d = driver();
-  if (d.wait_value == nullptr) return internal_error("cuStreamWaitValue32 is not available from this driver");
-  const CUresult r = d.wait_value(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(flag), value,
-                                  CU_STREAM_WAIT_VALUE_GEQ);
-  if (r != CUDA_SUCCESS) return internal_error("cuStreamWaitValue32 failed with CUresult " + std::to_string(r));
+namespace {
+// cuStreamWaitValue32 / cuStreamWriteValue32, which share a signature.
+Status stream_memop(StreamMemopFn fn, const char* name, Stream s, const uint32_t* flag, uint32_t value,
+                    unsigned int flags) {
+  if (fn == nullptr) return internal_error(std::string(name) + " is not available from this driver");
+  const CUresult r = fn(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(flag), value, flags);
+  if (r != CUDA_SUCCESS) return internal_error(std::string(name) + " failed with CUresult " + std::to_string(r));
   return Status();
+}
+}  // namespace
+
+Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
+  return stream_memop(driver().wait_value, "cuStreamWaitValue32", s, flag, value, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 Status stream_write_value(Stream s, uint32_t* flag, uint32_t value) {
-  const Driver& d = driver();
-  if (d.write_value == nullptr) return internal_error("cuStreamWriteValue32 is not available from this driver");
-  const CUresult r = d.write_value(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(flag), value,
-                                   CU_STREAM_WRITE_VALUE_DEFAULT);
-  if (r != CUDA_SUCCESS) return internal_error("cuStreamWriteValue32 failed with CUresult " + std::to_string(r));
-  return Status();
+  return stream_memop(driver().write_value, "cuStreamWriteValue32", s, flag, value, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 Result<void*> device_alloc(size_t bytes) {

@@ -76,4 +76,23 @@ Result<IpcExport> ipc_export(const void* p);
 Result<void*> ipc_open(const uint8_t (&handle)[64]);
 void ipc_close(void* base);
 
+// Sets the calling thread's current device for a scope and restores the one it had (a
+// communicator's thread may run on the caller's thread, whose device is the caller's business).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    auto cur = current_device();
+    if (cur.ok()) saved_ = *cur;
+    if (saved_ != device) (void)set_device(device);
+  }
+  ~DeviceGuard() {
+    if (saved_ >= 0) (void)set_device(saved_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
 }  // namespace weft::cuda

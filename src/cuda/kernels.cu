@@ -84,26 +84,18 @@ template <typename T> struct Plain {
   __device__ static Calc widen(Bits v) { return v; }
   __device__ static Bits narrow(Calc v) { return v; }
 };
-struct Half {
-  using Bits = uint16_t; using Calc = float;
-  __device__ static float widen(Bits v) { return fb::half_to_float(v); }
-  __device__ static Bits narrow(float f) { return fb::float_to_half(f); }
+// The 16/8-bit floats: stored as Bits, combined in fp32 with float_bits.h's conversions.
+template <typename B, float (*Widen)(B), B (*Narrow)(float)>
+struct Small {
+  using Bits = B;
+  using Calc = float;
+  __device__ static float widen(Bits v) { return Widen(v); }
+  __device__ static Bits narrow(float f) { return Narrow(f); }
 };
-struct Bf16 {
-  using Bits = uint16_t; using Calc = float;
-  __device__ static float widen(Bits v) { return fb::bf16_to_float(v); }
-  __device__ static Bits narrow(float f) { return fb::float_to_bf16(f); }
-};
-struct E4m3 {
-  using Bits = uint8_t; using Calc = float;
-  __device__ static float widen(Bits v) { return fb::e4m3_to_float(v); }
-  __device__ static Bits narrow(float f) { return fb::float_to_e4m3(f); }
-};
-struct E5m2 {
-  using Bits = uint8_t; using Calc = float;
-  __device__ static float widen(Bits v) { return fb::e5m2_to_float(v); }
-  __device__ static Bits narrow(float f) { return fb::float_to_e5m2(f); }
-};
+using Half = Small<uint16_t, fb::half_to_float, fb::float_to_half>;
+using Bf16 = Small<uint16_t, fb::bf16_to_float, fb::float_to_bf16>;
+using E4m3 = Small<uint8_t, fb::e4m3_to_float, fb::float_to_e4m3>;
+using E5m2 = Small<uint8_t, fb::e5m2_to_float, fb::float_to_e5m2>;
 
 template <typename Op, typename C>
 __device__ inline C apply(C a, C b) {

@@ -19,8 +19,7 @@ constexpr std::array<float, 256> make_table(Decode decode) {
 }
 
 constexpr std::array<float, 256> kE4m3Table = make_table(bits::e4m3_to_float);
-constexpr std::array<float, 256> kE5m2Table =
-    make_table(bits::e5m2_to_float);
+constexpr std::array<float, 256> kE5m2Table = make_table(bits::e5m2_to_float);
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "nccl_check.h"
+#include "nccl_join_env.h"
 
 enum Kind { kSigned, kUnsigned, kFloating };
 typedef struct {
@@ -456,29 +457,6 @@ static void sweep(const Type* t) {
 
 /* ---- Communicators ---- */
 
-static int hex_digit(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* The communicator weft-run prepared: WEFT_UNIQUE_ID holds the ncclUniqueId in hex. */
-static int join_from_env(void) {
-  const char *hex = getenv("WEFT_UNIQUE_ID"), *r = getenv("WEFT_RANK"), *n = getenv("WEFT_NRANKS");
-  if (hex == NULL || r == NULL || n == NULL || strlen(hex) != 2 * NCCL_UNIQUE_ID_BYTES) {
-    fprintf(stderr, "run under weft-run (WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS)\n");
-    return 0;
-  }
-  ncclUniqueId id;
-  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i)
-    id.internal[i] = (char)(hex_digit(hex[2 * i]) << 4 | hex_digit(hex[2 * i + 1]));
-  rank = atoi(r);
-  nranks = atoi(n);
-  ncclResult_t res = ncclCommInitRank(&comm, nranks, id, rank);
-  if (res != ncclSuccess) {
-    fprintf(stderr, "ncclCommInitRank: %s: %s\n", ncclGetErrorString(res), ncclGetLastError(NULL));
-    return 0;
-  }
-  return 1;
-}
 
 static void test_split(void) {
   const int color = rank == nranks - 1 && nranks > 2 ? NCCL_SPLIT_NOCOLOR : rank % 2;
@@ -549,7 +527,7 @@ static void test_group(void) {
 }
 
 int main(void) {
-  if (!join_from_env()) return 1;
+  if (nccl_join_from_env(&comm, &rank, &nranks) != ncclSuccess) return 1;
   for (int t = 0; t < kNumTypes; ++t) sweep(&kTypes[t]);
   test_split();
   test_nonblocking_comm();

@@ -1,0 +1,121 @@
+// CommState's GPU path: which memory an operation's buffers are in, the stream, counter and
+// scratch the first device operation sets up, running a Program on device buffers over cuda
+// connections, and releasing waiting streams on abort. See comm_state.h and docs/NCCL.md.
+#include "src/comm_state.h"
+
+namespace weft {
+namespace {
+// A cuda connection's records travel on the host connection of channel + this (transport/cuda).
+constexpr int kCudaControlChannel = 1 << 16;
+}  // namespace
+
+Status CommState::classify(Operation& op) {
+  int device = 0, host = 0;
+  auto look = [&](const void* p) {
+    if (p == nullptr) return;
+    if (cuda::is_device_pointer(p)) ++device;
+    else ++host;
+  };
+  look(op.send);
+  look(op.recv);
+  for (void* b : op.buffers) look(b);
+  if (device > 0 && host > 0)
+    return invalid_argument("rank " + std::to_string(rank_) + ": " + algorithms::describe(op.args) +
+                            " mixes device and host buffers; pass all of one kind");
+  op.device = device > 0;
+  return Status();
+}
+
+Status CommState::device_setup(const Operation& op) {
+  const void* any = op.send != nullptr ? op.send : op.recv;
+  for (size_t i = 0; any == nullptr && i < op.buffers.size(); ++i) any = op.buffers[i];
+  auto dev = cuda::pointer_device(any);
+  WEFT_TRY(dev);
+  if (device_ >= 0) {
+    if (*dev != device_)
+      return invalid_argument("buffers on GPU " + std::to_string(*dev) + " but this communicator works on GPU " +
+                              std::to_string(device_) + " (one GPU per communicator)");
+    return Status();
+  }
+  cuda::DeviceGuard guard(*dev);
+  auto stream = cuda::stream_create();
+  WEFT_TRY(stream);
+  auto flag = cuda::device_alloc(sizeof(uint32_t));
+  if (!flag.ok()) {
+    cuda::stream_destroy(*stream);
+    return flag.status();
+  }
+  static const uint32_t zero = 0;
+  Status s = cuda::copy_async(*flag, &zero, sizeof zero, *stream);
+  if (s.ok()) s = cuda::stream_sync(*stream);
+  if (!s.ok()) {
+    cuda::device_free(*flag);
+    cuda::stream_destroy(*stream);
+    return s;
+  }
+  device_ = *dev;
+  stream_ = *stream;
+  done_flag_ = static_cast<uint32_t*>(*flag);
+  log_.info("GPU path on device " + std::to_string(device_));
+  return Status();
+}
+
+Result<void*> CommState::device_scratch(size_t bytes) {
+  if (bytes <= device_scratch_bytes_) return device_scratch_;
+  // The previous run finished on the stream (run_next synchronises), so the old block is free.
+  cuda::device_free(device_scratch_);
+  device_scratch_ = nullptr;
+  device_scratch_bytes_ = 0;
+  auto p = cuda::device_alloc(bytes);
+  WEFT_TRY(p);
+  device_scratch_ = *p;
+  device_scratch_bytes_ = bytes;
+  return *p;
+}
+
+Status CommState::execute_device(Operation& op, RunSpec& spec) {
+  cuda::DeviceGuard guard(device_);
+  const algorithms::Program& p = *spec.program;
+  if (!device_refusal_.empty())
+    return invalid_usage(algorithms::describe(op.args) + " on device buffers " + device_refusal_);
+  WEFT_TRY(cuda::stream_wait_event(stream_, op.start));
+  if (p.tmp_count > 0) {
+    auto tmp = device_scratch(p.tmp_count * dtype_size(p.dtype));
+    WEFT_TRY(tmp);
+    spec.bindings.tmp = *tmp;
+  }
+  spec.device = true;
+  spec.stream = stream_;
+  device_run_ = true;
+  Status s = executor_.run(spec);
+  device_run_ = false;
+  return s;
+}
+
+Result<transport::Connection*> CommState::cuda_connection(int peer, int channel, Deadline deadline) {
+  auto it = cuda_connections_.find({peer, channel});
+  if (it != cuda_connections_.end()) return it->second.get();
+  transport::Transport* host = peer == rank_ ? self_.get() : shm_.get();
+  auto control = host->connect(peer, channel + kCudaControlChannel, deadline);
+  if (!control.ok())
+    return control.status().with_context("connecting to rank " + std::to_string(peer) + " over cuda");
+  auto conn = transport::make_cuda_connection(std::move(*control), stream_, ipc_cache_, peer, channel);
+  WEFT_TRY(conn);
+  transport::Connection* raw = conn->get();
+  log_.info("connected to rank " + std::to_string(peer) + ": " + raw->describe());
+  cuda_connections_[{peer, channel}] = std::move(*conn);
+  return raw;
+}
+
+void CommState::release_device_streams() {
+  uint32_t last = 0;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (stream_ == nullptr) return;
+    last = device_submitted_;
+  }
+  cuda::DeviceGuard guard(device_);
+  (void)cuda::stream_write_value(stream_, done_flag_, last);
+}
+
+}  // namespace weft

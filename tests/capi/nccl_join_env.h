@@ -1,0 +1,33 @@
+/* The communicator weft-run prepared, joined through the NCCL ABI alone: WEFT_UNIQUE_ID holds the
+ * ncclUniqueId in hex, WEFT_RANK and WEFT_NRANKS the rank and size. Shared by the C and CUDA tests
+ * of libnccl.so.2. Returns ncclSuccess, or prints why not and returns the failure. */
+#ifndef WEFT_TESTS_NCCL_JOIN_ENV_H_
+#define WEFT_TESTS_NCCL_JOIN_ENV_H_
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl.h"
+
+static int nccl_hex_digit(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static ncclResult_t nccl_join_from_env(ncclComm_t* comm, int* rank, int* nranks) {
+  const char *hex = getenv("WEFT_UNIQUE_ID"), *r = getenv("WEFT_RANK"), *n = getenv("WEFT_NRANKS");
+  if (hex == NULL || r == NULL || n == NULL || strlen(hex) != 2 * NCCL_UNIQUE_ID_BYTES) {
+    fprintf(stderr, "run under weft-run (WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS)\n");
+    return ncclInvalidUsage;
+  }
+  ncclUniqueId id;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i)
+    id.internal[i] = (char)(nccl_hex_digit(hex[2 * i]) << 4 | nccl_hex_digit(hex[2 * i + 1]));
+  *rank = atoi(r);
+  *nranks = atoi(n);
+  ncclResult_t res = ncclCommInitRank(comm, *nranks, id, *rank);
+  if (res != ncclSuccess) fprintf(stderr, "ncclCommInitRank: %s: %s\n", ncclGetErrorString(res), ncclGetLastError(NULL));
+  return res;
+}
+
+#endif /* WEFT_TESTS_NCCL_JOIN_ENV_H_ */
