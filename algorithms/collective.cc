@@ -31,6 +31,17 @@ bool has_root(Collective c) {
          c == Collective::kScatter;
 }
 
+bool count_is_per_rank(Collective c) {
+  return c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll ||
+         c == Collective::kGather || c == Collective::kScatter;
+}
+
+double bus_factor(Collective c, int nranks) {
+  if (c == Collective::kAllReduce) return 2.0 * (nranks - 1) / nranks;
+  if (count_is_per_rank(c)) return static_cast<double>(nranks - 1) / nranks;
+  return 1.0;
+}
+
 bool has_op(Collective c) {
   return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
 }

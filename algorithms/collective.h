@@ -31,6 +31,11 @@ std::string_view collective_name(Collective c);
 std::optional<Collective> parse_collective(std::string_view name);
 bool has_root(Collective c);
 bool has_op(Collective c);
+// nccl-tests' conventions, shared by weft-bench and weft-sim: for these collectives a sweep's size
+// is all ranks' blocks together (count is per rank) ...
+bool count_is_per_rank(Collective c);
+// ... and busbw = algbw * bus_factor: 2(n-1)/n for allreduce, (n-1)/n for the per-rank ones, else 1.
+double bus_factor(Collective c, int nranks);
 
 struct CollectiveArgs {
   Collective coll = Collective::kAllReduce;

@@ -62,26 +62,6 @@ int usage(const char* msg) {
   return 2;
 }
 
-struct CollInfo {
-  const char* name;
-  Collective coll;
-  bool per_rank;      // -b/-e sizes are the whole of all ranks' blocks (size = count*nranks*elem)
-  double bus_factor;  // 0: 2(n-1)/n; 1: (n-1)/n; 2: 1
-};
-constexpr CollInfo kColls[] = {
-    {"allreduce", Collective::kAllReduce, false, 0},     {"reduce_scatter", Collective::kReduceScatter, true, 1},
-    {"allgather", Collective::kAllGather, true, 1},      {"alltoall", Collective::kAllToAll, true, 1},
-    {"broadcast", Collective::kBroadcast, false, 2},     {"reduce", Collective::kReduce, false, 2},
-    {"gather", Collective::kGather, true, 1},            {"scatter", Collective::kScatter, true, 1},
-    {"sendrecv", Collective::kSendRecv, false, 2},
-};
-
-const CollInfo* find_coll(const std::string& name) {
-  for (const CollInfo& c : kColls)
-    if (name == c.name) return &c;
-  return nullptr;
-}
-
 // Runs one call of the collective with the given buffers.
 weft::Status run_once(weft::Communicator& comm, const Options& o, const void* send, void* recv, size_t count) {
   const int n = comm.size(), r = comm.rank();
@@ -125,10 +105,10 @@ int main(int argc, char** argv) {
   Options o;
   int i = 1;
   if (i < argc && argv[i][0] != '-') {
-    const CollInfo* c = find_coll(argv[i]);
-    if (c == nullptr) return usage((std::string("unknown collective '") + argv[i] + "'").c_str());
-    o.coll = c->coll;
-    o.coll_name = c->name;
+    const auto c = weft::algorithms::parse_collective(argv[i]);
+    if (!c || *c == Collective::kBarrier) return usage((std::string("unknown collective '") + argv[i] + "'").c_str());
+    o.coll = *c;
+    o.coll_name = argv[i];
     ++i;
   }
   for (; i < argc; ++i) {
@@ -171,9 +151,8 @@ int main(int argc, char** argv) {
   weft::Communicator& comm = **comm_or;
   const int n = comm.size(), rank = comm.rank();
   if (o.root < 0 || o.root >= n) return usage("-r root is out of range");
-  const CollInfo& info = *find_coll(o.coll_name);
   const size_t elem = weft::dtype_size(o.dtype);
-  const size_t blocks = info.per_rank ? static_cast<size_t>(n) : 1;
+  const size_t blocks = weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1;
 
   // Buffers for the largest size, touched once so timing sees no page faults.
   CollectiveArgs most;
@@ -288,7 +267,7 @@ int main(int argc, char** argv) {
       time_us[place] = combined;
     }
     if (rank == 0) {
-      const double factor = info.bus_factor == 0 ? 2.0 * (n - 1) / n : info.bus_factor == 1 ? double(n - 1) / n : 1.0;
+      const double factor = weft::algorithms::bus_factor(o.coll, n);
       std::printf("  %10zu %12zu %8s %6s %6d", size, count * blocks, std::string(weft::dtype_name(o.dtype)).c_str(),
                   has_op ? std::string(weft::op_name(o.op)).c_str() : "none", has_root ? o.root : -1);
       for (int place = 0; place < 2; ++place) {

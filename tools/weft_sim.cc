@@ -90,17 +90,6 @@ bool parse_bytes(std::string_view text, size_t* out) {
   return true;
 }
 
-bool per_rank_count(Collective c) {
-  return c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll ||
-         c == Collective::kGather || c == Collective::kScatter;
-}
-
-double bus_factor(Collective c, int n) {
-  if (c == Collective::kAllReduce) return 2.0 * (n - 1) / n;
-  if (per_rank_count(c)) return static_cast<double>(n - 1) / n;
-  return 1.0;
-}
-
 std::string human_bytes(size_t b) {
   if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0) return std::to_string(b >> 30) + "G";
   if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0) return std::to_string(b >> 20) + "M";
@@ -239,9 +228,9 @@ int main(int argc, char** argv) {
     a.dtype = o.dtype;
     a.op = o.op;
     a.root = o.root;
-    a.count = bytes / elem / (per_rank_count(o.coll) ? static_cast<size_t>(n) : 1);
+    a.count = bytes / elem / (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
     a.slice_count = std::max<size_t>(1, o.slice_bytes / elem);
-    const size_t total = a.count * elem * (per_rank_count(o.coll) ? static_cast<size_t>(n) : 1);
+    const size_t total = a.count * elem * (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
     struct Row {
       Algorithm algo;
       weft::algorithms::SimResult r;
@@ -274,7 +263,7 @@ int main(int argc, char** argv) {
       const std::string name(weft::algorithms::algorithm_name(row.algo));
       const double t = row.r.seconds;
       const double algbw = t > 0 ? static_cast<double>(total) / t / 1e9 : 0.0;
-      const double busbw = algbw * bus_factor(o.coll, n);
+      const double busbw = algbw * weft::algorithms::bus_factor(o.coll, n);
       const size_t slice_bytes = row.r.slice_count * elem;
       if (o.csv) {
         std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%d,%zu,%d,%zu,%llu\n", cname.c_str(),
