@@ -152,6 +152,17 @@ void TcpConnection::retire_ops() {
   }
 }
 
+Status TcpConnection::closed_by_peer() {
+  // A peer that aborts sends its notice, then closes; our send may meet the closed socket before
+  // a receive pass has read the notice that already arrived. Read it first, so the error names
+  // the peer's reason (the rank that failed) rather than only the closed socket.
+  for (Lane& lane : lanes_) {
+    bool moved = false;
+    WEFT_TRY(progress_recv(lane, &moved));
+  }
+  return fail(remote_error(who() + ": connection closed by peer"));
+}
+
 Status TcpConnection::progress_send(Lane& lane) {
   for (int calls = 0; calls < kMaxSyscallsPerLane && !lane.sends.empty(); ++calls) {
     // Gather the unsent part of as many queued frames as fit in one sendmsg.
@@ -172,8 +183,7 @@ Status TcpConnection::progress_send(Lane& lane) {
     }
     auto sent = lane.socket.sendv_some(iov, n);
     if (!sent.ok()) {
-      if (sent.status().code() == StatusCode::kRemoteError)
-        return fail(remote_error(who() + ": connection closed by peer"));
+      if (sent.status().code() == StatusCode::kRemoteError) return closed_by_peer();
       return fail(sent.status().with_context(who()));
     }
     size_t left = *sent;
@@ -351,8 +361,7 @@ Status TcpConnection::progress() {
   // A peer may close once it has sent everything; a closed lane is an error only while it still
   // has bytes to move.
   for (const Lane& lane : lanes_) {
-    if (lane.eof && (!lane.recvs.empty() || !lane.sends.empty()))
-      return fail(remote_error(who() + ": connection closed by peer"));
+    if (lane.eof && (!lane.recvs.empty() || !lane.sends.empty())) return closed_by_peer();
   }
   return Status();
 }

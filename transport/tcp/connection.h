@@ -117,6 +117,9 @@ class TcpConnection final : public Connection {
 
   // Splits a message into chunk sizes (see the file comment).
   size_t chunk_bytes(size_t bytes) const;
+  // The peer closed while bytes were still to move: its abort notice if one has arrived, else
+  // "connection closed by peer".
+  Status closed_by_peer();
   Status progress_send(Lane& lane);
   // Sets *moved when it read or delivered anything.
   Status progress_recv(Lane& lane, bool* moved);
