@@ -5,7 +5,11 @@
 // Flags follow nccl-tests: -b/-e min/max bytes (K, M, G suffixes), -f step factor, -i step
 // bytes (instead of -f), -n iterations, -w warm-up iterations, -c check (0/1), -o op, -d type,
 // -r root, -a how times combine across ranks (0 rank 0, 1 mean, 2 min, 3 max), -T timeout
-// (seconds; sets WEFT_TIMEOUT), -G 1 device buffers (the current GPU; needs a CUDA build). Columns, algbw and busbw as nccl-tests (docs/BENCH.md).
+// (seconds; sets WEFT_TIMEOUT), -G 1 device buffers (the current GPU; needs a CUDA build), -P 0|1
+// progress on stderr (default: when stderr is a terminal), --csv / --json rows for machines
+// instead of the table. Columns, algbw and busbw as nccl-tests (docs/BENCH.md).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +21,7 @@
 
 #include "algorithms/planner.h"
 #include "bench/reference.h"
+#include "bench/sweep.h"
 #include "src/comm_state.h"
 #include "src/cuda/device.h"
 #include "weft/communicator.h"
@@ -33,31 +38,18 @@ struct Options {
   double factor = 2;
   int iters = 20, warmup = 1, check = 1, average = 1, root = 0;
   int device = 0;  // -G 1: buffers in GPU memory (the GPU path)
+  int progress = -1;  // -P: -1 when stderr is a terminal
+  weft::bench::RowFormat format = weft::bench::RowFormat::kTable;
   weft::DataType dtype = weft::DataType::kFloat32;
   weft::RedOp op = weft::RedOp::kSum;
 };
-
-bool parse_bytes(const char* text, size_t* out) {
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end == text || v < 0) return false;
-  switch (*end) {
-    case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
-  }
-  if (*end == 'B') ++end;
-  if (*end != '\0') return false;
-  *out = static_cast<size_t>(v);
-  return true;
-}
 
 int usage(const char* msg) {
   std::fprintf(stderr,
                "weft-bench: %s\nusage: weft-bench [allreduce|reduce_scatter|allgather|alltoall|broadcast|"
                "reduce|gather|scatter|sendrecv] [-b min] [-e max] [-f factor | -i step] [-n iters] [-w warmup]\n"
-               "                  [-c 0|1] [-o sum|prod|max|min|avg] [-d type] [-r root] [-a 0-3] [-T seconds] [-G 0|1]\n",
+               "                  [-c 0|1] [-o sum|prod|max|min|avg] [-d type] [-r root] [-a 0-3] [-T seconds] [-G 0|1]\n"
+               "                  [-P 0|1] [--csv | --json]\n",
                msg);
   return 2;
 }
@@ -113,6 +105,10 @@ int main(int argc, char** argv) {
   }
   for (; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag == "--csv" || flag == "--json") {
+      o.format = flag == "--csv" ? weft::bench::RowFormat::kCsv : weft::bench::RowFormat::kJson;
+      continue;
+    }
     if (i + 1 >= argc) return usage(("flag " + flag + " needs a value").c_str());
     const char* v = argv[++i];
     auto as_int = [&](int* out) {
@@ -123,14 +119,15 @@ int main(int argc, char** argv) {
       return true;
     };
     bool ok = true;
-    if (flag == "-b") ok = parse_bytes(v, &o.min_bytes);
-    else if (flag == "-e") ok = parse_bytes(v, &o.max_bytes);
-    else if (flag == "-i") ok = parse_bytes(v, &o.step_bytes);
+    if (flag == "-b") ok = weft::bench::parse_bytes(v, &o.min_bytes);
+    else if (flag == "-e") ok = weft::bench::parse_bytes(v, &o.max_bytes);
+    else if (flag == "-i") ok = weft::bench::parse_bytes(v, &o.step_bytes);
     else if (flag == "-f") ok = (o.factor = std::strtod(v, nullptr)) > 1;
     else if (flag == "-n") ok = as_int(&o.iters) && o.iters > 0;
     else if (flag == "-w") ok = as_int(&o.warmup) && o.warmup >= 0;
     else if (flag == "-c") ok = as_int(&o.check);
     else if (flag == "-G") ok = as_int(&o.device);
+    else if (flag == "-P") ok = as_int(&o.progress);
     else if (flag == "-a") ok = as_int(&o.average) && o.average >= 0 && o.average <= 3;
     else if (flag == "-r") ok = as_int(&o.root);
     else if (flag == "-o") ok = static_cast<bool>(weft::parse_op(v)), o.op = weft::parse_op(v).value_or(o.op);
@@ -188,7 +185,8 @@ int main(int argc, char** argv) {
 
   const bool has_op = weft::algorithms::has_op(o.coll);
   const bool has_root = weft::algorithms::has_root(o.coll);
-  if (rank == 0) {
+  const bool table = o.format == weft::bench::RowFormat::kTable;
+  if (rank == 0 && table) {
     std::printf("# weft-bench %s: nranks %d (%s), %s buffers, transport %s, algorithms %s, iters %d, warmup %d, check %d\n",
                 o.coll_name.c_str(), n, comm.state().layout().describe().c_str(), o.device ? "device" : "host",
                 o.device ? "cuda" : comm.config().transport.c_str(),
@@ -206,8 +204,12 @@ int main(int argc, char** argv) {
   uint64_t total_wrong = 0;
   double bus_sum = 0;
   int bus_points = 0;
-  size_t bytes = o.min_bytes;
-  for (;;) {
+  const std::vector<size_t> sizes = weft::bench::sweep_sizes(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
+  weft::bench::RowPrinter printer(o.format, stdout);
+  weft::bench::Progress progress(rank == 0 && (o.progress < 0 ? isatty(2) != 0 : o.progress != 0), sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const size_t bytes = sizes[k];
+    progress.step(k, bytes, "weft-bench");
     const size_t count = bytes / elem / blocks;  // per rank for blocked collectives
     const size_t size = count * elem * blocks;
     double time_us[2] = {0, 0};
@@ -268,35 +270,53 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) {
       const double factor = weft::algorithms::bus_factor(o.coll, n);
-      std::printf("  %10zu %12zu %8s %6s %6d", size, count * blocks, std::string(weft::dtype_name(o.dtype)).c_str(),
-                  has_op ? std::string(weft::op_name(o.op)).c_str() : "none", has_root ? o.root : -1);
-      for (int place = 0; place < 2; ++place) {
-        if (o.coll == Collective::kSendRecv && place == 1) {
-          std::printf(" %9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
-          continue;
-        }
-        const double algbw = time_us[place] > 0 ? size / time_us[place] / 1e3 : 0;
-        std::printf(" %9.2f %7.2f %7.2f %6llu", time_us[place], algbw, algbw * factor,
-                    static_cast<unsigned long long>(wrong[place]));
-        bus_sum += algbw * factor;
-        ++bus_points;
-        total_wrong += wrong[place];
-      }
       CollectiveArgs ran = most;
       ran.coll = o.coll;
       ran.count = count;
       ran.dtype = o.dtype;
       ran.op = o.op;
-      std::printf("  %s\n", o.coll == Collective::kSendRecv ? "group"
-                                                          : std::string(weft::algorithms::algorithm_name(
-                                                                comm.state().algorithm_for(ran))).c_str());
+      const std::string algorithm = o.coll == Collective::kSendRecv
+                                        ? "group"
+                                        : std::string(weft::algorithms::algorithm_name(comm.state().algorithm_for(ran)));
+      if (table)
+        std::printf("  %10zu %12zu %8s %6s %6d", size, count * blocks, std::string(weft::dtype_name(o.dtype)).c_str(),
+                    has_op ? std::string(weft::op_name(o.op)).c_str() : "none", has_root ? o.root : -1);
+      for (int place = 0; place < 2; ++place) {
+        if (o.coll == Collective::kSendRecv && place == 1) {
+          if (table) std::printf(" %9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
+          continue;
+        }
+        const double algbw = time_us[place] > 0 ? size / time_us[place] / 1e3 : 0;
+        if (table)
+          std::printf(" %9.2f %7.2f %7.2f %6llu", time_us[place], algbw, algbw * factor,
+                      static_cast<unsigned long long>(wrong[place]));
+        weft::bench::ResultRow row;
+        row.library = "weft";
+        row.algorithm = algorithm;
+        row.collective = o.coll_name;
+        row.transport = o.device ? "cuda" : comm.config().transport;
+        row.dtype = std::string(weft::dtype_name(o.dtype));
+        row.op = has_op ? std::string(weft::op_name(o.op)) : "none";
+        row.nranks = n;
+        row.in_place = place == 1;
+        row.bytes = size;
+        row.count = count * blocks;
+        row.time_us = time_us[place];
+        row.algbw = algbw;
+        row.busbw = algbw * factor;
+        row.wrong = o.check ? wrong[place] : ~uint64_t{0};
+        printer.row(row);
+        bus_sum += algbw * factor;
+        ++bus_points;
+        total_wrong += wrong[place];
+      }
+      if (table) std::printf("  %s\n", algorithm.c_str());
       std::fflush(stdout);
     }
-    if (bytes >= o.max_bytes) break;
-    const size_t next = o.step_bytes ? bytes + o.step_bytes : static_cast<size_t>(bytes * o.factor);
-    bytes = std::min(std::max(next, bytes + 1), o.max_bytes);
   }
-  if (rank == 0) {
+  progress.done();
+  printer.finish();
+  if (rank == 0 && table) {
     std::printf("# Out of bounds values : %llu %s\n", static_cast<unsigned long long>(total_wrong), total_wrong ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %g\n#\n", bus_points ? bus_sum / bus_points : 0.0);
   }

@@ -91,7 +91,6 @@ Status CommState::init(const UniqueId& id) {
   const Deadline deadline = Deadline::after(config_.timeout);
   auto filter = algorithms::AlgoFilter::parse(config_.algo, "WEFT_ALGO");
   WEFT_TRY(filter);
-  algo_filter_ = *filter;
   if (!config_.torus.empty()) {
     auto dims = algorithms::Layout::parse_torus(config_.torus, "WEFT_TORUS");
     WEFT_TRY(dims);
@@ -143,6 +142,19 @@ Status CommState::init(const UniqueId& id) {
   std::vector<int> torus = std::move(layout_.torus);
   layout_ = algorithms::Layout::from_node_names(nodes_);
   layout_.torus = std::move(torus);
+  cpu_set_t cpus;
+  const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  oversubscribed_ = static_cast<int>(layout_.nodes[static_cast<size_t>(layout_.node_of(rank_))].size()) > usable;
+  // The tuner: the user's filter, a measured table if one is named, this machine's model.
+  algorithms::TuneTable table;
+  if (!config_.tune_file.empty()) {
+    auto t = algorithms::TuneTable::load(config_.tune_file, config_.transport);
+    WEFT_TRY(t);
+    table = std::move(*t);
+  }
+  auto model = algorithms::machine_model(layout_, config_.transport);
+  tuner_.emplace(layout_, *filter, model.ok() ? std::optional<topology::Cluster>(std::move(*model)) : std::nullopt,
+                 std::move(table));
   for (int peer = 0; peer < nranks_ && device_refusal_.empty(); ++peer) {
     if (nodes_[static_cast<size_t>(peer)] != nodes_[static_cast<size_t>(rank_)] || config_.transport == "tcp")
       device_refusal_ = "needs every rank on this node with shared memory allowed (the cuda transport); rank " +
@@ -242,6 +254,7 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       if (op->stream_ordered) wake_now_ = wake = true;  // nobody will wait on the host
     }
     queue_.push_back(op);
+    ++submits_;
     if (op->bytes >= kWakeWorkerBytes) wake = wake_now_ = true;
     if (worker_deep_sleep_.load(std::memory_order_acquire)) wake = true;
   }
@@ -296,9 +309,16 @@ Status CommState::wait(Operation& op) {
 
 void CommState::worker_loop() {
   auto last_work = std::chrono::steady_clock::now();
+  uint64_t seen_submits = 0;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
+      if (submits_ != seen_submits) {
+        // Ops arrived (callers may have run them all themselves): not idle, so no deep sleep,
+        // and submit() need not wake us (a futex call per op otherwise).
+        seen_submits = submits_;
+        last_work = std::chrono::steady_clock::now();
+      }
       if (queue_.empty() && !stop_) {
         if (std::chrono::steady_clock::now() - last_work > kWorkerDeepSleepAfter) {
           // Long idle: sleep until submit() wakes us (it does when it sees this flag).
@@ -325,7 +345,7 @@ void CommState::worker_loop() {
 }
 
 algorithms::Algorithm CommState::algorithm_for(const algorithms::CollectiveArgs& a) const {
-  return algorithms::choose_algorithm(a, layout_, algo_filter_);
+  return tuner_->choose(a);
 }
 
 Status CommState::execute(Operation& op) {
@@ -342,6 +362,7 @@ Status CommState::execute(Operation& op) {
   spec.args = a;
   spec.abort = &aborted_;
   spec.deadline = Deadline::after(config_.timeout);
+  spec.oversubscribed = oversubscribed_;
   algorithms::Plan group_plan;
   const algorithms::Plan* plan = nullptr;
   if (a.coll == algorithms::Collective::kSendRecv) {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "algorithms/algo_filter.h"
 #include "algorithms/layout.h"
 #include "algorithms/planner.h"
+#include "algorithms/tuner.h"
 #include "src/executor.h"
 #include "src/log.h"
 #include "src/net/bootstrap.h"
@@ -99,7 +101,8 @@ class CommState : public ConnectionSource {
   const Logger log_;
   std::vector<std::string> nodes_;
   algorithms::Layout layout_;
-  algorithms::AlgoFilter algo_filter_;
+  std::optional<algorithms::Tuner> tuner_;  // set once init() knows the layout
+  bool oversubscribed_ = false;             // more ranks on this node than CPUs this process may use
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<transport::Transport> self_, shm_, tcp_;
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;
@@ -119,6 +122,7 @@ class CommState : public ConnectionSource {
   std::deque<std::shared_ptr<Operation>> queue_;
   bool stop_ = false;
   bool wake_now_ = false;
+  uint64_t submits_ = 0;  // ops submitted so far (under queue_mu_): the worker's idle clock
   std::atomic<bool> worker_deep_sleep_{false};  // the worker waits for a notify, not a nap
 
   // GPU state (src/cuda/device.h), made by the first device operation. device_, stream_ and

@@ -81,6 +81,7 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));
   if (const char* v = env("WEFT_ALGO", "NCCL_ALGO")) c.algo = v;
   if (const char* v = env("WEFT_TORUS")) c.torus = v;
+  if (const char* v = env("WEFT_TUNE_FILE")) c.tune_file = v;
   if (const char* v = env("WEFT_DEBUG", "NCCL_DEBUG", &name)) {
     c.debug = v;
     for (char& ch : c.debug) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));

@@ -29,21 +29,22 @@ namespace {
 // starves the very rank being waited for.
 class Backoff {
  public:
-  Backoff() {
+  explicit Backoff(bool oversubscribed)
+      : spin_until_us_(oversubscribed ? 0 : 10), yield_until_us_(oversubscribed ? 1000 : 50) {
     // Without this, Linux stretches every nap by the default 50 us timer slack.
     thread_local bool slack_set = false;
     if (!slack_set) slack_set = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
   }
   void reset() { idle_ = false; }
   // Past the spinning and yielding: a caller that can sleep in the kernel should.
-  bool should_block() { return idle_us() >= kYieldUntilUs; }
+  bool should_block() { return idle_us() >= yield_until_us_; }
   void pause() {
     const int64_t us = idle_us();
-    if (us < kSpinUntilUs) {
+    if (us < spin_until_us_) {
 #if defined(__x86_64__)
       __builtin_ia32_pause();
 #endif
-    } else if (us < kYieldUntilUs) {
+    } else if (us < yield_until_us_) {
       sched_yield();
     } else {
       timespec ts{0, us < 200 ? 5000 : us < 2000 ? 20000 : 200000};
@@ -52,8 +53,8 @@ class Backoff {
   }
 
  private:
-  static constexpr int64_t kSpinUntilUs = 10;
-  static constexpr int64_t kYieldUntilUs = 50;
+  const int64_t spin_until_us_;   // pause-spin this long,
+  const int64_t yield_until_us_;  // then sched_yield until here, then nap
   int64_t idle_us() {
     const auto now = std::chrono::steady_clock::now();
     if (!idle_) {
@@ -356,7 +357,7 @@ Status Executor::run(const RunSpec& spec) {
   WEFT_TRY(prepare(spec));
   const algorithms::Program& p = *spec.program;
   const size_t n = p.steps.size();
-  Backoff backoff;
+  Backoff backoff(spec.oversubscribed);
   uint32_t polls = 0;
   while (done_steps_ < n) {
     bool moved = false;

@@ -80,6 +80,9 @@ struct RunSpec {
   Bindings bindings;
   Deadline deadline = Deadline::never();
   const std::atomic<bool>* abort = nullptr;
+  // More ranks on this node than CPUs to run them: waiting yields the CPU at once instead of
+  // spinning first (a spinning rank holds the core the rank it waits for needs).
+  bool oversubscribed = false;
   // Device buffers: local steps run as GPU kernels on `stream`, in dependency order, and the
   // connections (cuda transport) order their copies on it too.
   bool device = false;

@@ -43,6 +43,10 @@ struct Config {
   // WEFT_ALGO (or NCCL_ALGO): which algorithms the tuner may pick, in NCCL_ALGO's syntax, e.g.
   // "ring,tree;allreduce:^tree" (docs/ENV.md). Empty: all. Checked when a communicator is made.
   std::string algo;
+  // WEFT_TUNE_FILE: a tuning table written by tools/weft-tune (measured on this machine); where it
+  // has an entry for a call, the tuner takes that algorithm instead of the model's. Empty: none.
+  // Read when a communicator is made; a malformed file is an error naming its line.
+  std::string tune_file;
   // WEFT_TORUS: the machine's torus shape as "XxY" or "XxYxZ" (product = number of ranks, rank =
   // x + X*(y + Y*z)); enables the torus algorithms. Empty: no torus. Checked at communicator init.
   std::string torus;

@@ -1,0 +1,62 @@
+// What every sweep in bench/ shares: byte sizes as flags spell them, the sizes a sweep visits, and
+// one result row per (size, in-place) as machines read it (CSV or JSON). weft-bench and the peer
+// benchmarks (Open MPI, Gloo) print the same rows, so bench/weft-compare reads them all one way.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace weft::bench {
+
+// "8", "64K", "1.5M", "2G", "32MB": bytes (K/M/G are powers of 1024). False on anything else.
+bool parse_bytes(const char* text, size_t* out);
+
+// The sizes from min to max: each the previous times factor, or plus step when step > 0; max is
+// always the last one.
+std::vector<size_t> sweep_sizes(size_t min_bytes, size_t max_bytes, double factor, size_t step);
+
+struct ResultRow {
+  std::string library;     // weft, openmpi, gloo
+  std::string algorithm;   // what ran (weft's tuner pick, gloo's algorithm, "default" for MPI)
+  std::string collective;  // allreduce, ...
+  std::string transport;   // shm, tcp, ...
+  std::string dtype, op;
+  int nranks = 0;
+  bool in_place = false;
+  size_t bytes = 0, count = 0;  // nccl-tests' size and count
+  double time_us = 0, algbw = 0, busbw = 0;
+  uint64_t wrong = 0;  // -1 (all ones) when not checked
+};
+
+enum class RowFormat { kTable, kCsv, kJson };
+
+// Prints rows as CSV (a header line first) or as one JSON array; kTable prints nothing (the
+// caller prints its own table). finish() closes the JSON array.
+class RowPrinter {
+ public:
+  RowPrinter(RowFormat format, std::FILE* out) : format_(format), out_(out) {}
+  void row(const ResultRow& r);
+  void finish();
+
+ private:
+  RowFormat format_;
+  std::FILE* out_;
+  int rows_ = 0;
+};
+
+// One progress line on stderr ("[3/25] 1048576 B"), rewritten in place; done() ends it.
+class Progress {
+ public:
+  Progress(bool enabled, size_t total) : enabled_(enabled), total_(total) {}
+  void step(size_t index, size_t bytes, const char* what);
+  void done();
+
+ private:
+  bool enabled_;
+  size_t total_;
+};
+
+}  // namespace weft::bench
