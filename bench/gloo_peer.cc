@@ -176,11 +176,20 @@ int env_int(const char* name) {
 int main(int argc, char** argv) {
   weft::bench::PeerOptions o;
   o.transport = "tcp";
-  o.algorithm = "ring";
+  o.algorithm = "";
   std::string error;
   if (!weft::bench::parse_peer_options(argc, argv, &o, &error)) {
     std::fprintf(stderr, "weft-gloo-bench: %s\n", error.c_str());
     return 2;
+  }
+  if (o.coll != Collective::kAllReduce) {
+    if (!o.algorithm.empty() && o.algorithm != "default") {
+      std::fprintf(stderr, "weft-gloo-bench: -A chooses among Gloo's allreduce algorithms only\n");
+      return 2;
+    }
+    o.algorithm = o.coll == Collective::kReduceScatter ? "halving_doubling" : "default";
+  } else if (o.algorithm.empty()) {
+    o.algorithm = "ring";
   }
   const int rank = env_int("WEFT_RANK"), nranks = env_int("WEFT_NRANKS");
   if (rank < 0 || nranks < 1 || rank >= nranks) {
