@@ -62,9 +62,13 @@ Tuner::Choice Tuner::decide(const CollectiveArgs& a) const {
   return {best, best_seconds < std::numeric_limits<double>::infinity() ? "model" : "order"};
 }
 
-Tuner::Choice Tuner::cached(const CollectiveArgs& a) const {
+Tuner::Choice Tuner::cached(const CollectiveArgs& call) const {
+  // Decide on what every rank of the call shares: in-place is each rank's own (NCCL lets the root
+  // of a broadcast run in place while the others do not), so it must not sway the choice.
+  CollectiveArgs a = call;
+  a.in_place = false;
   const Key key{static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype), static_cast<int>(a.op), a.root,
-                a.in_place, a.slice_count};
+                a.slice_count};
   std::lock_guard<std::mutex> lock(mu_);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;

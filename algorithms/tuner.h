@@ -6,8 +6,8 @@
 //   2. the one the simulator predicts fastest on the communicator's machine model (this machine's
 //      calibrated shm/tcp models placed as the layout says; ties go to table order);
 //   3. without a model (a non-uniform layout): the first candidate in table order.
-// Every rank makes the same choice: the inputs (call, layout, model, table) are the same on every
-// rank and the prediction is deterministic.
+// Every rank makes the same choice: the inputs (the call without its rank-local in-place flag,
+// layout, model, table) are the same on every rank and the prediction is deterministic.
 // Thread-safety: candidates() is pure; Tuner is thread-safe (its cache is locked).
 #pragma once
 
@@ -56,7 +56,7 @@ class Tuner {
   AlgoFilter filter_;
   std::optional<topology::Cluster> model_;
   TuneTable table_;
-  using Key = std::tuple<int, size_t, int, int, int, bool, size_t>;
+  using Key = std::tuple<int, size_t, int, int, int, size_t>;
   mutable std::mutex mu_;
   mutable std::map<Key, Choice> cache_;
 };

@@ -53,6 +53,23 @@ TEST(Tuner, ChoiceIsTheFastestPredictedCandidate) {
   }
 }
 
+TEST(Tuner, InPlaceAtOneRankDoesNotChangeTheChoice) {
+  // NCCL's broadcast may run in place at the root only: every rank must still pick the same.
+  const Layout l = Layout::flat(3);
+  const Tuner t = model_tuner(l);
+  for (size_t count : {size_t{1}, size_t{65539}, size_t{1} << 22}) {
+    CollectiveArgs a;
+    a.coll = Collective::kBroadcast;
+    a.nranks = 3;
+    a.count = count;
+    a.dtype = DataType::kInt64;
+    CollectiveArgs b = a;
+    b.in_place = true;
+    const Tuner fresh = model_tuner(l);  // no cached answer from the out-of-place call
+    EXPECT_EQ(t.choose(a), fresh.choose(b)) << count;
+  }
+}
+
 TEST(Tuner, FilterRestrictsTheChoice) {
   const Tuner t = model_tuner(Layout::flat(2), "allreduce:ring");
   EXPECT_EQ(t.choose(allreduce(2, 8)), Algorithm::kRing);
