@@ -27,44 +27,18 @@ bool parse_peer_options(int argc, char** argv, PeerOptions* o, std::string* erro
     o->coll_name = argv[i++];
   }
   for (; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--csv" || flag == "--json") {
-      o->format = flag == "--csv" ? RowFormat::kCsv : RowFormat::kJson;
+    if (take_sweep_flag(argc, argv, &i, o, error)) {
+      if (!error->empty()) return false;
       continue;
     }
-    if (i + 1 >= argc) {
-      *error = "flag " + flag + " needs a value";
+    const std::string flag = argv[i];
+    if ((flag != "-A" && flag != "-t") || i + 1 >= argc) {
+      *error = flag == "-A" || flag == "-t" ? "flag " + flag + " needs a value" : "unknown flag " + flag;
       return false;
     }
-    const char* v = argv[++i];
-    char* end = nullptr;
-    const long x = std::strtol(v, &end, 10);
-    const bool is_int = end != v && *end == '\0';
-    bool ok = true;
-    if (flag == "-b") ok = parse_bytes(v, &o->min_bytes);
-    else if (flag == "-e") ok = parse_bytes(v, &o->max_bytes);
-    else if (flag == "-i") ok = parse_bytes(v, &o->step_bytes);
-    else if (flag == "-f") ok = (o->factor = std::strtod(v, nullptr)) > 1;
-    else if (flag == "-n") ok = is_int && (o->iters = static_cast<int>(x)) > 0;
-    else if (flag == "-w") ok = is_int && (o->warmup = static_cast<int>(x)) >= 0;
-    else if (flag == "-c") ok = is_int && ((o->check = static_cast<int>(x)) == 0 || x == 1);
-    else if (flag == "-r") ok = is_int && (o->root = static_cast<int>(x)) >= 0;
-    else if (flag == "-A") o->algorithm = v;
-    else if (flag == "-t") o->transport = v;
-    else {
-      *error = "unknown flag " + flag;
-      return false;
-    }
-    if (!ok) {
-      *error = "bad value '" + std::string(v) + "' for " + flag;
-      return false;
-    }
+    (flag == "-A" ? o->algorithm : o->transport) = argv[++i];
   }
-  if (o->min_bytes > o->max_bytes) {
-    *error = "-b is larger than -e";
-    return false;
-  }
-  return true;
+  return sweep_options_valid(*o, error);
 }
 
 namespace {

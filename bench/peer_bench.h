@@ -13,15 +13,11 @@
 
 namespace weft::bench {
 
-struct PeerOptions {
+struct PeerOptions : SweepOptions {
   algorithms::Collective coll = algorithms::Collective::kAllReduce;
   std::string coll_name = "allreduce";
   std::string algorithm = "default";  // -A: the library's algorithm, where it offers a choice
-  size_t min_bytes = 8, max_bytes = 32 << 20, step_bytes = 0;
-  double factor = 2;
-  int iters = 20, warmup = 1, check = 1, root = 0;
   std::string transport = "?";  // -t: recorded in the rows (the launcher picks the real one)
-  RowFormat format = RowFormat::kTable;
 };
 
 // Parses "<collective> [-b min] [-e max] [-f factor | -i step] [-n iters] [-w warmup] [-c 0|1]

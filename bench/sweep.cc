@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 namespace weft::bench {
 
@@ -19,6 +20,41 @@ bool parse_bytes(const char* text, size_t* out) {
   if (*end != '\0') return false;
   *out = static_cast<size_t>(v);
   return true;
+}
+
+bool take_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std::string* error) {
+  const std::string flag = argv[*i];
+  if (flag == "--csv" || flag == "--json") {
+    o->format = flag == "--csv" ? RowFormat::kCsv : RowFormat::kJson;
+    return true;
+  }
+  static constexpr const char* kValued[] = {"-b", "-e", "-i", "-f", "-n", "-w", "-c", "-r"};
+  if (std::find(std::begin(kValued), std::end(kValued), flag) == std::end(kValued)) return false;
+  if (*i + 1 >= argc) {
+    *error = "flag " + flag + " needs a value";
+    return true;
+  }
+  const char* v = argv[++*i];
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  const bool is_int = end != v && *end == '\0';
+  bool ok = true;
+  if (flag == "-b") ok = parse_bytes(v, &o->min_bytes);
+  else if (flag == "-e") ok = parse_bytes(v, &o->max_bytes);
+  else if (flag == "-i") ok = parse_bytes(v, &o->step_bytes);
+  else if (flag == "-f") ok = (o->factor = std::strtod(v, nullptr)) > 1;
+  else if (flag == "-n") ok = is_int && (o->iters = static_cast<int>(x)) > 0;
+  else if (flag == "-w") ok = is_int && (o->warmup = static_cast<int>(x)) >= 0;
+  else if (flag == "-c") ok = is_int && (x == 0 || x == 1) && ((o->check = static_cast<int>(x)), true);
+  else if (flag == "-r") ok = is_int && (o->root = static_cast<int>(x)) >= 0;
+  if (!ok) *error = "bad value '" + std::string(v) + "' for " + flag;
+  return true;
+}
+
+bool sweep_options_valid(const SweepOptions& o, std::string* error) {
+  if (o.min_bytes <= o.max_bytes) return true;
+  *error = "-b is larger than -e";
+  return false;
 }
 
 std::vector<size_t> sweep_sizes(size_t min_bytes, size_t max_bytes, double factor, size_t step) {

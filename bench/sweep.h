@@ -33,6 +33,22 @@ struct ResultRow {
 
 enum class RowFormat { kTable, kCsv, kJson };
 
+// The flags every sweep in bench/ takes, with nccl-tests' meanings: -b/-e smallest and largest
+// size, -f factor or -i step between sizes, -n timed and -w warm-up iterations per size, -c 0|1
+// exact check, -r root; --csv / --json rows instead of the table.
+struct SweepOptions {
+  size_t min_bytes = 8, max_bytes = 32 << 20, step_bytes = 0;
+  double factor = 2;
+  int iters = 20, warmup = 1, check = 1, root = 0;
+  RowFormat format = RowFormat::kTable;
+};
+
+// When argv[*i] is one of SweepOptions' flags: consumes it and its value (advancing *i), and
+// returns true; a missing or bad value sets *error. Any other argument: returns false, untouched.
+bool take_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std::string* error);
+// After parsing: false with *error set when the options contradict each other (-b above -e).
+bool sweep_options_valid(const SweepOptions& o, std::string* error);
+
 // Prints rows as CSV (a header line first) or as one JSON array; kTable prints nothing (the
 // caller prints its own table). finish() closes the JSON array.
 class RowPrinter {

@@ -31,15 +31,12 @@ namespace {
 using weft::algorithms::Collective;
 using weft::algorithms::CollectiveArgs;
 
-struct Options {
+struct Options : weft::bench::SweepOptions {
   Collective coll = Collective::kAllReduce;
   std::string coll_name = "allreduce";
-  size_t min_bytes = 8, max_bytes = 32 << 20, step_bytes = 0;
-  double factor = 2;
-  int iters = 20, warmup = 1, check = 1, average = 1, root = 0;
+  int average = 1;
   int device = 0;  // -G 1: buffers in GPU memory (the GPU path)
   int progress = -1;  // -P: -1 when stderr is a terminal
-  weft::bench::RowFormat format = weft::bench::RowFormat::kTable;
   weft::DataType dtype = weft::DataType::kFloat32;
   weft::RedOp op = weft::RedOp::kSum;
 };
@@ -104,11 +101,12 @@ int main(int argc, char** argv) {
     ++i;
   }
   for (; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--csv" || flag == "--json") {
-      o.format = flag == "--csv" ? weft::bench::RowFormat::kCsv : weft::bench::RowFormat::kJson;
+    std::string error;
+    if (weft::bench::take_sweep_flag(argc, argv, &i, &o, &error)) {
+      if (!error.empty()) return usage(error.c_str());
       continue;
     }
+    std::string flag = argv[i];
     if (i + 1 >= argc) return usage(("flag " + flag + " needs a value").c_str());
     const char* v = argv[++i];
     auto as_int = [&](int* out) {
@@ -119,24 +117,16 @@ int main(int argc, char** argv) {
       return true;
     };
     bool ok = true;
-    if (flag == "-b") ok = weft::bench::parse_bytes(v, &o.min_bytes);
-    else if (flag == "-e") ok = weft::bench::parse_bytes(v, &o.max_bytes);
-    else if (flag == "-i") ok = weft::bench::parse_bytes(v, &o.step_bytes);
-    else if (flag == "-f") ok = (o.factor = std::strtod(v, nullptr)) > 1;
-    else if (flag == "-n") ok = as_int(&o.iters) && o.iters > 0;
-    else if (flag == "-w") ok = as_int(&o.warmup) && o.warmup >= 0;
-    else if (flag == "-c") ok = as_int(&o.check);
-    else if (flag == "-G") ok = as_int(&o.device);
+    if (flag == "-G") ok = as_int(&o.device);
     else if (flag == "-P") ok = as_int(&o.progress);
     else if (flag == "-a") ok = as_int(&o.average) && o.average >= 0 && o.average <= 3;
-    else if (flag == "-r") ok = as_int(&o.root);
     else if (flag == "-o") ok = static_cast<bool>(weft::parse_op(v)), o.op = weft::parse_op(v).value_or(o.op);
     else if (flag == "-d") ok = static_cast<bool>(weft::parse_dtype(v)), o.dtype = weft::parse_dtype(v).value_or(o.dtype);
     else if (flag == "-T") ok = setenv("WEFT_TIMEOUT", v, 1) == 0;
     else return usage(("unknown flag " + flag).c_str());
     if (!ok) return usage(("bad value '" + std::string(v) + "' for " + flag).c_str());
   }
-  if (o.min_bytes > o.max_bytes) return usage("-b is larger than -e");
+  if (std::string error; !weft::bench::sweep_options_valid(o, &error)) return usage(error.c_str());
 
   auto config = weft::Config::from_env();
   if (!config.ok()) return usage(config.status().message().c_str());

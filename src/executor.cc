@@ -25,8 +25,9 @@ namespace {
 // connections costs syscalls, so counting passes would spin for milliseconds): spin for the
 // first 10 us (the peer is usually closer than that), yield until 50 us, then sleep: in poll()
 // on the connections' sockets where they all have one (the kernel wakes us when data lands), else
-// in naps growing from 5 to 200 us. With more ranks than cores, spinning or yielding for long
-// starves the very rank being waited for.
+// in naps growing from 5 to 200 us. With more ranks than cores (RunSpec::oversubscribed) a spin
+// holds the core the awaited rank needs, so waiting yields from the start and keeps yielding
+// (which hands the core to a runnable rank) for 1 ms before it naps.
 class Backoff {
  public:
   explicit Backoff(bool oversubscribed)

@@ -53,8 +53,6 @@ Status stream_write_value(Stream s, uint32_t* flag, uint32_t value);
 
 Result<void*> device_alloc(size_t bytes);
 void device_free(void* p);
-Result<void*> pinned_alloc(size_t bytes);
-void pinned_free(void* p);
 // Any direction (the pointers say where they are); ordered on `s`.
 Status copy_async(void* dst, const void* src, size_t bytes, Stream s);
 

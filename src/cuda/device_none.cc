@@ -24,8 +24,6 @@ Status stream_wait_value(Stream, const uint32_t*, uint32_t) { return none(); }
 Status stream_write_value(Stream, uint32_t*, uint32_t) { return none(); }
 Result<void*> device_alloc(size_t) { return none(); }
 void device_free(void*) {}
-Result<void*> pinned_alloc(size_t) { return none(); }
-void pinned_free(void*) {}
 Status copy_async(void*, const void*, size_t, Stream) { return none(); }
 Status reduce(void*, const void*, const void*, size_t, DataType, RedOp, Stream) { return none(); }
 Status divide(void*, const void*, size_t, DataType, int, Stream) { return none(); }
