@@ -6,6 +6,9 @@
 #include <cstring>
 
 #include "algorithms/tuner.h"
+#include "topology/discover.h"
+#include "topology/nccl_xml.h"
+#include "topology/topo_file.h"
 #include "src/node_id.h"
 
 namespace weft {
@@ -24,6 +27,22 @@ constexpr int kEagerConnectRanks = 64;  // communicators up to this size connect
 uint64_t hash_bytes(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
+}
+
+// Whether a cluster description matches a communicator's placement: as many devices as ranks and,
+// unless it is a torus, the same nodes and ranks per node.
+bool fits(const topology::Cluster& c, const algorithms::Layout& l) {
+  if (c.devices() != l.nranks) return false;
+  if (c.is_torus()) return true;
+  return l.uniform() && c.spec().nodes == l.node_count() && c.spec().ranks_per_node == l.ranks_per_node();
+}
+
+// NCCL_TOPO_DUMP_FILE: the loaded XML system, else this machine as discovered.
+Status dump_topology(const std::string& path, const std::optional<topology::System>& loaded) {
+  if (loaded) return topology::save_nccl_xml(*loaded, path);
+  auto found = topology::discover_this_machine();
+  WEFT_TRY(found);
+  return topology::save_nccl_xml(*found, path);
 }
 
 // All-gathers variable-length blobs: lengths first, then the blobs padded to the longest.
@@ -101,6 +120,12 @@ Status CommState::init(const UniqueId& id) {
                               " but the communicator has " + std::to_string(nranks_) + " ranks");
     layout_.torus = std::move(*dims);
   }
+  topology::TopologyFile topo;
+  if (!config_.topo_file.empty()) {
+    auto t = topology::load_topology_file(config_.topo_file);
+    WEFT_TRY(t);
+    topo = std::move(*t);
+  }
   auto bs = Bootstrap::create(id, rank_, nranks_, config_, deadline);
   WEFT_TRY(bs);
   bootstrap_ = std::move(*bs);
@@ -153,8 +178,24 @@ Status CommState::init(const UniqueId& id) {
     table = std::move(*t);
   }
   auto model = algorithms::machine_model(layout_, config_.transport);
+  if (topo.cluster) {
+    if (fits(*topo.cluster, layout_)) {
+      if (topo.cluster->is_torus() && layout_.torus.empty()) layout_.torus = topo.cluster->spec().torus;
+      model = std::move(*topo.cluster);
+    } else if (rank_ == 0) {
+      log_.warn("WEFT_TOPO_FILE '" + config_.topo_file + "' describes " + topo.cluster->describe() +
+                " (" + std::to_string(topo.cluster->devices()) + " devices), not this communicator's " +
+                layout_.describe() + "; the tuner uses this machine's model instead");
+    }
+  }
   tuner_.emplace(layout_, *filter, model.ok() ? std::optional<topology::Cluster>(std::move(*model)) : std::nullopt,
                  std::move(table));
+  // A dump that cannot be written is worth a warning, not a failed communicator (only rank 0
+  // writes, and the others would be left waiting).
+  if (rank_ == 0 && !config_.topo_dump_file.empty()) {
+    const Status dumped = dump_topology(config_.topo_dump_file, topo.system);
+    if (!dumped.ok()) log_.warn("WEFT_TOPO_DUMP_FILE: " + dumped.message());
+  }
   for (int peer = 0; peer < nranks_ && device_refusal_.empty(); ++peer) {
     if (nodes_[static_cast<size_t>(peer)] != nodes_[static_cast<size_t>(rank_)] || config_.transport == "tcp")
       device_refusal_ = "needs every rank on this node with shared memory allowed (the cuda transport); rank " +

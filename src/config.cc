@@ -82,6 +82,8 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_ALGO", "NCCL_ALGO")) c.algo = v;
   if (const char* v = env("WEFT_TORUS")) c.torus = v;
   if (const char* v = env("WEFT_TUNE_FILE")) c.tune_file = v;
+  if (const char* v = env("WEFT_TOPO_FILE", "NCCL_TOPO_FILE")) c.topo_file = v;
+  if (const char* v = env("WEFT_TOPO_DUMP_FILE", "NCCL_TOPO_DUMP_FILE")) c.topo_dump_file = v;
   if (const char* v = env("WEFT_DEBUG", "NCCL_DEBUG", &name)) {
     c.debug = v;
     for (char& ch : c.debug) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));

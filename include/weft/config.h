@@ -47,6 +47,14 @@ struct Config {
   // has an entry for a call, the tuner takes that algorithm instead of the model's. Empty: none.
   // Read when a communicator is made; a malformed file is an error naming its line.
   std::string tune_file;
+  // WEFT_TOPO_FILE (or NCCL_TOPO_FILE): NCCL's topology XML for this machine, or a cluster
+  // description (topology/topo_file.h) that becomes the tuner's model where it matches the
+  // communicator's nodes and ranks. Read when a communicator is made; a malformed file is an error
+  // naming the file, line and problem. Empty: none.
+  std::string topo_file;
+  // WEFT_TOPO_DUMP_FILE (or NCCL_TOPO_DUMP_FILE): rank 0 writes the system it uses (the XML file
+  // above, else this machine as discovered) there as NCCL topology XML at communicator creation.
+  std::string topo_dump_file;
   // WEFT_TORUS: the machine's torus shape as "XxY" or "XxYxZ" (product = number of ranks, rank =
   // x + X*(y + Y*z)); enables the torus algorithms. Empty: no torus. Checked at communicator init.
   std::string torus;
