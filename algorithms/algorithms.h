@@ -26,7 +26,8 @@
 
 namespace weft::algorithms {
 
-Program allreduce_ring(const CollectiveArgs& a, int rank);
+// The ring runs in the layout's ring order (Layout::ring_position): node by node.
+Program allreduce_ring(const CollectiveArgs& a, const Layout& l, int rank);
 Program reduce_scatter_ring(const CollectiveArgs& a, int rank);
 Program allgather_ring(const CollectiveArgs& a, int rank);
 Program broadcast_ring(const CollectiveArgs& a, int rank);

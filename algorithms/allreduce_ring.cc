@@ -1,5 +1,7 @@
 // allreduce_ring: the bandwidth-optimal ring. The buffer is cut into n chunks (the first
 // count % n one element longer), each cut into S slices so consecutive ring steps pipeline.
+// The ring follows the layout's ring order (node by node); below, r is the rank's position on it
+// and "right"/"left" are the ranks at the next and previous positions.
 //   reduce-scatter, step k = 0..n-2: send chunk (r-k) mod n to the right neighbour (from IN at
 //     k = 0, else the partial sum in OUT); receive chunk (r-k-1) mod n from the left and
 //     reduce it with our own IN into OUT. After n-1 steps chunk (r+1) mod n is complete here.
@@ -13,11 +15,12 @@
 
 namespace weft::algorithms {
 
-Program allreduce_ring(const CollectiveArgs& a, int r) {
+Program allreduce_ring(const CollectiveArgs& a, const Layout& l, int rank) {
   const int n = a.nranks;
-  ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
+  ProgramBuilder b(rank, n, a.dtype, a.op, in_offset_in_out(a, rank));
   if (allreduce_trivial(b, a)) return b.finish();
-  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  const int r = l.ring_position(rank);
+  const int right = l.ring_rank((r + 1) % n), left = l.ring_rank((r + n - 1) % n);
   const size_t nchunks = static_cast<size_t>(n);
   const size_t slices = slices_for(split_count(a.count, nchunks, 0), a.slice_count);
   auto chunk_slice = [&](BufferRef buf, int chunk, size_t s) {

@@ -90,6 +90,13 @@ void Layout::index() {
       node_of_[static_cast<size_t>(nodes[g][i])] = static_cast<int>(g);
       local_of_[static_cast<size_t>(nodes[g][i])] = static_cast<int>(i);
     }
+  ring_.clear();
+  ring_pos_.assign(static_cast<size_t>(nranks), 0);
+  for (const auto& node : nodes)
+    for (int r : node) {
+      ring_pos_[static_cast<size_t>(r)] = static_cast<int>(ring_.size());
+      ring_.push_back(r);
+    }
 }
 
 }  // namespace weft::algorithms

@@ -38,12 +38,17 @@ struct Layout {
   // The node of `rank` and its local index there.
   int node_of(int rank) const;
   int local_of(int rank) const;
+  // The ring order: node by node, each node's ranks by local index, so a ring crosses between
+  // nodes once per node whatever the rank numbering (ranks dealt round-robin over nodes included).
+  // With node-major numbering (every launcher's default) it is rank order.
+  int ring_position(int rank) const { return ring_pos_[static_cast<size_t>(rank)]; }
+  int ring_rank(int position) const { return ring_[static_cast<size_t>(position)]; }
   // "2 nodes x 4 ranks", "3 nodes (2+2+1 ranks)", "torus 4x4".
   std::string describe() const;
 
  private:
   void index();
-  std::vector<int> node_of_, local_of_;
+  std::vector<int> node_of_, local_of_, ring_, ring_pos_;
 };
 
 }  // namespace weft::algorithms

@@ -19,7 +19,7 @@ Program flat(const CollectiveArgs& a, const Layout&, int rank) {
 // The table. Each generator lives in <collective>_<algorithm>.cc and is declared in algorithms.h.
 constexpr AlgorithmEntry kTable[] = {
     // The core set.
-    {Collective::kAllReduce, Algorithm::kRing, flat<allreduce_ring>, nullptr},
+    {Collective::kAllReduce, Algorithm::kRing, allreduce_ring, nullptr},
     {Collective::kReduceScatter, Algorithm::kRing, flat<reduce_scatter_ring>, nullptr},
     {Collective::kAllGather, Algorithm::kRing, flat<allgather_ring>, nullptr},
     {Collective::kBroadcast, Algorithm::kRing, flat<broadcast_ring>, nullptr},
