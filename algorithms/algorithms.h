@@ -28,8 +28,12 @@ namespace weft::algorithms {
 
 // The ring runs in the layout's ring order (Layout::ring_position): node by node.
 Program allreduce_ring(const CollectiveArgs& a, const Layout& l, int rank);
+// In rank order (as the hierarchical and torus algorithms embed them over groups), or node by
+// node in the layout's ring order (the table's entries).
 Program reduce_scatter_ring(const CollectiveArgs& a, int rank);
+Program reduce_scatter_ring(const CollectiveArgs& a, const Layout& l, int rank);
 Program allgather_ring(const CollectiveArgs& a, int rank);
+Program allgather_ring(const CollectiveArgs& a, const Layout& l, int rank);
 Program broadcast_ring(const CollectiveArgs& a, int rank);
 Program reduce_ring(const CollectiveArgs& a, int rank);
 Program alltoall_pairwise(const CollectiveArgs& a, int rank);

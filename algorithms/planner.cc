@@ -20,8 +20,8 @@ Program flat(const CollectiveArgs& a, const Layout&, int rank) {
 constexpr AlgorithmEntry kTable[] = {
     // The core set.
     {Collective::kAllReduce, Algorithm::kRing, allreduce_ring, nullptr},
-    {Collective::kReduceScatter, Algorithm::kRing, flat<reduce_scatter_ring>, nullptr},
-    {Collective::kAllGather, Algorithm::kRing, flat<allgather_ring>, nullptr},
+    {Collective::kReduceScatter, Algorithm::kRing, reduce_scatter_ring, nullptr},
+    {Collective::kAllGather, Algorithm::kRing, allgather_ring, nullptr},
     {Collective::kBroadcast, Algorithm::kRing, flat<broadcast_ring>, nullptr},
     {Collective::kReduce, Algorithm::kRing, flat<reduce_ring>, nullptr},
     {Collective::kAllToAll, Algorithm::kPairwise, flat<alltoall_pairwise>, nullptr},

@@ -2,11 +2,16 @@
 // ranks. Step k = 0..n-2: send block (r-k-1) mod n to the right (from IN at k = 0, else the
 // partial sum in TMP); receive block (r-k-2) mod n from the left and reduce it with our own IN
 // block into TMP, or into OUT at the last step, when the block is r.
+// With a layout the ring runs node by node (Layout::ring_position): r - k above is then a position
+// on the ring, and the block sent is that of the rank at that position.
 #include "algorithms/algorithms.h"
 
 namespace weft::algorithms {
+namespace {
 
-Program reduce_scatter_ring(const CollectiveArgs& a, int r) {
+// `p` is r's position on the ring; rank_at(q) the rank at position q.
+template <typename RankAt>
+Program reduce_scatter_ring_at(const CollectiveArgs& a, int r, int p, RankAt rank_at) {
   const int n = a.nranks;
   const size_t count = a.count;
   ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
@@ -15,7 +20,7 @@ Program reduce_scatter_ring(const CollectiveArgs& a, int r) {
     return b.finish();
   }
   if (count == 0) return b.finish();
-  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  const int right = rank_at((p + 1) % n), left = rank_at((p + n - 1) % n);
   const size_t slices = slices_for(count, a.slice_count);
   auto mod = [n](int x) { return ((x % n) + n) % n; };
   auto block = [&](BufferRef buf, int blk, size_t s) {
@@ -25,7 +30,7 @@ Program reduce_scatter_ring(const CollectiveArgs& a, int r) {
   b.need_tmp(static_cast<size_t>(n) * count);
 
   for (int k = 0; k < n - 1; ++k) {
-    const int send_blk = mod(r - k - 1), recv_blk = mod(r - k - 2);
+    const int send_blk = rank_at(mod(p - k - 1)), recv_blk = rank_at(mod(p - k - 2));
     const bool last = k == n - 2;
     for (size_t s = 0; s < slices; ++s) {
       b.send(right, block(k == 0 ? kIn : kTmp, send_blk, s));
@@ -36,6 +41,16 @@ Program reduce_scatter_ring(const CollectiveArgs& a, int r) {
     for (size_t s = 0; s < slices; ++s) b.divide(block(kOut, r, s));
   }
   return b.finish();
+}
+
+}  // namespace
+
+Program reduce_scatter_ring(const CollectiveArgs& a, int r) {
+  return reduce_scatter_ring_at(a, r, r, [](int q) { return q; });
+}
+
+Program reduce_scatter_ring(const CollectiveArgs& a, const Layout& l, int r) {
+  return reduce_scatter_ring_at(a, r, l.ring_position(r), [&l](int q) { return l.ring_rank(q); });
 }
 
 }  // namespace weft::algorithms

@@ -257,32 +257,34 @@ TEST(AllReduceFamily, EveryRankComputesTheSameExpression) {
 
 // --- ring ----------------------------------------------------------------------------------------
 
-// Ranks dealt round-robin over nodes (a b a b a b): the ring goes node by node, so it crosses
-// between nodes twice, not at every step, and still computes the AllReduce.
+// Ranks dealt round-robin over nodes (a b a b a b): the AllReduce, ReduceScatter and AllGather
+// rings go node by node, so they cross between nodes twice, not at every step, and stay correct.
 TEST(Ring, FollowsTheLayoutsNodeOrder) {
   const Layout l = Layout::from_node_names({"a", "b", "a", "b", "a", "b"});
-  for (size_t count : {1, 7, 1001}) {
-    for (bool in_place : {false, true}) {
-      const CollectiveArgs a = allreduce(6, count, in_place, in_place ? RedOp::kAvg : RedOp::kSum, 64);
-      const Status st = verify(a, l, Algorithm::kRing);
-      ASSERT_TRUE(st.ok()) << what(a, l, "ring") << ": " << st.message();
+  const int right_of[6] = {2, 3, 4, 5, 1, 0};  // the ring 0 2 4 1 3 5
+  for (Collective coll : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
+    for (size_t count : {1, 7, 1001}) {
+      for (bool in_place : {false, true}) {
+        CollectiveArgs a = allreduce(6, count, in_place, in_place ? RedOp::kAvg : RedOp::kSum, 64);
+        a.coll = coll;
+        const Status st = verify(a, l, Algorithm::kRing);
+        ASSERT_TRUE(st.ok()) << what(a, l, "ring") << ": " << st.message();
+        int crossing = 0;
+        for (int r = 0; r < 6; ++r) {
+          std::set<int> to;
+          for (const Step& s : plan(a, l, Algorithm::kRing, r).program.steps)
+            if (s.kind == StepKind::kSend) to.insert(s.peer);
+          ASSERT_EQ(to, std::set<int>{right_of[r]}) << what(a, l, "ring") << " rank " << r;
+          crossing += l.node_of(r) != l.node_of(right_of[r]);
+        }
+        EXPECT_EQ(crossing, 2);
+      }
     }
   }
-  const CollectiveArgs a = allreduce(6, 1001, false, RedOp::kSum, 64);
-  const int right_of[6] = {2, 3, 4, 5, 1, 0};  // the ring 0 2 4 1 3 5
-  int crossing = 0;
-  for (int r = 0; r < 6; ++r) {
-    std::set<int> to;
-    for (const Step& s : plan(a, l, Algorithm::kRing, r).program.steps)
-      if (s.kind == StepKind::kSend) to.insert(s.peer);
-    ASSERT_EQ(to, std::set<int>{right_of[r]}) << "rank " << r;
-    crossing += l.node_of(r) != l.node_of(right_of[r]);
-  }
-  EXPECT_EQ(crossing, 2);
   // Node-major numbering keeps rank order.
   const Layout blocks = Layout::blocks(6, 3);
-  for (int r = 0; r < 6; ++r) EXPECT_EQ(blocks.ring_rank(blocks.ring_position(r)), r);
   for (int p = 0; p < 6; ++p) EXPECT_EQ(blocks.ring_rank(p), p);
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(blocks.ring_position(r), r);
 }
 
 // --- double binary tree -------------------------------------------------------------------------
