@@ -4,7 +4,7 @@
 //
 //   weft-topo                                  this machine (or WEFT_TOPO_FILE / NCCL_TOPO_FILE)
 //   weft-topo --synthetic dgx-h100:4 --png docs/topology/dgx-h100-4.png
-//   weft-topo --file topo.xml --paths
+//   weft-topo --file topo.xml --paths            (NCCL XML, or a cluster description)
 //
 // Usage errors exit 2; a source that cannot be read or drawn exits 1.
 #include <cstdio>
@@ -19,6 +19,7 @@
 #include "topology/placement.h"
 #include "topology/synthetic.h"
 #include "topology/system.h"
+#include "topology/topo_file.h"
 
 namespace {
 
@@ -30,7 +31,8 @@ constexpr const char* kUsage =
     "usage: weft-topo [SOURCE] [--tree] [--placement] [--paths] [OUTPUTS]\n"
     "source (default: WEFT_TOPO_FILE or NCCL_TOPO_FILE when set, else --discover):\n"
     "  --discover         this machine, through hwloc\n"
-    "  --file PATH        an NCCL topology XML file\n"
+    "  --file PATH        a topology file as WEFT_TOPO_FILE takes it: NCCL topology XML, or a\n"
+    "                     cluster description (shm:2 nodes=2 nics=1 nic=1Gb/s,40us)\n"
     "  --synthetic TEXT   a synthetic system: dgx-h100:4, torus:4x4x4, dragonfly:4,2,2, or cluster\n"
     "                     keys such as 'nodes=16 ranks=8 nics=8 fabric=fattree oversub=2:1'\n"
     "what to print (default: all three):\n"
@@ -117,7 +119,13 @@ int parse_options(int argc, char** argv, Options* o) {
 
 weft::Result<System> load(const Options& o) {
   switch (o.source) {
-    case Options::Source::kFile: return weft::topology::load_nccl_xml(o.source_arg);
+    case Options::Source::kFile: {
+      // What WEFT_TOPO_FILE takes: NCCL XML, or a cluster description drawn as its graph.
+      auto file = weft::topology::load_topology_file(o.source_arg);
+      WEFT_TRY(file);
+      if (file->system) return std::move(*file->system);
+      return weft::topology::system_of(*file->cluster);
+    }
     case Options::Source::kSynthetic: return weft::topology::synthesize(o.source_arg);
     default: return weft::topology::discover_this_machine();
   }

@@ -108,14 +108,8 @@ Attrs pci_link_attrs(const PciAttr& pci) {
   const std::string sys_width = read_line(dir + "current_link_width");
   if (!sys_speed.empty() && !sys_width.empty() && close_to(sys_speed, sys_width, 0.02))
     return {{"link_speed", sys_speed}, {"link_width", sys_width}};
-  std::vector<std::string> widths;
-  if (!sys_width.empty()) widths.push_back(sys_width);
-  for (const char* w : {"16", "8", "4", "2", "1", "32", "12"}) widths.emplace_back(w);
-  for (const std::string& w : widths)
-    for (const char* rate : {"2.5", "5.0", "8.0", "16.0", "32.0", "64.0"}) {
-      const std::string speed = std::string(rate) + " GT/s PCIe";
-      if (close_to(speed, w, 0.01)) return {{"link_speed", speed}, {"link_width", w}};
-    }
+  std::string speed, width;
+  if (pcie_speed_for(target, 0.01, &speed, &width, sys_width)) return {{"link_speed", speed}, {"link_width", width}};
   return {};
 }
 

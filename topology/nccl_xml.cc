@@ -710,24 +710,6 @@ std::string escape(std::string_view s) {
   return out;
 }
 
-// The lane count and rate whose pcie_link_bandwidth is `bandwidth`, when there is one.
-bool pcie_speed_for(double bandwidth, std::string* speed, std::string* width) {
-  static constexpr const char* kRates[] = {"2.5", "5.0", "8.0", "16.0", "32.0", "64.0"};
-  static constexpr int kWidths[] = {16, 8, 4, 2, 1, 32, 12};
-  for (int w : kWidths) {
-    for (const char* r : kRates) {
-      const std::string s = std::string(r) + " GT/s PCIe";
-      Result<double> bw = pcie_link_bandwidth(s, std::to_string(w));
-      if (bw.ok() && std::abs(*bw - bandwidth) <= 1e-9 * bandwidth) {
-        *speed = s;
-        *width = std::to_string(w);
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
 bool has_prefix(std::string_view key, std::string_view prefix) { return key.substr(0, prefix.size()) == prefix; }
 
 bool is_element_prefixed(std::string_view key) {
@@ -825,7 +807,8 @@ class Writer {
       if (k != "busid" && !is_element_prefixed(k)) attrs.emplace_back(k, value);
     std::string speed, width;
     if (find_attr(v.attrs, "link_speed") == nullptr && find_attr(v.attrs, "link_width") == nullptr &&
-        std::abs(bandwidth - default_pcie_bandwidth()) > 1e-9 * bandwidth && pcie_speed_for(bandwidth, &speed, &width)) {
+        std::abs(bandwidth - default_pcie_bandwidth()) > 1e-9 * bandwidth &&
+        pcie_speed_for(bandwidth, 1e-9, &speed, &width)) {
       attrs.emplace_back("link_speed", speed);
       attrs.emplace_back("link_width", width);
     }
@@ -979,6 +962,25 @@ Result<double> pcie_link_bandwidth(std::string_view link_speed, std::string_view
   }
   const double encoding = rate <= 5 ? 0.8 : rate <= 32 ? 128.0 / 130.0 : 242.0 / 256.0;
   return rate * encoding * lanes / 8 * kGB;
+}
+
+bool pcie_speed_for(double bandwidth, double tolerance, std::string* speed, std::string* width,
+                    std::string_view first_width) {
+  std::vector<std::string> widths;
+  if (!first_width.empty()) widths.emplace_back(first_width);
+  for (const char* w : {"16", "8", "4", "2", "1", "32", "12"}) widths.emplace_back(w);
+  for (const std::string& w : widths) {
+    for (const char* rate : {"2.5", "5.0", "8.0", "16.0", "32.0", "64.0"}) {
+      const std::string s = std::string(rate) + " GT/s PCIe";
+      Result<double> bw = pcie_link_bandwidth(s, w);
+      if (bw.ok() && std::abs(*bw - bandwidth) <= tolerance * bandwidth) {
+        *speed = s;
+        *width = w;
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 double default_pcie_bandwidth() { return 8 * (128.0 / 130.0) * 16 / 8 * kGB; }

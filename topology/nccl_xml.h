@@ -39,8 +39,8 @@ Result<System> load_nccl_xml(const std::string& path);
 // Writes machine `machine` of `system` as NCCL topology XML: each CPU and what hangs below it over
 // PCIe links (a tree, children in link order), GPUs with their NVLinks (to GPUs and NVSwitches).
 // What the format cannot hold is left out: vertices no CPU reaches over PCIe, network switches and
-// links, NVLinks to CPUs. Names of PCI switches, GPUs and NVSwitches must be PCI bus ids for the
-// file to read back (discovery and read_nccl_xml give such names).
+// links, NVLinks to CPUs. PCI switches, GPUs and NVSwitches whose names are not PCI bus ids (the
+// synthetic systems') get one made from the machine and vertex id, so the file reads back.
 // read_nccl_xml(write_nccl_xml(read_nccl_xml(x))) == read_nccl_xml(x), and writing that again
 // gives the same text.
 std::string write_nccl_xml(const System& system, int machine = 0);
@@ -54,6 +54,11 @@ Status save_nccl_xml(const System& system, const std::string& path, int machine 
 // sysfs's "16.0 GT/s PCIe" (or "16 GT/s"); empty or "Unknown..." means 8 GT/s. `link_width` is a lane
 // count; empty or "0" means 16. An error (plain message, no place) when either is not of that form.
 Result<double> pcie_link_bandwidth(std::string_view link_speed, std::string_view link_width);
+// The "<rate> GT/s PCIe" and lane count whose pcie_link_bandwidth is within `tolerance` (relative)
+// of `bandwidth`: widths `first_width` (when given), then 16, 8, 4, 2, 1, 32, 12, each with rates
+// 2.5 to 64 GT/s. False when none is.
+bool pcie_speed_for(double bandwidth, double tolerance, std::string* speed, std::string* width,
+                    std::string_view first_width = {});
 // The bandwidth pcie_link_bandwidth gives without speed and width: Gen3 x16, 15.75 GB/s.
 double default_pcie_bandwidth();
 // One NVLink of a GPU with compute capability `sm` (90 for H100), NCCL's per-generation values:

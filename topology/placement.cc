@@ -84,7 +84,8 @@ Result<Placement> place(const System& s, const std::vector<int>& rank_vertices) 
   p.ranks.resize(static_cast<size_t>(n));
   std::map<int, int> machine_slot;  // machine -> index into p.machines
   std::vector<int> owner(static_cast<size_t>(s.vertex_count()), -1);
-  std::map<int, std::vector<int>> nics;  // per machine
+  std::map<int, std::vector<int>> nics;  // per machine, in one pass over the vertices
+  for (int v : s.of_type(VertexType::kNic)) nics[s.vertex(v).machine].push_back(v);
   for (int r = 0; r < n; ++r) {
     const int v = rank_vertices[static_cast<size_t>(r)];
     if (v < 0 || v >= s.vertex_count())
@@ -103,9 +104,7 @@ Result<Placement> place(const System& s, const std::vector<int>& rank_vertices) 
     std::vector<int>& members = p.machines[static_cast<size_t>(slot->second)];
     rp.local = static_cast<int>(members.size());
     members.push_back(r);
-    auto it = nics.find(rp.machine);
-    if (it == nics.end()) it = nics.emplace(rp.machine, s.of_type(VertexType::kNic, rp.machine)).first;
-    rp.nic = nearest_nic(s, v, it->second);
+    rp.nic = nearest_nic(s, v, nics[rp.machine]);
     if (rp.nic >= 0) rp.rail = s.vertex(rp.nic).rail >= 0 ? s.vertex(rp.nic).rail : s.vertex(rp.nic).dev;
   }
   // A torus when every rank is a chip with coordinates of one dimensionality.

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "topology/nccl_xml.h"  // the link latencies
+
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
 #pragma GCC diagnostic ignored "-Wrestrict"  // GCC bug 105329, as in cluster.cc
 #endif
@@ -12,14 +14,13 @@
 namespace weft::topology {
 namespace {
 
-// Link classes of the synthetic machines: PCIe Gen5 x16 (32 GT/s x 16 lanes, 128b/130b),
-// NVLink4 per link, the CPU-to-CPU interconnect.
+// Link classes of the synthetic machines (latencies: nccl_xml.h's, as the reader and discovery
+// give them): PCIe Gen5 x16 (32 GT/s x 16 lanes, 128b/130b, what pcie_link_bandwidth gives),
+// NVLink4 per link at its signalling rate (NCCL's nvlink_bandwidth(90) counts an effective
+// 20.6 GB/s), the CPU-to-CPU interconnect.
 constexpr double kPcieGen5x16 = 32e9 * 16 / 8 * 128 / 130;
-constexpr double kPcieLatency = 0.5e-6;
 constexpr double kNvLink4 = 25e9;  // per link and direction
-constexpr double kNvLinkLatency = 0.5e-6;
 constexpr double kSmpBandwidth = 60e9;
-constexpr double kSmpLatency = 0.5e-6;
 constexpr double kSwitchLatency = 0.5e-6;  // a network hop between switches
 
 std::string at(std::string_view thing, int index, int machine) {
@@ -63,24 +64,22 @@ int add_nic(System* s, int machine, int dev, double speed) {
 std::vector<int> add_generic_node(System* s, int machine, const ClusterSpec& spec) {
   const int cpu = add_cpu(s, machine, 0);
   const int sw = spec.ranks_per_node > 1 ? add(s, VertexType::kNvSwitch, machine, at("nvswitch", 0, machine)) : -1;
-  if (sw >= 0) s->add_link(cpu, sw, LinkType::kPci, kPcieGen5x16, kPcieLatency);
+  if (sw >= 0) s->add_link(cpu, sw, LinkType::kPci, kPcieGen5x16, kPciLatency);
   for (int d = 0; d < spec.ranks_per_node; ++d) {
     const int gpu = add_gpu(s, machine, d);
     if (sw >= 0) {
       s->add_link(gpu, sw, LinkType::kNvLink, spec.intra.bandwidth, spec.intra.latency / 2);
     } else {
-      s->add_link(cpu, gpu, LinkType::kPci, kPcieGen5x16, kPcieLatency);
+      s->add_link(cpu, gpu, LinkType::kPci, kPcieGen5x16, kPciLatency);
     }
   }
   std::vector<int> nics;
   for (int j = 0; j < spec.nics; ++j) {
     nics.push_back(add_nic(s, machine, j, spec.nic.bandwidth));
-    s->add_link(cpu, nics.back(), LinkType::kPci, kPcieGen5x16, kPcieLatency);
+    s->add_link(cpu, nics.back(), LinkType::kPci, kPcieGen5x16, kPciLatency);
   }
   return nics;
 }
-
-std::vector<int> nics_of(const System& s, int machine) { return s.of_type(VertexType::kNic, machine); }
 
 // The network above the nodes' NICs (cluster.h's fabric keys).
 void add_fabric(System* s, const ClusterSpec& spec, const std::vector<std::vector<int>>& nics) {
@@ -197,8 +196,7 @@ Result<System> dragonfly(std::string_view text) {
 
 }  // namespace
 
-void add_dgx_h100_node(System* s, int machine, double nic_bandwidth, double nic_latency) {
-  (void)nic_latency;
+void add_dgx_h100_node(System* s, int machine, double nic_bandwidth) {
   const int cpus[2] = {add_cpu(s, machine, 0), add_cpu(s, machine, 1)};
   s->add_link(cpus[0], cpus[1], LinkType::kSmp, kSmpBandwidth, kSmpLatency);
   int nvswitch[4];
@@ -206,11 +204,11 @@ void add_dgx_h100_node(System* s, int machine, double nic_bandwidth, double nic_
   const int links_per_switch[4] = {5, 4, 4, 5};  // 18 NVLink4 links per GPU
   for (int d = 0; d < 8; ++d) {
     const int sw = add(s, VertexType::kPciSwitch, machine, at("pcisw", d, machine));
-    s->add_link(cpus[d / 4], sw, LinkType::kPci, kPcieGen5x16, kPcieLatency);
+    s->add_link(cpus[d / 4], sw, LinkType::kPci, kPcieGen5x16, kPciLatency);
     const int gpu = add_gpu(s, machine, d);
-    s->add_link(sw, gpu, LinkType::kPci, kPcieGen5x16, kPcieLatency);
+    s->add_link(sw, gpu, LinkType::kPci, kPcieGen5x16, kPciLatency);
     const int nic = add_nic(s, machine, d, nic_bandwidth);
-    s->add_link(sw, nic, LinkType::kPci, kPcieGen5x16, kPcieLatency);
+    s->add_link(sw, nic, LinkType::kPci, kPcieGen5x16, kPciLatency);
     for (int k = 0; k < 4; ++k)
       s->add_link(gpu, nvswitch[k], LinkType::kNvLink, kNvLink4 * links_per_switch[k], kNvLinkLatency / 2);
   }
@@ -224,8 +222,8 @@ Result<System> system_of(const Cluster& cluster) {
   std::vector<std::vector<int>> nics;
   for (int m = 0; m < spec.nodes; ++m) {
     if (dgx) {
-      add_dgx_h100_node(&s, m, spec.nic.bandwidth, spec.nic.latency);
-      nics.push_back(nics_of(s, m));
+      add_dgx_h100_node(&s, m, spec.nic.bandwidth);
+      nics.push_back(s.of_type(VertexType::kNic, m));
     } else {
       nics.push_back(add_generic_node(&s, m, spec));
     }

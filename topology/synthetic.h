@@ -38,7 +38,8 @@ Result<System> synthesize(std::string_view text);
 // the generic node.
 Result<System> system_of(const Cluster& cluster);
 
-// One DGX-H100-like machine, appended to *s as machine `machine`.
-void add_dgx_h100_node(System* s, int machine, double nic_bandwidth, double nic_latency);
+// One DGX-H100-like machine, appended to *s as machine `machine`, its NICs' ports at
+// `nic_bandwidth` (the links from them into a fabric are system_of's to add).
+void add_dgx_h100_node(System* s, int machine, double nic_bandwidth);
 
 }  // namespace weft::topology

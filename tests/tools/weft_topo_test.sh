@@ -22,6 +22,11 @@ cmp -s "$TMP/a.xml" "$TMP/b.xml" || fail "the XML changed on a round trip"
 "$TOPO" --file "$TMP/a.xml" --paths >"$TMP/paths" || fail "--paths of the dump exited $?"
 grep -q '^   0   LOC  NVL' "$TMP/paths" || fail "the reread file lost its NVLinks"
 
+# A cluster description (what WEFT_TOPO_FILE also takes) is drawn as its graph.
+printf '# two nodes\nnodes=2 ranks=2 nics=1 nic=1Gb/s,40us\n' >"$TMP/cluster.txt"
+"$TOPO" --file "$TMP/cluster.txt" --placement >"$TMP/out" 2>"$TMP/err" || fail "--file of a cluster description exited $?"
+grep -qx 'ring crosses machines 2 times, changing rail 0 times' "$TMP/out" || fail "the description's placement"
+
 if command -v dot >/dev/null 2>&1; then
   "$TOPO" --synthetic torus:3x3 --png "$TMP/t.png" || fail "--png exited $?"
   [ "$(head -c 4 "$TMP/t.png" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "--png did not write a PNG"

@@ -61,8 +61,8 @@ TEST(SystemPaths, PathsInsideAMachineNeverLeaveIt) {
 }
 
 TEST(SystemPaths, OversubscribedFatTreeBottleneckIsTheUplink) {
-  // 4 nodes per leaf, 1 NIC of 100 Gb/s each, 4:1 oversubscribed: the uplink carries 4 * 12.5 /
-  // 4 = 12.5 GB/s, so between leaves the bottleneck is the NIC (equal) -- make it 8:1 to see it.
+  // 4 nodes per leaf, 1 NIC of 100 Gb/s (12.5 GB/s) each, 8:1 oversubscribed: a leaf's uplink
+  // carries 4 * 12.5 / 8 = 6.25 GB/s, the bottleneck between nodes under different leaves.
   const System s = make("nodes=8 ranks=1 nics=1 nic=100Gb/s,2us fabric=fattree leaf=4 oversub=8:1");
   EXPECT_DOUBLE_EQ(path_between(s, "gpu0@node0", "gpu0@node1").bandwidth, 12.5e9);  // same leaf
   EXPECT_DOUBLE_EQ(path_between(s, "gpu0@node0", "gpu0@node5").bandwidth, 6.25e9);  // via the spine
