@@ -4,8 +4,8 @@
 //   allreduce_ring           reduce-scatter then allgather around a ring, sliced for pipelining
 //   reduce_scatter_ring      the first half of allreduce_ring, ending with chunk r at rank r
 //   allgather_ring           the second half, starting from each rank's own chunk
-//   broadcast_ring           a pipelined chain from the root around the ring
-//   reduce_ring              a pipelined chain around the ring ending at the root
+//   broadcast_ring           a pipelined chain from the root around the (node-by-node) ring
+//   reduce_ring              a pipelined chain around the (node-by-node) ring ending at the root
 //   alltoall_pairwise        step k: send block (r+k) to rank r+k, receive block (r-k) from r-k
 //   gather_linear            every rank sends its block straight to the root
 //   scatter_linear           the root sends each rank its block
@@ -34,8 +34,9 @@ Program reduce_scatter_ring(const CollectiveArgs& a, int rank);
 Program reduce_scatter_ring(const CollectiveArgs& a, const Layout& l, int rank);
 Program allgather_ring(const CollectiveArgs& a, int rank);
 Program allgather_ring(const CollectiveArgs& a, const Layout& l, int rank);
-Program broadcast_ring(const CollectiveArgs& a, int rank);
-Program reduce_ring(const CollectiveArgs& a, int rank);
+// Chains along the layout's ring order, starting (broadcast) or ending (reduce) at the root.
+Program broadcast_ring(const CollectiveArgs& a, const Layout& l, int rank);
+Program reduce_ring(const CollectiveArgs& a, const Layout& l, int rank);
 Program alltoall_pairwise(const CollectiveArgs& a, int rank);
 Program gather_linear(const CollectiveArgs& a, int rank);
 Program scatter_linear(const CollectiveArgs& a, int rank);

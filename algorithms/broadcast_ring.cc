@@ -1,15 +1,18 @@
-// broadcast_ring: a pipelined chain root -> root+1 -> ... -> root-1. Each slice is forwarded as
-// soon as it arrives, so the time is about (n-1 + S-1) slice steps instead of (n-1) * S.
+// broadcast_ring: a pipelined chain from the root around the layout's ring (node by node, so the
+// chain crosses between nodes once per node): root -> the next position -> ... -> the position
+// before the root. Each slice is forwarded as soon as it arrives, so the time is about
+// (n-1 + S-1) slice steps instead of (n-1) * S.
 #include "algorithms/algorithms.h"
 
 namespace weft::algorithms {
 
-Program broadcast_ring(const CollectiveArgs& a, int r) {
+Program broadcast_ring(const CollectiveArgs& a, const Layout& l, int r) {
   const int n = a.nranks;
   ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
   if (a.count == 0) return b.finish();
-  const int pos = (r - a.root + n) % n;
-  const int next = (r + 1) % n, prev = (r + n - 1) % n;
+  const int at = l.ring_position(r);
+  const int pos = (at - l.ring_position(a.root) + n) % n;
+  const int next = l.ring_rank((at + 1) % n), prev = l.ring_rank((at + n - 1) % n);
   const size_t slices = slices_for(a.count, a.slice_count);
   if (pos == 0) {
     for (size_t s = 0; s < slices; ++s) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "topology/discover.h"
+#include "topology/nvml.h"
 #include "topology/nccl_xml.h"
 #include "topology/placement.h"
 #include "topology/synthetic.h"
@@ -30,7 +31,7 @@ constexpr int kUsageExit = 2;
 constexpr const char* kUsage =
     "usage: weft-topo [SOURCE] [--tree] [--placement] [--paths] [OUTPUTS]\n"
     "source (default: WEFT_TOPO_FILE or NCCL_TOPO_FILE when set, else --discover):\n"
-    "  --discover         this machine, through hwloc\n"
+    "  --discover         this machine, through hwloc (and NVML, where the driver is)\n"
     "  --file PATH        a topology file as WEFT_TOPO_FILE takes it: NCCL topology XML, or a\n"
     "                     cluster description (shm:2 nodes=2 nics=1 nic=1Gb/s,40us)\n"
     "  --synthetic TEXT   a synthetic system: dgx-h100:4, torus:4x4x4, dragonfly:4,2,2, or cluster\n"
@@ -127,7 +128,12 @@ weft::Result<System> load(const Options& o) {
       return weft::topology::system_of(*file->cluster);
     }
     case Options::Source::kSynthetic: return weft::topology::synthesize(o.source_arg);
-    default: return weft::topology::discover_this_machine();
+    default: {
+      // Say why GPUs come without NVLinks, where they would: NVML did not answer.
+      if (auto nvml = weft::topology::query_nvml(); !nvml.ok())
+        std::fprintf(stderr, "weft-topo: no NVLinks or GPU sm (%s)\n", nvml.status().message().c_str());
+      return weft::topology::discover_this_machine();
+    }
   }
 }
 

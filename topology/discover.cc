@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "topology/nccl_xml.h"
+#include "topology/nvml.h"
 
 namespace weft::topology {
 namespace {
@@ -304,10 +305,12 @@ class Discoverer {
 
 }  // namespace
 
-Result<System> discover_this_machine() {
+Result<System> discover_this_machine(const std::string& nvml_library) {
   HwlocTopology topology;
   WEFT_TRY(topology.load());
   System system = Discoverer(topology.get()).run();
+  // No NVML (no driver, no GPU): the hwloc view stands.
+  if (Result<std::vector<NvmlGpu>> gpus = query_nvml(nvml_library); gpus.ok()) add_nvml(&system, *gpus);
   if (Status s = system.validate(); !s.ok()) return internal_error("discovery built an inconsistent system: " + s.message());
   return system;
 }

@@ -10,25 +10,29 @@
 //     host bridges are the CPU itself. Each PCIe link's bandwidth is hwloc's link speed, expressed as
 //     NCCL's link_speed/link_width attributes (the default of pcie_link_bandwidth() when unknown).
 //   - GPUs: PCI devices of class 0x03xx from NVIDIA (0x10de), or with a CUDA/NVML OS device, as
-//     kGpu vertices named by bus id, dev numbered in discovery order.
+//     kGpu vertices named by bus id, dev numbered in discovery order (PCI bus order: CUDA's order
+//     under CUDA_DEVICE_ORDER=PCI_BUS_ID, and its default order on machines of identical GPUs).
 //   - NICs: hwloc's network OS devices (eth0, ib0) as kNic vertices named by interface, dev numbered in
 //     discovery order, speed from /sys/class/net/<name>/speed (Mb/s; unknown or -1 gives 0), carrying
 //     their PCI device's attributes (busid, class, ...).
-// What it does not find:
-//   TODO(nvml): NVLinks and NVSwitches, a GPU's compute capability (sm) and its CUDA device order
-//   come from NVML / CUDA, which weft does not load yet: a discovered GPU has no NVLinks and no sm.
-//   Also not read: InfiniBand verbs devices (mlx5_0; their netdevs ib0/eth are found), GPU Direct
-//   RDMA support, interfaces without a PCI device (lo, bridges, tunnels).
+//   - Through NVML (nvml.h), where libnvidia-ml.so.1 loads and initialises: each GPU's sm, its
+//     NVLinks to GPUs and NVSwitches, and GPUs the PCI tree hid (below the first CPU).
+// What it does not find: InfiniBand verbs devices (mlx5_0; their netdevs ib0/eth are found), GPU
+// Direct RDMA support, interfaces without a PCI device (lo, bridges, tunnels), NVLinks to CPUs.
 //
 // Thread-safety: each call loads its own hwloc topology; calls may run concurrently.
 #pragma once
 
+#include <string>
+
+#include "topology/nvml.h"
 #include "topology/system.h"
 #include "weft/status.h"
 
 namespace weft::topology {
 
-// Errors only when hwloc cannot load the machine's topology.
-Result<System> discover_this_machine();
+// Errors only when hwloc cannot load the machine's topology; NVML's absence or failure leaves the
+// hwloc view (query_nvml says why). `nvml_library`: the NVML to load (tests pass a fake one).
+Result<System> discover_this_machine(const std::string& nvml_library = kNvmlLibrary);
 
 }  // namespace weft::topology

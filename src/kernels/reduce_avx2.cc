@@ -182,36 +182,73 @@ WEFT_AVX2 inline void store(char* p, __m256i v) { _mm256_storeu_si256(reinterpre
 WEFT_AVX2 inline void store(char* p, __m256 v) { _mm256_storeu_ps(reinterpret_cast<float*>(p), v); }
 WEFT_AVX2 inline void store(char* p, __m256d v) { _mm256_storeu_pd(reinterpret_cast<double*>(p), v); }
 
+// Non-temporal (streaming) 256-bit stores: to a 32-byte aligned address, past the caches.
+WEFT_AVX2 inline void stream(char* p, __m256i v) { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v); }
+WEFT_AVX2 inline void stream(char* p, __m256 v) { _mm256_stream_ps(reinterpret_cast<float*>(p), v); }
+WEFT_AVX2 inline void stream(char* p, __m256d v) { _mm256_stream_pd(reinterpret_cast<double*>(p), v); }
+
 // ---- kernels ----
 
-// dst = Op(a, b) for same-width types, two vectors per iteration. With dst == a (or b), each
-// iteration reads its elements before writing the same elements, so exact aliasing is safe.
-template <typename Op>
-WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t count) {
+// Out-of-place reduces of at least this many output bytes stream dst past the caches: the
+// result is too big to stay cached for its next reader, and a normal store would first read each
+// destination line (4 memory streams instead of 3). Collectives reduce slice by slice (512 KiB by
+// default, in cache), so this serves large single calls. docs/PERFORMANCE.md, "CPU kernels".
+constexpr size_t kStreamBytes = size_t{4} << 20;
+
+bool overlaps(const char* d, const char* s, size_t bytes) { return d < s + bytes && s < d + bytes; }
+
+// dst[i..] = Op(a, b)[i..] two vectors per iteration while two fit; returns where it stopped.
+// kStream: non-temporal stores (REQUIRES: d + i 32-byte aligned; the caller fences).
+template <typename Op, bool kStream>
+WEFT_AVX2 size_t reduce_pairs(char* d, const char* x, const char* y, size_t i, size_t count) {
   using T = typename Op::Elem;
   using Vec = typename Op::Vec;
   constexpr size_t kLanes = 32 / sizeof(T);
-  char* d = static_cast<char*>(dst);
-  const char* x = static_cast<const char*>(a);
-  const char* y = static_cast<const char*>(b);
-  size_t i = 0;
   for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
     Vec x0, x1, y0, y1;
     load(x + i * sizeof(T), x0);
     load(x + (i + kLanes) * sizeof(T), x1);
     load(y + i * sizeof(T), y0);
     load(y + (i + kLanes) * sizeof(T), y1);
-    store(d + i * sizeof(T), Op::apply(x0, y0));
-    store(d + (i + kLanes) * sizeof(T), Op::apply(x1, y1));
+    if constexpr (kStream) {
+      stream(d + i * sizeof(T), Op::apply(x0, y0));
+      stream(d + (i + kLanes) * sizeof(T), Op::apply(x1, y1));
+    } else {
+      store(d + i * sizeof(T), Op::apply(x0, y0));
+      store(d + (i + kLanes) * sizeof(T), Op::apply(x1, y1));
+    }
   }
+  return i;
+}
+
+// dst = Op(a, b) for same-width types. With dst == a (or b), each iteration reads its elements
+// before writing the same elements, so exact aliasing is safe (and never streams).
+template <typename Op>
+WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t count) {
+  using T = typename Op::Elem;
+  using Vec = typename Op::Vec;
+  using ScalarOp = typename Op::ScalarOp;
+  constexpr size_t kLanes = 32 / sizeof(T);
+  char* d = static_cast<char*>(dst);
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  size_t i = 0;
+  const size_t bytes = count * sizeof(T);
+  if (bytes >= kStreamBytes && reinterpret_cast<uintptr_t>(d) % sizeof(T) == 0 && !overlaps(d, x, bytes) &&
+      !overlaps(d, y, bytes)) {
+    i = (32 - reinterpret_cast<uintptr_t>(d) % 32) % 32 / sizeof(T);  // elements to 32-byte alignment
+    scalar::reduce_loop<T, ScalarOp>(d, x, y, i);
+    i = reduce_pairs<Op, true>(d, x, y, i, count);
+    _mm_sfence();  // streamed stores are weakly ordered: complete them before the tail and return
+  }
+  i = reduce_pairs<Op, false>(d, x, y, i, count);
   for (; i + kLanes <= count; i += kLanes) {
     Vec x0, y0;
     load(x + i * sizeof(T), x0);
     load(y + i * sizeof(T), y0);
     store(d + i * sizeof(T), Op::apply(x0, y0));
   }
-  scalar::reduce_loop<T, typename Op::ScalarOp>(d + i * sizeof(T), x + i * sizeof(T), y + i * sizeof(T),
-                                                count - i);
+  scalar::reduce_loop<T, ScalarOp>(d + i * sizeof(T), x + i * sizeof(T), y + i * sizeof(T), count - i);
 }
 
 // Small floats: widen 16 elements of each input to 2 x 8 fp32, apply the fp32 op (which makes NaN

@@ -32,9 +32,9 @@ echo "shm:3 nodes=5 nics=1 nic=1Gb/s,40us" >"$TMP/other.txt"
 WEFT_TOPO_FILE="$TMP/other.txt" bench || fail "a cluster description of another shape failed the run"
 grep -q "describes nodes=5 ranks=3.*the tuner uses this machine's model instead" "$TMP/err" ||
   fail "no warning about the mismatched description"
-# Ranks dealt round-robin over two emulated nodes (rank r on node r % 2): the rings run node by
-# node (Layout::ring_position) and the results are exact.
-for coll in allreduce reduce_scatter allgather; do
+# Ranks dealt round-robin over two emulated nodes (rank r on node r % 2): the rings and the
+# Broadcast/Reduce chains run node by node (Layout::ring_position) and the results are exact.
+for coll in allreduce reduce_scatter allgather broadcast reduce; do
   WEFT_ALGO=$coll:ring "$RUN" -n 4 --timeout 60 -- sh -c 'WEFT_NODE=rr$((WEFT_RANK % 2)) exec "$0" "$@"' \
     "$BENCH" $coll -b 8 -e 1M -f 8 -n 2 -w 1 -c 1 -P 0 >"$TMP/out" 2>"$TMP/err" ||
     fail "the interleaved $coll ring run exited $?"

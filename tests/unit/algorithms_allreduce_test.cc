@@ -258,7 +258,8 @@ TEST(AllReduceFamily, EveryRankComputesTheSameExpression) {
 // --- ring ----------------------------------------------------------------------------------------
 
 // Ranks dealt round-robin over nodes (a b a b a b): the AllReduce, ReduceScatter and AllGather
-// rings go node by node, so they cross between nodes twice, not at every step, and stay correct.
+// rings and the Broadcast and Reduce chains go node by node, so they cross between nodes twice
+// (a chain at most twice), not at every step, and stay correct.
 TEST(Ring, FollowsTheLayoutsNodeOrder) {
   const Layout l = Layout::from_node_names({"a", "b", "a", "b", "a", "b"});
   const int right_of[6] = {2, 3, 4, 5, 1, 0};  // the ring 0 2 4 1 3 5
@@ -278,6 +279,29 @@ TEST(Ring, FollowsTheLayoutsNodeOrder) {
           crossing += l.node_of(r) != l.node_of(right_of[r]);
         }
         EXPECT_EQ(crossing, 2);
+      }
+    }
+  }
+  // The Broadcast and Reduce chains follow the same ring from (to) any root: every rank sends
+  // only to its ring neighbour, and one rank sends nothing (the one before the root for
+  // Broadcast, the root for Reduce).
+  const int left_of[6] = {5, 4, 0, 1, 2, 3};
+  for (Collective coll : {Collective::kBroadcast, Collective::kReduce}) {
+    for (int root : {0, 3, 5}) {
+      for (size_t count : {1, 7, 1001}) {
+        CollectiveArgs a = allreduce(6, count, false, RedOp::kSum, 64);
+        a.coll = coll;
+        a.root = root;
+        const Status st = verify(a, l, Algorithm::kRing);
+        ASSERT_TRUE(st.ok()) << what(a, l, "ring") << " root " << root << ": " << st.message();
+        const int silent = coll == Collective::kBroadcast ? left_of[root] : root;
+        for (int r = 0; r < 6; ++r) {
+          std::set<int> to;
+          for (const Step& s : plan(a, l, Algorithm::kRing, r).program.steps)
+            if (s.kind == StepKind::kSend) to.insert(s.peer);
+          ASSERT_EQ(to, r == silent ? std::set<int>{} : std::set<int>{right_of[r]})
+              << what(a, l, "ring") << " root " << root << " rank " << r;
+        }
       }
     }
   }

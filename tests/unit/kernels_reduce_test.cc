@@ -25,7 +25,8 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-constexpr size_t kCounts[] = {0, 1, 7, 31, 1023, 1000003};
+// The largest crosses the streaming-store threshold (4 MiB of output) for 4- and 8-byte types.
+constexpr size_t kCounts[] = {0, 1, 7, 31, 1023, 1100003};
 
 // ---- the reference: one element at a time, written from reduce.h's contract ----
 
