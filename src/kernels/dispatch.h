@@ -17,6 +17,10 @@ using DivideFn = void (*)(void* dst, const void* src, size_t count, int divisor)
 using ToFloatFn = void (*)(float* dst, const void* src, size_t count);
 using FromFloatFn = void (*)(void* dst, const float* src, size_t count);
 
+// Out-of-place AVX2 reduces of at least this many output bytes stream their result past the
+// caches (reduce_avx2.cc; the same-width types only).
+inline constexpr size_t kStreamReduceBytes = size_t{4} << 20;
+
 // Ops with a kernel of their own; kAvg uses kSum.
 inline constexpr int kNumKernelOps = 4;  // kSum, kProd, kMax, kMin
 

@@ -189,11 +189,12 @@ WEFT_AVX2 inline void stream(char* p, __m256d v) { _mm256_stream_pd(reinterpret_
 
 // ---- kernels ----
 
-// Out-of-place reduces of at least this many output bytes stream dst past the caches: the
-// result is too big to stay cached for its next reader, and a normal store would first read each
-// destination line (4 memory streams instead of 3). Collectives reduce slice by slice (512 KiB by
-// default, in cache), so this serves large single calls. docs/PERFORMANCE.md, "CPU kernels".
-constexpr size_t kStreamBytes = size_t{4} << 20;
+// Out-of-place reduces of at least kStreamReduceBytes (dispatch.h) of output stream dst past the
+// caches: the result is too big to stay cached for its next reader, and a normal store would
+// first read each destination line (4 memory streams instead of 3). Collectives reduce slice by
+// slice (512 KiB by default, in cache), so this serves large single calls. The small floats
+// (widened to fp32 and narrowed back) keep normal stores: streaming them through a cached bounce
+// buffer measured slower. docs/PERFORMANCE.md, "CPU kernels".
 
 bool overlaps(const char* d, const char* s, size_t bytes) { return d < s + bytes && s < d + bytes; }
 
@@ -234,7 +235,7 @@ WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t cou
   const char* y = static_cast<const char*>(b);
   size_t i = 0;
   const size_t bytes = count * sizeof(T);
-  if (bytes >= kStreamBytes && reinterpret_cast<uintptr_t>(d) % sizeof(T) == 0 && !overlaps(d, x, bytes) &&
+  if (bytes >= kStreamReduceBytes && reinterpret_cast<uintptr_t>(d) % sizeof(T) == 0 && !overlaps(d, x, bytes) &&
       !overlaps(d, y, bytes)) {
     i = (32 - reinterpret_cast<uintptr_t>(d) % 32) % 32 / sizeof(T);  // elements to 32-byte alignment
     scalar::reduce_loop<T, ScalarOp>(d, x, y, i);
