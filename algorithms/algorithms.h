@@ -26,15 +26,12 @@
 
 namespace weft::algorithms {
 
-// The ring runs in the layout's ring order (Layout::ring_position): node by node.
+// Rings and chains run in the layout's ring order (Layout::ring_position): node by node; a flat
+// layout (Layout::flat, as the hierarchical algorithms embed their stages) gives rank order.
 Program allreduce_ring(const CollectiveArgs& a, const Layout& l, int rank);
-// In rank order (as the hierarchical and torus algorithms embed them over groups), or node by
-// node in the layout's ring order (the table's entries).
-Program reduce_scatter_ring(const CollectiveArgs& a, int rank);
 Program reduce_scatter_ring(const CollectiveArgs& a, const Layout& l, int rank);
-Program allgather_ring(const CollectiveArgs& a, int rank);
 Program allgather_ring(const CollectiveArgs& a, const Layout& l, int rank);
-// Chains along the layout's ring order, starting (broadcast) or ending (reduce) at the root.
+// The chains start (broadcast) or end (reduce) at the root.
 Program broadcast_ring(const CollectiveArgs& a, const Layout& l, int rank);
 Program reduce_ring(const CollectiveArgs& a, const Layout& l, int rank);
 Program alltoall_pairwise(const CollectiveArgs& a, int rank);

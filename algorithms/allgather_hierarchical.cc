@@ -50,7 +50,7 @@ Program allgather_hierarchical(const CollectiveArgs& a, const Layout& l, int r) 
     for (int h = 0; h < nodes; ++h) e.group.push_back(l.nodes[static_cast<size_t>(h)][static_cast<size_t>(i)]);
     e.in = Placement{own_in.buffer, own_in.offset};
     e.out = Placement{staged, static_cast<size_t>(i) * super};
-    embed(b, allgather_ring(inter, g), e);
+    embed(b, allgather_ring(inter, Layout::flat(inter.nranks), g), e);
   } else if (mine != own_in) {
     b.copy(own_in, mine);
   }
@@ -64,7 +64,7 @@ Program allgather_hierarchical(const CollectiveArgs& a, const Layout& l, int r) 
     e.group = l.nodes[static_cast<size_t>(g)];
     e.in = Placement{staged, static_cast<size_t>(i) * super};
     e.out = Placement{staged, 0};
-    embed(b, allgather_ring(intra, i), e);
+    embed(b, allgather_ring(intra, Layout::flat(intra.nranks), i), e);
   }
   // Unstage: every block but ours (already in OUT) from its staged position.
   if (!identity)

@@ -62,7 +62,7 @@ Program reduce_scatter_hierarchical(const CollectiveArgs& a, const Layout& l, in
     e.in = staged;
     e.out = mid;
     e.tmp_offset = tmp;
-    embed(b, reduce_scatter_ring(intra, i), e);
+    embed(b, reduce_scatter_ring(intra, Layout::flat(intra.nranks), i), e);
   }
   // Inter-node: among local index i, block g of the super-block is ours.
   if (nodes > 1) {
@@ -73,7 +73,7 @@ Program reduce_scatter_hierarchical(const CollectiveArgs& a, const Layout& l, in
     e.in = mid;
     e.out = Placement{kOut, 0};
     e.tmp_offset = tmp;
-    embed(b, reduce_scatter_ring(inter, g), e);
+    embed(b, reduce_scatter_ring(inter, Layout::flat(inter.nranks), g), e);
   }
   if (a.op == RedOp::kAvg) b.divide(out);
   return b.finish();

@@ -2,16 +2,13 @@
 // ranks. Step k = 0..n-2: send block (r-k-1) mod n to the right (from IN at k = 0, else the
 // partial sum in TMP); receive block (r-k-2) mod n from the left and reduce it with our own IN
 // block into TMP, or into OUT at the last step, when the block is r.
-// With a layout the ring runs node by node (Layout::ring_position): r - k above is then a position
-// on the ring, and the block sent is that of the rank at that position.
+// The ring runs in the layout's order (Layout::ring_position, node by node): r - k above is a
+// position on the ring, and the block sent is that of the rank at that position.
 #include "algorithms/algorithms.h"
 
 namespace weft::algorithms {
-namespace {
 
-// `p` is r's position on the ring; rank_at(q) the rank at position q.
-template <typename RankAt>
-Program reduce_scatter_ring_at(const CollectiveArgs& a, int r, int p, RankAt rank_at) {
+Program reduce_scatter_ring(const CollectiveArgs& a, const Layout& l, int r) {
   const int n = a.nranks;
   const size_t count = a.count;
   ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
@@ -20,6 +17,8 @@ Program reduce_scatter_ring_at(const CollectiveArgs& a, int r, int p, RankAt ran
     return b.finish();
   }
   if (count == 0) return b.finish();
+  const int p = l.ring_position(r);
+  auto rank_at = [&l](int q) { return l.ring_rank(q); };
   const int right = rank_at((p + 1) % n), left = rank_at((p + n - 1) % n);
   const size_t slices = slices_for(count, a.slice_count);
   auto mod = [n](int x) { return ((x % n) + n) % n; };
@@ -41,16 +40,6 @@ Program reduce_scatter_ring_at(const CollectiveArgs& a, int r, int p, RankAt ran
     for (size_t s = 0; s < slices; ++s) b.divide(block(kOut, r, s));
   }
   return b.finish();
-}
-
-}  // namespace
-
-Program reduce_scatter_ring(const CollectiveArgs& a, int r) {
-  return reduce_scatter_ring_at(a, r, r, [](int q) { return q; });
-}
-
-Program reduce_scatter_ring(const CollectiveArgs& a, const Layout& l, int r) {
-  return reduce_scatter_ring_at(a, r, l.ring_position(r), [&l](int q) { return l.ring_rank(q); });
 }
 
 }  // namespace weft::algorithms

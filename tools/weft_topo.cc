@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "topology/discover.h"
-#include "topology/nvml.h"
 #include "topology/nccl_xml.h"
+#include "topology/nvml.h"
 #include "topology/placement.h"
 #include "topology/synthetic.h"
 #include "topology/system.h"
@@ -129,10 +129,11 @@ weft::Result<System> load(const Options& o) {
     }
     case Options::Source::kSynthetic: return weft::topology::synthesize(o.source_arg);
     default: {
+      weft::Status nvml;
+      auto system = weft::topology::discover_this_machine(weft::topology::kNvmlLibrary, &nvml);
       // Say why GPUs come without NVLinks, where they would: NVML did not answer.
-      if (auto nvml = weft::topology::query_nvml(); !nvml.ok())
-        std::fprintf(stderr, "weft-topo: no NVLinks or GPU sm (%s)\n", nvml.status().message().c_str());
-      return weft::topology::discover_this_machine();
+      if (!nvml.ok()) std::fprintf(stderr, "weft-topo: no NVLinks or GPU sm (%s)\n", nvml.message().c_str());
+      return system;
     }
   }
 }

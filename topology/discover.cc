@@ -68,11 +68,7 @@ std::string hex(unsigned value, int digits) {
   return buf;
 }
 
-std::string bus_id(const PciAttr& pci) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%x", static_cast<unsigned>(pci.domain), pci.bus, pci.dev, pci.func);
-  return buf;
-}
+std::string bus_id(const PciAttr& pci) { return format_bus_id(pci.domain, pci.bus, pci.dev, pci.func); }
 
 // The kernel's cpumap format NCCL writes as affinity: 32-bit hex groups, most significant first.
 std::string cpumask(hwloc_const_bitmap_t set) {
@@ -305,12 +301,14 @@ class Discoverer {
 
 }  // namespace
 
-Result<System> discover_this_machine(const std::string& nvml_library) {
+Result<System> discover_this_machine(const std::string& nvml_library, Status* nvml) {
   HwlocTopology topology;
   WEFT_TRY(topology.load());
   System system = Discoverer(topology.get()).run();
   // No NVML (no driver, no GPU): the hwloc view stands.
-  if (Result<std::vector<NvmlGpu>> gpus = query_nvml(nvml_library); gpus.ok()) add_nvml(&system, *gpus);
+  Result<std::vector<NvmlGpu>> gpus = query_nvml(nvml_library);
+  if (gpus.ok()) add_nvml(&system, *gpus);
+  if (nvml != nullptr) *nvml = gpus.ok() ? Status() : gpus.status();
   if (Status s = system.validate(); !s.ok()) return internal_error("discovery built an inconsistent system: " + s.message());
   return system;
 }

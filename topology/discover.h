@@ -32,7 +32,8 @@
 namespace weft::topology {
 
 // Errors only when hwloc cannot load the machine's topology; NVML's absence or failure leaves the
-// hwloc view (query_nvml says why). `nvml_library`: the NVML to load (tests pass a fake one).
-Result<System> discover_this_machine(const std::string& nvml_library = kNvmlLibrary);
+// hwloc view, and *nvml (when given) says why (OK when NVML answered). `nvml_library`: the NVML to
+// load (tests pass a stand-in).
+Result<System> discover_this_machine(const std::string& nvml_library = kNvmlLibrary, Status* nvml = nullptr);
 
 }  // namespace weft::topology

@@ -96,13 +96,6 @@ bool parse_double(std::string_view s, double* out) {
 
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'f'); }
 
-// "DDDD:BB:DD.F": domain, bus, device, function in hex (function 0-7).
-bool is_bus_id(std::string_view s) {
-  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
-  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9})
-    if (!is_hex(s[i])) return false;
-  return s[11] >= '0' && s[11] <= '7';
-}
 
 std::string format_int(int v) { return std::to_string(v); }
 
@@ -783,10 +776,8 @@ class Writer {
   std::string bus_id(int v) const {
     const std::string& name = s_.vertex(v).name;
     if (is_bus_id(name)) return name;
-    char buf[16];
-    std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%d", static_cast<unsigned>(machine_ & 0xffff),
-                  static_cast<unsigned>(v & 0xff), static_cast<unsigned>((v >> 8) & 0x1f), (v >> 13) & 7);
-    return buf;
+    const unsigned id = static_cast<unsigned>(v);
+    return format_bus_id(static_cast<unsigned>(machine_) & 0xffff, id & 0xff, (id >> 8) & 0x1f, (id >> 13) & 7);
   }
 
   void open(int depth, std::string_view name, const Attrs& attrs, bool has_children) {
@@ -981,6 +972,19 @@ bool pcie_speed_for(double bandwidth, double tolerance, std::string* speed, std:
     }
   }
   return false;
+}
+
+bool is_bus_id(std::string_view s) {
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9})
+    if (!is_hex(s[i])) return false;
+  return s[11] >= '0' && s[11] <= '7';
+}
+
+std::string format_bus_id(unsigned domain, unsigned bus, unsigned device, unsigned function) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%x", domain, bus, device, function);
+  return buf;
 }
 
 double default_pcie_bandwidth() { return 8 * (128.0 / 130.0) * 16 / 8 * kGB; }

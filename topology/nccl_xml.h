@@ -59,6 +59,11 @@ Result<double> pcie_link_bandwidth(std::string_view link_speed, std::string_view
 // 2.5 to 64 GT/s. False when none is.
 bool pcie_speed_for(double bandwidth, double tolerance, std::string* speed, std::string* width,
                     std::string_view first_width = {});
+// PCI addresses as NCCL's files and weft's vertex names write them, "DDDD:BB:DD.F" (hex, function
+// 0-7): whether `s` is one (either case), and the one of these numbers (lower case; a number out
+// of its field's range gives a string is_bus_id rejects).
+bool is_bus_id(std::string_view s);
+std::string format_bus_id(unsigned domain, unsigned bus, unsigned device, unsigned function);
 // The bandwidth pcie_link_bandwidth gives without speed and width: Gen3 x16, 15.75 GB/s.
 double default_pcie_bandwidth();
 // One NVLink of a GPU with compute capability `sm` (90 for H100), NCCL's per-generation values:

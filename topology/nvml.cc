@@ -53,17 +53,16 @@ struct NvmlApi {
 // errno says nothing about NVML's failures: the message carries dlerror's or NVML's words.
 Status nvml_error(std::string message) { return Status(StatusCode::kSystemError, "NVML: " + std::move(message)); }
 
-// The first of `names` the library exports, or null.
-void* symbol(void* lib, std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (void* s = dlsym(lib, n)) return s;
-  return nullptr;
-}
-
+// Points *fn at the first of `names` the library exports; false (and *fn null) when none is.
 template <typename F>
 bool bind(void* lib, F* fn, std::initializer_list<const char*> names) {
-  *fn = reinterpret_cast<F>(symbol(lib, names));
-  return *fn != nullptr;
+  *fn = nullptr;
+  for (const char* n : names)
+    if (void* s = dlsym(lib, n)) {
+      *fn = reinterpret_cast<F>(s);
+      return true;
+    }
+  return false;
 }
 
 Result<NvmlApi> load(const std::string& library) {
@@ -73,39 +72,37 @@ Result<NvmlApi> load(const std::string& library) {
     return nvml_error("cannot load " + library + ": " + (why != nullptr ? why : "unknown error"));
   }
   NvmlApi api{};
-  const char* missing = nullptr;
-  if (!bind(lib, &api.init, {"nvmlInit_v2", "nvmlInit"})) missing = "nvmlInit_v2";
-  if (!bind(lib, &api.shutdown, {"nvmlShutdown"})) missing = "nvmlShutdown";
-  if (!bind(lib, &api.error_string, {"nvmlErrorString"})) missing = "nvmlErrorString";
-  if (!bind(lib, &api.count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"})) missing = "nvmlDeviceGetCount_v2";
-  if (!bind(lib, &api.handle_by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}))
-    missing = "nvmlDeviceGetHandleByIndex_v2";
-  if (!bind(lib, &api.pci_info, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"}))
-    missing = "nvmlDeviceGetPciInfo_v3";
-  if (!bind(lib, &api.compute_capability, {"nvmlDeviceGetCudaComputeCapability"}))
-    missing = "nvmlDeviceGetCudaComputeCapability";
-  if (!bind(lib, &api.link_state, {"nvmlDeviceGetNvLinkState"})) missing = "nvmlDeviceGetNvLinkState";
-  if (!bind(lib, &api.link_remote_pci, {"nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"}))
-    missing = "nvmlDeviceGetNvLinkRemotePciInfo_v2";
-  bind(lib, &api.link_remote_type, {"nvmlDeviceGetNvLinkRemoteDeviceType"});
+  const char* missing = nullptr;  // the first entry point (by its preferred name) not found
+  auto need = [&](auto* fn, std::initializer_list<const char*> names) {
+    if (!bind(lib, fn, names) && missing == nullptr) missing = *names.begin();
+  };
+  need(&api.init, {"nvmlInit_v2", "nvmlInit"});
+  need(&api.shutdown, {"nvmlShutdown"});
+  need(&api.error_string, {"nvmlErrorString"});
+  need(&api.count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"});
+  need(&api.handle_by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
+  need(&api.pci_info, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"});
+  need(&api.compute_capability, {"nvmlDeviceGetCudaComputeCapability"});
+  need(&api.link_state, {"nvmlDeviceGetNvLinkState"});
+  need(&api.link_remote_pci, {"nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"});
+  bind(lib, &api.link_remote_type, {"nvmlDeviceGetNvLinkRemoteDeviceType"});  // optional
   if (missing != nullptr) return nvml_error(library + " has no " + missing);
   return api;
 }
 
-// "00000000:1B:00.0" (NVML) -> "0000:1b:00.0" (weft's and NCCL's form); "" when it is not a PCI
-// address (fields out of range included: a placeholder for a device off the PCI tree).
-std::string normal_bus_id(const char* text) {
-  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
-  char end = 0;
-  if (std::sscanf(text, "%x:%x:%x.%x%c", &domain, &bus, &dev, &fn, &end) != 4) return "";
-  if (domain > 0xffff || bus > 0xff || dev > 0x1f || fn > 7) return "";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%04x:%02x:%02x.%x", domain, bus, dev, fn);
-  return buf;
-}
-
 // The bus id text of a PCI answer (NUL-terminated by NVML; bounded here all the same).
 std::string bus_id_text(const nvmlPciInfo_t& pci) { return std::string(pci.busId, strnlen(pci.busId, sizeof(pci.busId))); }
+
+// Its address in weft's and NCCL's form ("00000000:1B:00.0" -> "0000:1b:00.0"); "" when it is not
+// a PCI address (fields out of range included: a placeholder for a device off the PCI tree).
+std::string normal_bus_id(const nvmlPciInfo_t& pci) {
+  const std::string text = bus_id_text(pci);
+  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+  char end = 0;
+  if (std::sscanf(text.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &dev, &fn, &end) != 4) return "";
+  std::string id = format_bus_id(domain, bus, dev, fn);
+  return is_bus_id(id) ? id : "";
+}
 
 class Session {
  public:
@@ -157,7 +154,7 @@ Result<std::vector<NvmlGpu>> query_nvml(const std::string& library) {
     nvmlPciInfo_t pci{};
     WEFT_TRY(session.check(api.pci_info(dev, &pci), "nvmlDeviceGetPciInfo_v3 of " + which));
     NvmlGpu gpu;
-    gpu.bus_id = normal_bus_id(bus_id_text(pci).c_str());
+    gpu.bus_id = normal_bus_id(pci);
     if (gpu.bus_id.empty()) return nvml_error(which + " has the malformed PCI bus id \"" + bus_id_text(pci) + "\"");
     int major = 0, minor = 0;
     WEFT_TRY(session.check(api.compute_capability(dev, &major, &minor), "nvmlDeviceGetCudaComputeCapability of " + which));
@@ -169,7 +166,7 @@ Result<std::vector<NvmlGpu>> query_nvml(const std::string& library) {
       if (api.link_state(dev, l, &state) != kNvmlSuccess || state != kNvmlFeatureEnabled) continue;
       RawLink link;
       nvmlPciInfo_t remote{};
-      if (api.link_remote_pci(dev, l, &remote) == kNvmlSuccess) link.remote = normal_bus_id(bus_id_text(remote).c_str());
+      if (api.link_remote_pci(dev, l, &remote) == kNvmlSuccess) link.remote = normal_bus_id(remote);
       if (api.link_remote_type != nullptr && api.link_remote_type(dev, l, &link.type) != kNvmlSuccess) link.type = -1;
       links.push_back(std::move(link));
     }

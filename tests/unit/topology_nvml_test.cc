@@ -86,57 +86,34 @@ TEST(Nvml, FailuresSayWhat) {
       << bad.status().message();
 }
 
-// Four GPUs below one PCIe switch, as hwloc finds them, without NVLinks.
-constexpr const char* kPciOnly = R"(<system version="1">
+// The stand-in's machine as NCCL's XML: four GPUs below one PCIe switch; with `nvlinks`, each
+// GPU's sm and NVLinks as NCCL writes them from NVML's answers, else only what hwloc finds.
+std::string machine_xml(bool nvlinks) {
+  const char* ids[] = {"0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0"};
+  std::string x = R"(<system version="1">
   <cpu numaid="0" affinity="0000ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
     <pci busid="0000:17:00.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16">
-      <pci busid="0000:1b:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="0"/></pci>
-      <pci busid="0000:43:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="1"/></pci>
-      <pci busid="0000:52:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="2"/></pci>
-      <pci busid="0000:61:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="3"/></pci>
-    </pci>
-  </cpu>
-</system>
 )";
-
-// The same machine as NCCL describes it from NVML's answers.
-constexpr const char* kWithNvLinks = R"(<system version="1">
-  <cpu numaid="0" affinity="0000ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
-    <pci busid="0000:17:00.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16">
-      <pci busid="0000:1b:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
-        <gpu dev="0" sm="90">
+  for (int g = 0; g < 4; ++g) {
+    x += std::string("      <pci busid=\"") + ids[g] + R"(" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">)" +
+         "\n        <gpu dev=\"" + std::to_string(g) + "\"";
+    if (!nvlinks) {
+      x += "/>\n      </pci>\n";
+      continue;
+    }
+    x += R"( sm="90">
           <nvlink target="0000:a0:00.0" count="4" tclass="0x068000"/>
           <nvlink target="0000:a1:00.0" count="4" tclass="0x068000"/>
-          <nvlink target="0000:43:00.0" count="2" tclass="0x030200"/>
-        </gpu>
-      </pci>
-      <pci busid="0000:43:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
-        <gpu dev="1" sm="90">
-          <nvlink target="0000:a0:00.0" count="4" tclass="0x068000"/>
-          <nvlink target="0000:a1:00.0" count="4" tclass="0x068000"/>
-          <nvlink target="0000:1b:00.0" count="2" tclass="0x030200"/>
-        </gpu>
-      </pci>
-      <pci busid="0000:52:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
-        <gpu dev="2" sm="90">
-          <nvlink target="0000:a0:00.0" count="4" tclass="0x068000"/>
-          <nvlink target="0000:a1:00.0" count="4" tclass="0x068000"/>
-        </gpu>
-      </pci>
-      <pci busid="0000:61:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16">
-        <gpu dev="3" sm="90">
-          <nvlink target="0000:a0:00.0" count="4" tclass="0x068000"/>
-          <nvlink target="0000:a1:00.0" count="4" tclass="0x068000"/>
-        </gpu>
-      </pci>
-    </pci>
-  </cpu>
-</system>
 )";
+    if (g < 2) x += std::string("          <nvlink target=\"") + ids[1 - g] + R"(" count="2" tclass="0x030200"/>)" + "\n";
+    x += "        </gpu>\n      </pci>\n";
+  }
+  return x + "    </pci>\n  </cpu>\n</system>\n";
+}
 
 TEST(Nvml, AddsWhatNcclsFileOfTheSameMachineSays) {
-  auto pci_only = read_nccl_xml(kPciOnly, "pci-only.xml");
-  auto expected = read_nccl_xml(kWithNvLinks, "with-nvlinks.xml");
+  auto pci_only = read_nccl_xml(machine_xml(false), "pci-only.xml");
+  auto expected = read_nccl_xml(machine_xml(true), "with-nvlinks.xml");
   ASSERT_TRUE(pci_only.ok()) << pci_only.status().message();
   ASSERT_TRUE(expected.ok()) << expected.status().message();
   System s = std::move(*pci_only);
