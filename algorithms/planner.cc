@@ -87,6 +87,7 @@ bool applicable(const CollectiveArgs& call, const Layout& l, Algorithm a) {
 Plan plan(const CollectiveArgs& a, const Layout& l, Algorithm algorithm, int rank) {
   Plan p;
   p.algorithm = algorithm;
+  p.slice_count = a.slice_count;
   p.program = find_algorithm(a.coll, algorithm)->generate(a, l, rank);
   p.index = index_program(p.program);
   return p;

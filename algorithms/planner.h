@@ -64,6 +64,7 @@ bool applicable(const CollectiveArgs& call, const Layout& l, Algorithm a);
 
 struct Plan {
   Algorithm algorithm = Algorithm::kRing;
+  size_t slice_count = 0;  // the call's, which the program is cut by
   Program program;
   ProgramIndex index;  // of `program`
 };

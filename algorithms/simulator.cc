@@ -1041,9 +1041,9 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
   return res;
 }
 
-double predict_seconds(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
-                       const topology::Cluster& cluster) {
-  if (!applicable(a, layout, algorithm)) return std::numeric_limits<double>::infinity();
+Prediction predict(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
+                   const topology::Cluster& cluster) {
+  if (!applicable(a, layout, algorithm)) return {};
   // Small calls in full; large ones with slices coarsened to 20,000 messages in all, which bounds
   // the cost (docs/SIMULATOR.md) and changes bandwidth-bound predictions by a few percent.
   SimOptions o;
@@ -1052,7 +1052,8 @@ double predict_seconds(const CollectiveArgs& a, const Layout& layout, Algorithm 
     o.max_messages = 20'000;
   }
   auto r = simulate_algorithm(a, layout, algorithm, cluster, o);
-  return r.ok() ? r->seconds : std::numeric_limits<double>::infinity();
+  if (!r.ok()) return {};
+  return {r->seconds, r->slice_count};
 }
 
 }  // namespace weft::algorithms

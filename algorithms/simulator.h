@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -111,12 +112,17 @@ Result<SimResult> simulate(const topology::Cluster& cluster, const Layout& layou
 Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
                                      const topology::Cluster& cluster, const SimOptions& options = {});
 
-// The tuner's entry point: the predicted seconds of `algorithm` for `a`, or +infinity when it does
-// not apply or cannot be simulated. Up to 64 ranks: every rank simulated (no folding), slices
-// coarsened only past 20,000 messages. Cost: generating every rank's program plus a few
-// microseconds per message; measured in docs/SIMULATOR.md (tens of microseconds to a few
-// milliseconds at N=8, up to tens of milliseconds at N=64). Cache the answers.
-double predict_seconds(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
-                       const topology::Cluster& cluster);
+// The tuner's entry point: the predicted seconds of `algorithm` for `a` (+infinity when it does
+// not apply or cannot be simulated) and the slice simulated (a.slice_count, or larger where the
+// slices were coarsened). Up to 64 ranks: every rank simulated (no folding), slices coarsened
+// only past 20,000 messages. Cost: generating every rank's program plus a few microseconds per
+// message; measured in docs/SIMULATOR.md (tens of microseconds to a few milliseconds at N=8, up
+// to tens of milliseconds at N=64). Cache the answers.
+struct Prediction {
+  double seconds = std::numeric_limits<double>::infinity();
+  size_t slice_count = 0;
+};
+Prediction predict(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
+                   const topology::Cluster& cluster);
 
 }  // namespace weft::algorithms

@@ -30,9 +30,9 @@ Result<TuneTable> TuneTable::parse(std::string_view text, std::string_view trans
     auto bad = [&](const std::string& what) {
       return invalid_argument(std::string(source) + ":" + std::to_string(lineno) + ": " + what);
     };
-    if (f.size() != 7)
-      return bad("expected 7 fields (transport collective nranks nodes min_bytes max_bytes algorithm), found " +
-                 std::to_string(f.size()));
+    if (f.size() != 7 && f.size() != 8)
+      return bad("expected 7 or 8 fields (transport collective nranks nodes min_bytes max_bytes algorithm "
+                 "[slice_bytes]), found " + std::to_string(f.size()));
     TuneEntry e;
     e.transport = std::string(normalised(f[0]));
     const auto coll = parse_collective(f[1]);
@@ -48,6 +48,8 @@ Result<TuneTable> TuneTable::parse(std::string_view text, std::string_view trans
     const auto algo = algorithm_by_name(f[6]);
     if (!algo) return bad("unknown algorithm '" + f[6] + "'");
     e.algorithm = *algo;
+    if (f.size() == 8 && (!to_number(f[7], &e.slice_bytes) || e.slice_bytes == 0))
+      return bad("bad slice_bytes '" + f[7] + "' (a byte count > 0)");
     if (e.transport == normalised(transport)) table.entries_.push_back(std::move(e));
   }
   return table;
@@ -61,11 +63,11 @@ Result<TuneTable> TuneTable::load(const std::string& path, std::string_view tran
   return parse(text.str(), transport, path);
 }
 
-std::optional<Algorithm> TuneTable::lookup(Collective coll, int nranks, int nodes, size_t bytes) const {
+const TuneEntry* TuneTable::lookup(Collective coll, int nranks, int nodes, size_t bytes) const {
   for (const TuneEntry& e : entries_)
     if (e.coll == coll && e.nranks == nranks && e.nodes == nodes && bytes >= e.min_bytes && bytes <= e.max_bytes)
-      return e.algorithm;
-  return std::nullopt;
+      return &e;
+  return nullptr;
 }
 
 }  // namespace weft::algorithms

@@ -1,9 +1,11 @@
-// A measured tuning table: which algorithm was fastest on this machine for a collective, rank
-// count, node count and size range. weft-tune (tools/weft-tune) writes it; the tuner prefers it to
-// the model where it has an entry (WEFT_TUNE_FILE names the file). One entry a line:
+// A measured tuning table: which algorithm (and, where measured, which pipeline slice) was fastest
+// on this machine for a collective, rank count, node count and size range. weft-tune
+// (tools/weft-tune) writes it; the tuner prefers it to the model where it has an entry
+// (WEFT_TUNE_FILE names the file). One entry a line, the slice optional:
 //
-//   # transport collective nranks nodes min_bytes max_bytes algorithm
+//   # transport collective nranks nodes min_bytes max_bytes algorithm [slice_bytes]
 //   shm allreduce 2 1 0 4096 recursive_doubling
+//   shm allreduce 2 1 4097 268435456 ring 131072
 //
 // Bytes are nccl-tests' size of the whole call (all ranks' blocks for the per-rank collectives),
 // the range inclusive. '#' starts a comment. Entries for other transports are kept out of the
@@ -28,6 +30,7 @@ struct TuneEntry {
   int nranks = 0, nodes = 0;
   size_t min_bytes = 0, max_bytes = 0;
   Algorithm algorithm = Algorithm::kRing;
+  size_t slice_bytes = 0;  // 0: not measured (the tuner picks the slice)
 };
 
 class TuneTable {
@@ -38,8 +41,8 @@ class TuneTable {
   // Reads and parses the file at `path`.
   static Result<TuneTable> load(const std::string& path, std::string_view transport);
 
-  // The algorithm of the first entry covering the call, if any.
-  std::optional<Algorithm> lookup(Collective coll, int nranks, int nodes, size_t bytes) const;
+  // The first entry covering the call, or nullptr.
+  const TuneEntry* lookup(Collective coll, int nranks, int nodes, size_t bytes) const;
   const std::vector<TuneEntry>& entries() const { return entries_; }
 
  private:

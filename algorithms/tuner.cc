@@ -1,5 +1,6 @@
 #include "algorithms/tuner.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "algorithms/simulator.h"
@@ -8,6 +9,7 @@ namespace weft::algorithms {
 
 namespace {
 constexpr size_t kCacheEntries = 4096;  // distinct call shapes remembered
+constexpr double kSliceMargin = 0.03;   // how much faster a non-default slice must be predicted
 }  // namespace
 
 std::vector<Algorithm> candidates(const CollectiveArgs& a, const Layout& l, const AlgoFilter& filter) {
@@ -41,28 +43,64 @@ Result<topology::Cluster> machine_model(const Layout& l, std::string_view transp
 Tuner::Tuner(Layout layout, AlgoFilter filter, std::optional<topology::Cluster> model, TuneTable table)
     : layout_(std::move(layout)), filter_(filter), model_(std::move(model)), table_(std::move(table)) {}
 
-Tuner::Choice Tuner::decide(const CollectiveArgs& a) const {
-  const std::vector<Algorithm> cands = candidates(a, layout_, filter_);
-  if (cands.size() == 1) return {cands.front(), "order"};
-  const size_t bytes = a.count * dtype_size(a.dtype) * (count_is_per_rank(a.coll) ? static_cast<size_t>(a.nranks) : 1);
-  if (auto t = table_.lookup(a.coll, a.nranks, layout_.node_count(), bytes)) {
-    for (Algorithm c : cands)
-      if (c == *t) return {c, "table"};
-  }
-  if (!model_) return {cands.front(), "order"};
-  Algorithm best = cands.front();
-  double best_seconds = std::numeric_limits<double>::infinity();
-  for (Algorithm c : cands) {
-    const double s = predict_seconds(a, layout_, c, *model_);
-    if (s < best_seconds) {
-      best_seconds = s;
-      best = c;
-    }
-  }
-  return {best, best_seconds < std::numeric_limits<double>::infinity() ? "model" : "order"};
+namespace {
+
+// nccl-tests' size of the call: every rank's block for the per-rank collectives.
+size_t call_bytes(const CollectiveArgs& a) {
+  return a.count * dtype_size(a.dtype) * (count_is_per_rank(a.coll) ? static_cast<size_t>(a.nranks) : 1);
 }
 
-Tuner::Choice Tuner::cached(const CollectiveArgs& call) const {
+}  // namespace
+
+size_t slice_elements(size_t bytes, DataType dtype) { return std::max<size_t>(1, bytes / std::max<size_t>(1, dtype_size(dtype))); }
+
+std::vector<size_t> slice_candidates(const CollectiveArgs& a) {
+  std::vector<size_t> out{slice_elements(kDefaultSliceBytes, a.dtype)};
+  const size_t bytes = call_bytes(a);
+  for (size_t kib : {64, 128, 256, 1024, 2048})
+    if (kib * 1024 < bytes) out.push_back(slice_elements(kib * 1024, a.dtype));
+  return out;
+}
+
+TunedCall Tuner::decide(const CollectiveArgs& a) const {
+  std::vector<Algorithm> cands = candidates(a, layout_, filter_);
+  std::vector<size_t> slices = a.slice_count > 0 ? std::vector<size_t>{a.slice_count} : slice_candidates(a);
+  std::string_view fallback = "order";  // the reason when no prediction decides
+  if (const TuneEntry* t = table_.lookup(a.coll, a.nranks, layout_.node_count(), call_bytes(a));
+      t != nullptr && std::find(cands.begin(), cands.end(), t->algorithm) != cands.end()) {
+    cands = {t->algorithm};
+    fallback = "table";
+    if (a.slice_count == 0 && t->slice_bytes > 0) slices = {slice_elements(t->slice_bytes, a.dtype)};
+  }
+  TunedCall best{cands.front(), slices.front(), fallback};
+  if (!model_ || (cands.size() == 1 && slices.size() == 1)) return best;
+  const double inf = std::numeric_limits<double>::infinity();
+  double best_seconds = inf;
+  // Returns the prediction, or +infinity where the simulator had to coarsen a slice other than
+  // the first (its answer would be another candidate's). A slice other than the first must beat
+  // the best so far by kSliceMargin: the model folds per-message overheads into alpha, so a
+  // smaller slice predicted a hair faster is not worth its extra steps.
+  auto consider = [&](Algorithm c, size_t slice, bool first) {
+    CollectiveArgs trial = a;
+    trial.slice_count = slice;
+    const Prediction p = predict(trial, layout_, c, *model_);
+    if (!first && p.slice_count != slice) return inf;
+    if (p.seconds < (first ? 1.0 : 1.0 - kSliceMargin) * best_seconds) {
+      best_seconds = p.seconds;
+      best = {c, slice, fallback == "table" ? fallback : std::string_view("model")};
+    }
+    return p.seconds;
+  };
+  std::vector<double> at_first;
+  for (Algorithm c : cands) at_first.push_back(consider(c, slices.front(), true));
+  const double first_best = best_seconds;
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (at_first[i] <= 2 * first_best)
+      for (size_t k = 1; k < slices.size(); ++k) consider(cands[i], slices[k], false);
+  return best;
+}
+
+TunedCall Tuner::choose(const CollectiveArgs& call) const {
   // Decide on what every rank of the call shares: in-place is each rank's own (NCCL lets the root
   // of a broadcast run in place while the others do not), so it must not sway the choice.
   CollectiveArgs a = call;
@@ -75,9 +113,5 @@ Tuner::Choice Tuner::cached(const CollectiveArgs& call) const {
   if (cache_.size() >= kCacheEntries) cache_.clear();
   return cache_.emplace(key, decide(a)).first->second;
 }
-
-Algorithm Tuner::choose(const CollectiveArgs& a) const { return cached(a).algorithm; }
-
-std::string_view Tuner::reason(const CollectiveArgs& a) const { return cached(a).reason; }
 
 }  // namespace weft::algorithms

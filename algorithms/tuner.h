@@ -1,11 +1,16 @@
-// The tuner: which algorithm runs a call. Candidates are the algorithms applicable to the call on
-// the layout that the user's filter allows (all applicable ones when the filter leaves none).
-// Among them the tuner takes, in this order of preference:
+// The tuner: which algorithm, with which pipeline slice, runs a call. Candidates are the
+// algorithms applicable to the call on the layout that the user's filter allows (all applicable
+// ones when the filter leaves none). Among them the tuner takes, in this order of preference:
 //   1. the algorithm a measured tuning table (weft-tune, WEFT_TUNE_FILE) names for the call's
 //      collective, rank count, node count and size, when it is a candidate;
 //   2. the one the simulator predicts fastest on the communicator's machine model (this machine's
 //      calibrated shm/tcp models placed as the layout says; ties go to table order);
 //   3. without a model (a non-uniform layout): the first candidate in table order.
+// The slice: the call's own when it has one (a.slice_count > 0: WEFT_SLICE_BYTES); else the
+// table's when its entry names one; else, with a model, the slice of slice_candidates() the
+// simulator predicts fastest for the algorithm (every algorithm is first ranked at the default
+// slice; those within 2x of the best are then tried at the other slices, which must be predicted
+// 3% faster than the best so far to be taken); else the default.
 // Every rank makes the same choice: the inputs (the call without its rank-local in-place flag,
 // layout, model, table) are the same on every rank and the prediction is deterministic.
 // Thread-safety: candidates() is pure; Tuner is thread-safe (its cache is locked).
@@ -29,28 +34,40 @@ namespace weft::algorithms {
 // The algorithms that may run `a` on `l` under `filter`, in table order.
 std::vector<Algorithm> candidates(const CollectiveArgs& a, const Layout& l, const AlgoFilter& filter);
 
+// The pipeline slice a call gets when neither the user nor a table fixes it and no model ranks
+// the others (WEFT_SLICE_BYTES's documented default).
+constexpr size_t kDefaultSliceBytes = size_t{512} << 10;
+// A slice of `bytes` in elements of `dtype` (at least 1), as WEFT_SLICE_BYTES is applied.
+size_t slice_elements(size_t bytes, DataType dtype);
+// The slices, in elements, the tuner tries for `a` (a.slice_count ignored): the default first,
+// then 64 KiB, 128 KiB, 256 KiB, 1 MiB and 2 MiB where they are smaller than the call's largest
+// buffer (a slice that covers the buffer pipelines nothing, as the default then does too).
+std::vector<size_t> slice_candidates(const CollectiveArgs& a);
+
 // The machine model for `l` on this machine: one node -> the calibrated "shm:R" (or "tcp:R" when
 // transport is "tcp"); K uniform nodes -> K nodes of that, joined node to node by one TCP link
 // each (the calibrated tcp model). Error for a layout with unequal nodes.
 Result<topology::Cluster> machine_model(const Layout& l, std::string_view transport);
+
+// What runs a call: the algorithm, its slice, and why the algorithm was picked ("table", "model"
+// or "order").
+struct TunedCall {
+  Algorithm algorithm = Algorithm::kRing;
+  size_t slice_count = 0;  // elements per pipeline slice, >= 1
+  std::string_view reason;
+};
 
 class Tuner {
  public:
   Tuner() = default;
   Tuner(Layout layout, AlgoFilter filter, std::optional<topology::Cluster> model, TuneTable table);
 
-  // REQUIRES: a.coll != kSendRecv; a.nranks == the layout's.
-  Algorithm choose(const CollectiveArgs& a) const;
-  // Why choose() picked what it did: "table", "model" or "order".
-  std::string_view reason(const CollectiveArgs& a) const;
+  // REQUIRES: a.coll != kSendRecv; a.nranks == the layout's. a.slice_count == 0: the tuner picks
+  // the slice too.
+  TunedCall choose(const CollectiveArgs& a) const;
 
  private:
-  struct Choice {
-    Algorithm algorithm;
-    std::string_view reason;
-  };
-  Choice decide(const CollectiveArgs& a) const;
-  Choice cached(const CollectiveArgs& a) const;
+  TunedCall decide(const CollectiveArgs& a) const;
 
   Layout layout_;
   AlgoFilter filter_;
@@ -58,7 +75,7 @@ class Tuner {
   TuneTable table_;
   using Key = std::tuple<int, size_t, int, int, int, size_t>;
   mutable std::mutex mu_;
-  mutable std::map<Key, Choice> cache_;
+  mutable std::map<Key, TunedCall> cache_;
 };
 
 }  // namespace weft::algorithms

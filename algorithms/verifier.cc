@@ -5,11 +5,10 @@
 #include "algorithms/access_map.h"
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
-#include <unordered_map>
 
 namespace weft::algorithms {
 namespace {
@@ -130,6 +129,23 @@ struct Message {
   uint32_t send_step;
 };
 
+// The messages sent to one rank on one (peer, channel), oldest first: a vector and a read
+// position (a deque's smallest block would cost ~0.5 KiB per pair, N^2 pairs for all-to-all).
+struct Inbox {
+  std::vector<Message> q;
+  uint32_t head = 0;
+  bool empty() const { return head == q.size(); }
+  void push(Message m) { q.push_back(std::move(m)); }
+  Message pop() {
+    Message m = std::move(q[head++]);
+    if (empty()) {
+      q.clear();
+      head = 0;
+    }
+    return m;
+  }
+};
+
 enum class State : uint8_t { kWaiting, kPosted, kDone };
 
 // One rank's memory and execution state.
@@ -144,11 +160,9 @@ struct Rank {
   std::vector<State> state;
   ProgramIndex index;              // dependents and FIFOs (queues)
   std::vector<size_t> head;        // per FIFO: the position of its next step
+  std::vector<Inbox> inbox;        // per link (index.links): messages that arrived
+  std::vector<uint32_t> recv_fifo; // per link: its receive FIFO, or kNoFifo
 };
-
-uint64_t fifo_key(int from, int to, int channel) {
-  return (static_cast<uint64_t>(from) << 40) | (static_cast<uint64_t>(to) << 16) | static_cast<uint64_t>(channel & 0xffff);
-}
 
 class Machine {
  public:
@@ -222,10 +236,10 @@ class Machine {
       }
       k.index = index_program(p);
       k.head.assign(k.index.fifos.size(), 0);
-      for (uint32_t f = 0; f < k.index.fifos.size(); ++f) {
-        const ProgramIndex::Fifo& fifo = k.index.fifos[f];
-        if (!fifo.is_send) recv_queue_[fifo_key(fifo.peer, r, fifo.channel)] = f;
-      }
+      k.inbox.resize(k.index.links.size());
+      k.recv_fifo.assign(k.index.links.size(), ProgramIndex::kNoFifo);
+      for (uint32_t f = 0; f < k.index.fifos.size(); ++f)
+        if (!k.index.fifos[f].is_send) k.recv_fifo[k.index.fifos[f].link] = f;
       WEFT_TRY(check_races(r));
     }
     return Status();
@@ -306,6 +320,15 @@ class Machine {
     return steps[k.head[fifo]];
   }
 
+  // Rank `to`'s link to `from` on `channel`, or nullopt when its program has none.
+  std::optional<uint32_t> link_of(int to, int from, int channel) const {
+    const auto& links = ranks_[to].index.links;
+    const ProgramIndex::Link want{from, channel};
+    const auto it = std::lower_bound(links.begin(), links.end(), want);
+    if (it == links.end() || *it != want) return std::nullopt;
+    return static_cast<uint32_t>(it - links.begin());
+  }
+
   void advance(int r, uint32_t fifo) {
     ++ranks_[r].head[fifo];
     if (auto next = head_of(r, fifo)) work_.push_back({r, *next});
@@ -321,21 +344,25 @@ class Machine {
       case StepKind::kSend: {
         Message m{{}, r, s};
         WEFT_TRY(read(r, s, st.src, m.data));
-        fifos_[fifo_key(r, st.peer, st.channel)].push_back(std::move(m));
         k.state[s] = State::kPosted;
         advance(r, queue);
+        const auto link = link_of(st.peer, r, st.channel);
+        if (!link) {  // the peer never receives from us on this channel
+          if (!unreceived_) unreceived_ = {r, s};
+          return Status();
+        }
+        ranks_[st.peer].inbox[*link].push(std::move(m));
         // The receiver's head receive from us may now proceed.
-        auto it = recv_queue_.find(fifo_key(r, st.peer, st.channel));
-        if (it != recv_queue_.end())
-          if (auto next = head_of(st.peer, it->second)) work_.push_back({st.peer, *next});
+        const uint32_t recv = ranks_[st.peer].recv_fifo[*link];
+        if (recv != ProgramIndex::kNoFifo)
+          if (auto next = head_of(st.peer, recv)) work_.push_back({st.peer, *next});
         return Status();
       }
       case StepKind::kRecv:
       case StepKind::kRecvReduce: {
-        auto& fifo = fifos_[fifo_key(st.peer, r, st.channel)];
-        if (fifo.empty()) return Status();
-        Message m = std::move(fifo.front());
-        fifo.pop_front();
+        Inbox& inbox = k.inbox[k.index.fifos[queue].link];
+        if (inbox.empty()) return Status();
+        Message m = inbox.pop();
         if (m.data.size() != st.dst.count)
           return fail(r, s, "expects " + std::to_string(st.dst.count) + " elements but " + step_name(m.from, m.send_step) +
                                 " sent " + std::to_string(m.data.size()));
@@ -414,9 +441,11 @@ class Machine {
       }
     }
     if (!stuck.empty()) return invalid_usage(describe(a_) + " on " + std::to_string(n()) + " ranks deadlocks:" + stuck);
-    for (const auto& [key, fifo] : fifos_)
-      if (!fifo.empty())
-        return fail(fifo.front().from, fifo.front().send_step, "sends a message nobody receives");
+    if (unreceived_) return fail(unreceived_->first, unreceived_->second, "sends a message nobody receives");
+    for (const Rank& k : ranks_)
+      for (const Inbox& inbox : k.inbox)
+        if (!inbox.empty())
+          return fail(inbox.q[inbox.head].from, inbox.q[inbox.head].send_step, "sends a message nobody receives");
     return Status();
   }
 
@@ -537,8 +566,7 @@ class Machine {
   const std::vector<Program>& programs_;
   std::vector<Rank> ranks_;
   std::vector<std::pair<int, uint32_t>> work_;
-  std::unordered_map<uint64_t, std::deque<Message>> fifos_;
-  std::unordered_map<uint64_t, uint32_t> recv_queue_;  // fifo (from, to, ch) -> `to`'s receive queue
+  std::optional<std::pair<int, uint32_t>> unreceived_;  // the first send to a rank with no such link
   std::vector<Value> scratch_;
   std::vector<uint32_t> seen_, stack_;
   uint32_t stamp_ = 0;

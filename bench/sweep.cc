@@ -22,6 +22,13 @@ bool parse_bytes(const char* text, size_t* out) {
   return true;
 }
 
+std::string format_bytes(size_t b) {
+  if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0) return std::to_string(b >> 30) + "G";
+  if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0) return std::to_string(b >> 20) + "M";
+  if (b >= (size_t{1} << 10) && b % (size_t{1} << 10) == 0) return std::to_string(b >> 10) + "K";
+  return std::to_string(b);
+}
+
 bool take_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std::string* error) {
   const std::string flag = argv[*i];
   if (flag == "--csv" || flag == "--json") {
@@ -73,18 +80,18 @@ void RowPrinter::row(const ResultRow& r) {
   if (format_ == RowFormat::kCsv) {
     if (rows_ == 0)
       std::fprintf(out_, "library,algorithm,collective,transport,nranks,dtype,op,in_place,bytes,count,time_us,algbw_gbs,"
-                         "busbw_gbs,wrong\n");
-    std::fprintf(out_, "%s,%s,%s,%s,%d,%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%lld\n", r.library.c_str(), r.algorithm.c_str(),
+                         "busbw_gbs,wrong,slice_bytes\n");
+    std::fprintf(out_, "%s,%s,%s,%s,%d,%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%lld,%zu\n", r.library.c_str(), r.algorithm.c_str(),
                  r.collective.c_str(), r.transport.c_str(), r.nranks, r.dtype.c_str(), r.op.c_str(), r.in_place ? 1 : 0,
-                 r.bytes, r.count, r.time_us, r.algbw, r.busbw, wrong);
+                 r.bytes, r.count, r.time_us, r.algbw, r.busbw, wrong, r.slice_bytes);
   } else if (format_ == RowFormat::kJson) {
     std::fprintf(out_,
                  "%s\n  {\"library\": \"%s\", \"algorithm\": \"%s\", \"collective\": \"%s\", \"transport\": \"%s\", "
                  "\"nranks\": %d, \"dtype\": \"%s\", \"op\": \"%s\", \"in_place\": %s, \"bytes\": %zu, \"count\": %zu, "
-                 "\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, \"wrong\": %lld}",
+                 "\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, \"wrong\": %lld, \"slice_bytes\": %zu}",
                  rows_ == 0 ? "[" : ",", r.library.c_str(), r.algorithm.c_str(), r.collective.c_str(), r.transport.c_str(),
                  r.nranks, r.dtype.c_str(), r.op.c_str(), r.in_place ? "true" : "false", r.bytes, r.count, r.time_us,
-                 r.algbw, r.busbw, wrong);
+                 r.algbw, r.busbw, wrong, r.slice_bytes);
   }
   ++rows_;
   std::fflush(out_);

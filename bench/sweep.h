@@ -13,6 +13,8 @@ namespace weft::bench {
 
 // "8", "64K", "1.5M", "2G", "32MB": bytes (K/M/G are powers of 1024). False on anything else.
 bool parse_bytes(const char* text, size_t* out);
+// The other way: "512K", "2M", "1G" where the unit divides evenly, else plain bytes.
+std::string format_bytes(size_t bytes);
 
 // The sizes from min to max: each the previous times factor, or plus step when step > 0; max is
 // always the last one.
@@ -29,6 +31,7 @@ struct ResultRow {
   size_t bytes = 0, count = 0;  // nccl-tests' size and count
   double time_us = 0, algbw = 0, busbw = 0;
   uint64_t wrong = 0;  // -1 (all ones) when not checked
+  size_t slice_bytes = 0;  // weft's pipeline slice (the tuner's or WEFT_SLICE_BYTES); 0: none
 };
 
 enum class RowFormat { kTable, kCsv, kJson };

@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
     std::printf("#\n# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "", "", "", "", "", "out-of-place", "", "", "",
                 "in-place", "", "", "");  // the algorithm column follows the nccl-tests ones
     std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s  %s\n", "size", "count", "type", "redop", "root",
-                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "algorithm");
+                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "algorithm slice");
     std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
                 "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     std::fflush(stdout);
@@ -265,9 +265,11 @@ int main(int argc, char** argv) {
       ran.count = count;
       ran.dtype = o.dtype;
       ran.op = o.op;
-      const std::string algorithm = o.coll == Collective::kSendRecv
-                                        ? "group"
-                                        : std::string(weft::algorithms::algorithm_name(comm.state().algorithm_for(ran)));
+      weft::algorithms::TunedCall tuned;
+      if (o.coll != Collective::kSendRecv) tuned = comm.state().tuned_for(ran);
+      const std::string algorithm =
+          o.coll == Collective::kSendRecv ? "group" : std::string(weft::algorithms::algorithm_name(tuned.algorithm));
+      const size_t slice_bytes = tuned.slice_count * weft::dtype_size(o.dtype);
       if (table)
         std::printf("  %10zu %12zu %8s %6s %6d", size, count * blocks, std::string(weft::dtype_name(o.dtype)).c_str(),
                     has_op ? std::string(weft::op_name(o.op)).c_str() : "none", has_root ? o.root : -1);
@@ -295,12 +297,14 @@ int main(int argc, char** argv) {
         row.algbw = algbw;
         row.busbw = algbw * factor;
         row.wrong = o.check ? wrong[place] : ~uint64_t{0};
+        row.slice_bytes = slice_bytes;
         printer.row(row);
         bus_sum += algbw * factor;
         ++bus_points;
         total_wrong += wrong[place];
       }
-      if (table) std::printf("  %s\n", algorithm.c_str());
+      if (table)
+        std::printf("  %s %s\n", algorithm.c_str(), slice_bytes > 0 ? weft::bench::format_bytes(slice_bytes).c_str() : "-");
       std::fflush(stdout);
     }
   }

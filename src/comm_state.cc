@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 
 #include "algorithms/tuner.h"
 #include "topology/discover.h"
@@ -64,7 +65,37 @@ Result<std::vector<std::vector<uint8_t>>> allgather_blobs(Bootstrap& bs, const s
   return out;
 }
 
-// Card layout: [u32 len][node][u32 len][shm card][u32 len][tcp card].
+// The settings that decide which program each rank runs, one "NAME=value" line each: a rank
+// whose settings differ would run another program and leave its peers waiting, so init compares
+// them (the measured table by its entries, which may sit under different paths).
+std::string program_settings(const Config& c, const algorithms::TuneTable& table) {
+  std::string entries;
+  for (const algorithms::TuneEntry& e : table.entries())
+    entries += std::string(algorithms::collective_name(e.coll)) + " " + std::to_string(e.nranks) + " " +
+               std::to_string(e.nodes) + " " + std::to_string(e.min_bytes) + " " + std::to_string(e.max_bytes) + " " +
+               std::string(algorithms::algorithm_name(e.algorithm)) + " " + std::to_string(e.slice_bytes) + ";";
+  const std::string tuned = table.entries().empty()
+                                ? "(no entries)"
+                                : std::to_string(table.entries().size()) + " entries, digest " +
+                                      std::to_string(hash_bytes(reinterpret_cast<const uint8_t*>(entries.data()), entries.size()));
+  return "WEFT_ALGO=" + c.algo + "\nWEFT_SLICE_BYTES=" + (c.slice_bytes == 0 ? "(unset)" : std::to_string(c.slice_bytes)) +
+         "\nWEFT_TRANSPORT=" + c.transport + "\nWEFT_TORUS=" + c.torus + "\nWEFT_TUNE_FILE table=" + tuned;
+}
+
+// The first line where `theirs` differs from `mine`, as (mine, theirs); empty when they agree.
+std::pair<std::string, std::string> first_difference(const std::string& mine, const std::string& theirs) {
+  std::istringstream a(mine), b(theirs);
+  std::string x, y;
+  while (true) {
+    const bool more_a = static_cast<bool>(std::getline(a, x)), more_b = static_cast<bool>(std::getline(b, y));
+    if (!more_a && !more_b) return {};
+    if (!more_a) x = "(nothing)";
+    if (!more_b) y = "(nothing)";
+    if (x != y) return {x, y};
+  }
+}
+
+// Card layout: [u32 len][node][u32 len][shm card][u32 len][tcp card][u32 len][program settings].
 void put_blob(std::vector<uint8_t>& out, const std::vector<uint8_t>& blob) {
   const uint32_t len = static_cast<uint32_t>(blob.size());
   const auto* p = reinterpret_cast<const uint8_t*>(&len);
@@ -148,21 +179,40 @@ Status CommState::init(const UniqueId& id) {
   WEFT_TRY(tcp);
   tcp_ = std::move(*tcp);
 
+  // A measured table, if one is named: part of the settings every rank must share.
+  algorithms::TuneTable table;
+  if (!config_.tune_file.empty()) {
+    auto t = algorithms::TuneTable::load(config_.tune_file, config_.transport);
+    WEFT_TRY(t);
+    table = std::move(*t);
+  }
+  const std::string settings = program_settings(config_, table);
+
   std::vector<uint8_t> card;
   put_blob(card, std::vector<uint8_t>(ctx.node.begin(), ctx.node.end()));
   put_blob(card, shm_->local_card());
   put_blob(card, tcp_->local_card());
+  put_blob(card, std::vector<uint8_t>(settings.begin(), settings.end()));
   auto cards = allgather_blobs(*bootstrap_, card, deadline);
   WEFT_TRY(cards);
   std::vector<std::vector<uint8_t>> shm_cards(static_cast<size_t>(nranks_)), tcp_cards(static_cast<size_t>(nranks_));
+  std::vector<std::string> settings_of(static_cast<size_t>(nranks_));
   nodes_.resize(static_cast<size_t>(nranks_));
   for (size_t r = 0; r < static_cast<size_t>(nranks_); ++r) {
     size_t pos = 0;
-    std::vector<uint8_t> node;
+    std::vector<uint8_t> node, theirs;
     if (!take_blob((*cards)[r], pos, node) || !take_blob((*cards)[r], pos, shm_cards[r]) ||
-        !take_blob((*cards)[r], pos, tcp_cards[r]))
+        !take_blob((*cards)[r], pos, tcp_cards[r]) || !take_blob((*cards)[r], pos, theirs))
       return internal_error("rank " + std::to_string(r) + " sent a malformed card");
     nodes_[r].assign(node.begin(), node.end());
+    settings_of[r].assign(theirs.begin(), theirs.end());
+  }
+  // Every rank compares every rank with rank 0, so all fail alike, naming the same two.
+  for (size_t r = 1; r < static_cast<size_t>(nranks_); ++r) {
+    const auto [first, other] = first_difference(settings_of[0], settings_of[r]);
+    if (!first.empty())
+      return invalid_usage("rank " + std::to_string(r) + " has " + other + " but rank 0 has " + first +
+                           ": these settings decide every rank's programs and must be the same on every rank");
   }
   std::vector<int> torus = std::move(layout_.torus);
   layout_ = algorithms::Layout::from_node_names(nodes_);
@@ -170,13 +220,7 @@ Status CommState::init(const UniqueId& id) {
   cpu_set_t cpus;
   const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   oversubscribed_ = static_cast<int>(layout_.nodes[static_cast<size_t>(layout_.node_of(rank_))].size()) > usable;
-  // The tuner: the user's filter, a measured table if one is named, this machine's model.
-  algorithms::TuneTable table;
-  if (!config_.tune_file.empty()) {
-    auto t = algorithms::TuneTable::load(config_.tune_file, config_.transport);
-    WEFT_TRY(t);
-    table = std::move(*t);
-  }
+  // The tuner: the user's filter, the measured table, this machine's model.
   auto model = algorithms::machine_model(layout_, config_.transport);
   if (topo.cluster) {
     if (fits(*topo.cluster, layout_)) {
@@ -385,7 +429,8 @@ void CommState::worker_loop() {
   }
 }
 
-algorithms::Algorithm CommState::algorithm_for(const algorithms::CollectiveArgs& a) const {
+algorithms::TunedCall CommState::tuned_for(algorithms::CollectiveArgs a) const {
+  a.slice_count = config_.slice_bytes == 0 ? 0 : algorithms::slice_elements(config_.slice_bytes, a.dtype);
   return tuner_->choose(a);
 }
 
@@ -419,9 +464,13 @@ Status CommState::execute(Operation& op) {
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       if (plans_.size() >= kPlanCacheEntries) plans_.clear();
-      it = plans_.emplace(key, algorithms::plan(a, layout_, algorithm_for(a), rank_)).first;
+      const algorithms::TunedCall pick = tuned_for(a);
+      algorithms::CollectiveArgs tuned = a;
+      tuned.slice_count = pick.slice_count;
+      it = plans_.emplace(key, algorithms::plan(tuned, layout_, pick.algorithm, rank_)).first;
     }
     plan = &it->second;
+    spec.args.slice_count = plan->slice_count;
     spec.seq = coll_seq_++;
     spec.bindings.in = const_cast<void*>(op.send);
     spec.bindings.out = op.recv;

@@ -56,8 +56,9 @@ class CommState : public ConnectionSource {
   const std::vector<std::string>& nodes() const { return nodes_; }
   // Where the ranks sit (nodes from the identities above, the torus from WEFT_TORUS).
   const algorithms::Layout& layout() const { return layout_; }
-  // The algorithm this communicator runs `a` with (the tuner's pick under WEFT_ALGO).
-  algorithms::Algorithm algorithm_for(const algorithms::CollectiveArgs& a) const;
+  // What this communicator runs `a` with: the tuner's algorithm (under WEFT_ALGO) and slice
+  // (WEFT_SLICE_BYTES when set; a.slice_count is ignored).
+  algorithms::TunedCall tuned_for(algorithms::CollectiveArgs a) const;
 
   // Queues `op` (already validated) and returns. The op completes later with its outcome.
   // Device buffers: the op is ordered after the work already on op->stream (and, when

@@ -117,7 +117,6 @@ Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void
 
 Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv) {
   a.nranks = st.nranks();
-  a.slice_count = std::max<size_t>(1, st.config().slice_bytes / std::max<size_t>(1, dtype_size(a.dtype)));
   Status s = check_collective(st, a, send, recv);
   if (!s.ok()) return failed(std::move(s));
   auto op = std::make_shared<Operation>();

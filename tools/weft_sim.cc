@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "algorithms/planner.h"
+#include "bench/sweep.h"
 #include "algorithms/simulator.h"
+#include "algorithms/tuner.h"
 #include "topology/cluster.h"
 
 namespace {
@@ -59,7 +61,7 @@ struct Options {
   weft::DataType dtype = weft::DataType::kFloat32;
   weft::RedOp op = weft::RedOp::kSum;
   int root = 0;
-  size_t slice_bytes = size_t{512} << 10;
+  size_t slice_bytes = weft::algorithms::kDefaultSliceBytes;
   uint64_t budget = 1'000'000;
   bool exact = false, links = false, time = false, csv = false;
   int threads = std::max(1u, std::min(2u, std::thread::hardware_concurrency()));
@@ -88,13 +90,6 @@ bool parse_bytes(std::string_view text, size_t* out) {
   if (((v << shift) >> shift) != v) return false;
   *out = static_cast<size_t>(v << shift);
   return true;
-}
-
-std::string human_bytes(size_t b) {
-  if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0) return std::to_string(b >> 30) + "G";
-  if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0) return std::to_string(b >> 20) + "M";
-  if (b >= (size_t{1} << 10) && b % (size_t{1} << 10) == 0) return std::to_string(b >> 10) + "K";
-  return std::to_string(b);
 }
 
 // Returns an exit code, or -1 to go on.
@@ -213,7 +208,7 @@ int main(int argc, char** argv) {
   } else {
     std::printf("# weft-sim %s on %s: %d ranks (%s), %s %s, slice %s\n", cname.c_str(), cluster->spec().name.c_str(),
                 n, layout.describe().c_str(), std::string(weft::dtype_name(o.dtype)).c_str(),
-                std::string(weft::op_name(o.op)).c_str(), human_bytes(o.slice_bytes).c_str());
+                std::string(weft::op_name(o.op)).c_str(), weft::bench::format_bytes(o.slice_bytes).c_str());
     std::printf("# cluster: %s\n", cluster->describe().c_str());
     std::printf("#%11s %12s  %-18s %12s %8s %8s  %s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
                 "busbw", o.time ? "sim(s)  notes" : "notes");
@@ -229,7 +224,7 @@ int main(int argc, char** argv) {
     a.op = o.op;
     a.root = o.root;
     a.count = bytes / elem / (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
-    a.slice_count = std::max<size_t>(1, o.slice_bytes / elem);
+    a.slice_count = weft::algorithms::slice_elements(o.slice_bytes, o.dtype);
     const size_t total = a.count * elem * (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
     struct Row {
       Algorithm algo;
@@ -276,7 +271,7 @@ int main(int argc, char** argv) {
       if (row.r.period > 0)
         notes += std::string(row.r.approximate ? "~" : "") + (row.r.xor_symmetry ? "xor" : "shift") +
                  "-folded:" + std::to_string(row.r.period) + " ";
-      if (row.r.coarsened) notes += "slice:" + human_bytes(slice_bytes) + " ";
+      if (row.r.coarsened) notes += "slice:" + weft::bench::format_bytes(slice_bytes) + " ";
       if (row.r.padded) notes += "count:" + std::to_string(row.r.count) + " ";
       char wall[32] = "";
       if (o.time) std::snprintf(wall, sizeof(wall), "%7.3f ", row.wall);
@@ -299,7 +294,7 @@ int main(int argc, char** argv) {
   const double sweep = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep0).count();
   if (!o.csv) {
     std::printf("# winners:");
-    for (const auto& [b, name] : winners) std::printf(" %s:%s", human_bytes(b).c_str(), name.c_str());
+    for (const auto& [b, name] : winners) std::printf(" %s:%s", weft::bench::format_bytes(b).c_str(), name.c_str());
     std::printf("\n");
     if (o.time) std::printf("# simulated %zu sizes in %.2f s\n", winners.size(), sweep);
   } else if (o.time) {

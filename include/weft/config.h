@@ -39,7 +39,8 @@ struct Config {
   // WEFT_CMA_THRESHOLD: the message size from which shm uses CMA.
   size_t cma_threshold = size_t{64} << 10;
   // WEFT_SLICE_BYTES: collectives cut each chunk into slices of about this size so steps pipeline.
-  size_t slice_bytes = size_t{512} << 10;
+  // 0 (unset): the tuner picks the slice per call (algorithms/tuner.h).
+  size_t slice_bytes = 0;
   // WEFT_ALGO (or NCCL_ALGO): which algorithms the tuner may pick, in NCCL_ALGO's syntax, e.g.
   // "ring,tree;allreduce:^tree" (docs/ENV.md). Empty: all. Checked when a communicator is made.
   std::string algo;

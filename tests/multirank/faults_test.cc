@@ -1,6 +1,6 @@
 // Failures that must end in an error naming the rank, within the timeout: a peer killed in the
-// middle of a collective, an abort() during a collective, a peer that never makes the call, and
-// ranks that never arrive at init. Ranks are forked here (not under weft-run, which would stop
+// middle of a collective, an abort() during a collective, a peer that never makes the call,
+// ranks that never arrive at init, and ranks whose settings would give them different programs. Ranks are forked here (not under weft-run, which would stop
 // the survivors as soon as one rank dies).
 #include <signal.h>
 #include <sys/wait.h>
@@ -30,12 +30,13 @@ Config make_config(const std::string& transport, int timeout_s) {
   return c;
 }
 
-// Forks `started` of `nranks` ranks; each joins and returns body(rank, comm-or-error) as its exit
-// code. Returns each child's wait status (bounded: children still running after 120 s are killed).
+// Forks `started` of `nranks` ranks; each joins (with `config`, changed by adjust(rank, config)
+// where given) and returns body(rank, comm-or-error) as its exit code. Returns each child's wait status (bounded: children still running after 120 s are killed).
 // The children are forked first and the UniqueId (whose root is a thread) made afterwards and
 // passed down a pipe, so no thread is alive across fork() to leave a lock held in a child.
 std::vector<int> run_ranks(int nranks, int started, const Config& config,
-                           const std::function<int(int, Result<std::unique_ptr<Communicator>>&)>& body) {
+                           const std::function<int(int, Result<std::unique_ptr<Communicator>>&)>& body,
+                           const std::function<void(int, Config&)>& adjust = nullptr) {
   std::vector<pid_t> pids;
   std::vector<int> to_child;
   for (int r = 0; r < started; ++r) {
@@ -52,7 +53,9 @@ std::vector<int> run_ranks(int nranks, int started, const Config& config,
       if (!testing::read_exact(fds[0], hex.data(), hex.size(), 10000)) _exit(40);
       auto id = UniqueId::from_hex(hex);
       if (!id.ok()) _exit(41);
-      auto comm = Communicator::init(*id, r, nranks, config);
+      Config mine = config;
+      if (adjust) adjust(r, mine);
+      auto comm = Communicator::init(*id, r, nranks, mine);
       int rc = body(r, comm);
       std::fflush(stdout);
       std::fflush(stderr);
@@ -195,6 +198,28 @@ TEST_P(Faults, InitNamesMissingRanks) {
     return 0;
   });
   for (int r = 0; r < 2; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
+// Ranks whose settings would give them different programs (here: one fixes a slice, the others
+// let the tuner pick) would wait on each other: init tells every rank, naming the setting, the
+// rank and both values.
+TEST_P(Faults, SettingsThatDifferBetweenRanksFailInit) {
+  const Config config = make_config(GetParam(), 10);
+  auto status = run_ranks(
+      3, 3, config,
+      [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+        if (comm.ok()) return 30;
+        const std::string want = "rank 2 has WEFT_SLICE_BYTES=100000 but rank 0 has WEFT_SLICE_BYTES=(unset)";
+        if (comm.status().code() != StatusCode::kInvalidUsage || comm.status().message().find(want) == std::string::npos) {
+          std::fprintf(stderr, "rank %d: %s\n", r, comm.status().to_string().c_str());
+          return 31;
+        }
+        return 0;
+      },
+      [](int r, Config& c) {
+        if (r == 2) c.slice_bytes = 100000;
+      });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));

@@ -1,6 +1,7 @@
 #!/bin/sh
 # weft-tune end to end on a tiny sweep: the table, the --check report (the tuner's pick against
-# the best measured algorithm), the CSV of every row and the per-algorithm plot.
+# the best measured algorithm), the CSV of every row and the per-algorithm plot; then with forced
+# slices (--slices), whose winner's slice the table names.
 #   sh weft_tune_test.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=$1
@@ -28,4 +29,15 @@ head -1 "$TMP/rows.csv" | grep -q ',variant$' || fail "csv header lacks the vari
 grep -q ',tuner$' "$TMP/rows.csv" || fail "no tuner rows in the csv"
 grep -q ',ring$' "$TMP/rows.csv" || fail "no forced ring rows in the csv"
 [ -z "$png" ] || [ -s "$TMP/plot.png" ] || fail "no plot written"
+
+python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 -t shm -C allreduce -b 4K -e 4K -i 2 --slices 64,1024 --check \
+  --csv "$TMP/slices.csv" -o "$TMP/slices.txt" >"$TMP/slices.md" 2>"$TMP/err" ||
+  fail "weft-tune --slices exited $?: $(tail -5 "$TMP/err")"
+# One entry, naming the winner's slice in bytes (64 or 1024).
+awk '!/^#/ { n++; if (NF != 8 || ($8 != 64 && $8 != 1024)) bad = 1 } END { exit (n == 1 && !bad) ? 0 : 1 }' \
+  "$TMP/slices.txt" || fail "expected one 8-field entry with slice 64 or 1024: $(cat "$TMP/slices.txt")"
+grep -q ',ring@64$' "$TMP/slices.csv" && grep -q ',ring@1K$' "$TMP/slices.csv" || fail "no ring@64 / ring@1K rows"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "slice_bytes") c = i; next }
+         $NF == "ring@64" && $c != 64 { exit 1 }' "$TMP/slices.csv" || fail "ring@64 rows ran another slice"
+python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 --slices 32 -o - >/dev/null 2>&1 && fail "--slices 32 accepted"
 echo PASS

@@ -315,16 +315,18 @@ TEST(Simulator, LayoutsMustFitTheCluster) {
   EXPECT_FALSE(place_ranks(c, Layout::blocks(27, 9)).ok());  // 9 ranks per node do not fit 8
 }
 
-TEST(Simulator, PredictSecondsForTheTuner) {
+TEST(Simulator, PredictForTheTuner) {
   const Cluster shm = must_parse("shm:4");
   const Layout l = Layout::flat(4);
-  const double ring = predict_seconds(allreduce(4, 1 << 20), l, Algorithm::kRing, shm);
+  const Prediction p = predict(allreduce(4, 1 << 20), l, Algorithm::kRing, shm);
+  EXPECT_EQ(p.slice_count, allreduce(4, 1 << 20).slice_count);  // 4 MiB in 512 KiB slices: not coarsened
+  const double ring = p.seconds;
   EXPECT_TRUE(std::isfinite(ring));
   EXPECT_GT(ring, 0);
   // Bigger calls take longer.
-  EXPECT_GT(predict_seconds(allreduce(4, 1 << 22), l, Algorithm::kRing, shm), ring);
+  EXPECT_GT(predict(allreduce(4, 1 << 22), l, Algorithm::kRing, shm).seconds, ring);
   // Not applicable (no torus in the layout): infinity.
-  EXPECT_EQ(predict_seconds(allreduce(4, 1 << 20), l, Algorithm::kTorus, shm), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(predict(allreduce(4, 1 << 20), l, Algorithm::kTorus, shm).seconds, std::numeric_limits<double>::infinity());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The tuner: measured tables first, then the machine model, then table order; every choice is a
-// candidate the user's filter allows; and the tuning table's parser names bad lines.
+// candidate the user's filter allows; the slice is the user's, the table's or the model's best;
+// and the tuning table's parser names bad lines.
 #include <gtest/gtest.h>
 
 #include "algorithms/simulator.h"
@@ -14,7 +15,13 @@ CollectiveArgs allreduce(int nranks, size_t bytes) {
   a.nranks = nranks;
   a.count = bytes / 4;
   a.dtype = DataType::kFloat32;
+  a.slice_count = 0;  // the tuner picks
   return a;
+}
+
+double predicted(CollectiveArgs a, const Layout& l, const TunedCall& c, const topology::Cluster& model) {
+  a.slice_count = c.slice_count;
+  return predict(a, l, c.algorithm, model).seconds;
 }
 
 Tuner model_tuner(const Layout& l, std::string_view algo = "", std::string_view table = "") {
@@ -31,14 +38,17 @@ TEST(Tuner, ModelPrefersOneExchangeForTinyAllReduceAndBandwidthAlgorithmsForLarg
   const Layout l = Layout::flat(2);
   const Tuner t = model_tuner(l);
   // N=2: recursive doubling is one exchange; a ring is two.
-  EXPECT_EQ(t.choose(allreduce(2, 8)), Algorithm::kRecursiveDoubling);
-  EXPECT_EQ(t.reason(allreduce(2, 8)), "model");
+  EXPECT_EQ(t.choose(allreduce(2, 8)).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.choose(allreduce(2, 8)).reason, "model");
   // 64 MiB: a bandwidth-optimal algorithm, never recursive doubling (it moves all the data).
-  const Algorithm big = t.choose(allreduce(2, 64 << 20));
-  EXPECT_NE(big, Algorithm::kRecursiveDoubling);
+  const TunedCall big = t.choose(allreduce(2, 64 << 20));
+  EXPECT_NE(big.algorithm, Algorithm::kRecursiveDoubling);
   const topology::Cluster shm = *machine_model(l, "shm");
-  EXPECT_LE(predict_seconds(allreduce(2, 64 << 20), l, big, shm),
-            predict_seconds(allreduce(2, 64 << 20), l, Algorithm::kRecursiveDoubling, shm));
+  for (size_t slice : slice_candidates(allreduce(2, 64 << 20))) {
+    CollectiveArgs rd = allreduce(2, 64 << 20);
+    rd.slice_count = slice;
+    EXPECT_LE(predicted(allreduce(2, 64 << 20), l, big, shm), predict(rd, l, Algorithm::kRecursiveDoubling, shm).seconds);
+  }
 }
 
 TEST(Tuner, ChoiceIsTheFastestPredictedCandidate) {
@@ -47,10 +57,58 @@ TEST(Tuner, ChoiceIsTheFastestPredictedCandidate) {
   const topology::Cluster shm = *machine_model(l, "shm");
   for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{4} << 20}) {
     const CollectiveArgs a = allreduce(4, bytes);
-    const double chosen = predict_seconds(a, l, t.choose(a), shm);
-    for (Algorithm c : candidates(a, l, AlgoFilter()))
-      EXPECT_LE(chosen, predict_seconds(a, l, c, shm)) << bytes << " B: " << algorithm_name(c);
+    const double chosen = predicted(a, l, t.choose(a), shm);
+    for (Algorithm c : candidates(a, l, AlgoFilter())) {
+      CollectiveArgs at_default = a;
+      at_default.slice_count = slice_candidates(a).front();
+      EXPECT_LE(chosen, predict(at_default, l, c, shm).seconds) << bytes << " B: " << algorithm_name(c);
+    }
   }
+}
+
+TEST(Tuner, SliceCandidatesStartAtTheDefaultAndStayBelowTheCall) {
+  EXPECT_EQ(slice_candidates(allreduce(2, 8)), std::vector<size_t>{kDefaultSliceBytes / 4});
+  // 1 MiB of floats: 64K, 128K and 256K cut it; 1M and 2M would not.
+  EXPECT_EQ(slice_candidates(allreduce(2, 1 << 20)),
+            (std::vector<size_t>{kDefaultSliceBytes / 4, 16384, 32768, 65536}));
+  CollectiveArgs ag = allreduce(4, 0);
+  ag.coll = Collective::kAllGather;
+  ag.count = 64 << 10;  // per rank: 4 x 256 KiB = 1 MiB in all, nccl-tests' size
+  ag.dtype = DataType::kFloat32;
+  EXPECT_EQ(slice_candidates(ag).size(), 4u);
+}
+
+TEST(Tuner, PicksTheSliceTheModelPredictsFastest) {
+  // At N=4 and 1 MiB the model has the ring's 256 KiB chunk finish sooner cut into slices than
+  // whole (docs/SIMULATOR.md); whatever it picks, no other (algorithm, slice) predicts more than
+  // the tuner's 3% margin faster.
+  const Layout l = Layout::flat(4);
+  const Tuner t = model_tuner(l);
+  const topology::Cluster shm = *machine_model(l, "shm");
+  const CollectiveArgs a = allreduce(4, 1 << 20);
+  const TunedCall pick = t.choose(a);
+  EXPECT_EQ(pick.reason, "model");
+  const double chosen = predicted(a, l, pick, shm);
+  double whole = 0;
+  for (Algorithm c : candidates(a, l, AlgoFilter()))
+    for (size_t slice : slice_candidates(a)) {
+      CollectiveArgs trial = a;
+      trial.slice_count = slice;
+      const double s = predict(trial, l, c, shm).seconds;
+      EXPECT_LE(chosen * 0.97, s) << algorithm_name(c) << " slice " << slice;
+      if (c == pick.algorithm && slice == slice_candidates(a).front()) whole = s;
+    }
+  EXPECT_NE(pick.slice_count, slice_candidates(a).front()) << "the default slice should not win here";
+  EXPECT_LT(chosen, whole);
+}
+
+TEST(Tuner, TheUsersSliceIsKept) {
+  const Tuner t = model_tuner(Layout::flat(4));
+  CollectiveArgs a = allreduce(4, 1 << 20);
+  a.slice_count = 12345;
+  EXPECT_EQ(t.choose(a).slice_count, 12345u);
+  // Small calls: one candidate, the default.
+  EXPECT_EQ(t.choose(allreduce(4, 8)).slice_count, kDefaultSliceBytes / 4);
 }
 
 TEST(Tuner, InPlaceAtOneRankDoesNotChangeTheChoice) {
@@ -66,26 +124,38 @@ TEST(Tuner, InPlaceAtOneRankDoesNotChangeTheChoice) {
     CollectiveArgs b = a;
     b.in_place = true;
     const Tuner fresh = model_tuner(l);  // no cached answer from the out-of-place call
-    EXPECT_EQ(t.choose(a), fresh.choose(b)) << count;
+    EXPECT_EQ(t.choose(a).algorithm, fresh.choose(b).algorithm) << count;
+    EXPECT_EQ(t.choose(a).slice_count, fresh.choose(b).slice_count) << count;
   }
 }
 
 TEST(Tuner, FilterRestrictsTheChoice) {
   const Tuner t = model_tuner(Layout::flat(2), "allreduce:ring");
-  EXPECT_EQ(t.choose(allreduce(2, 8)), Algorithm::kRing);
-  EXPECT_EQ(t.reason(allreduce(2, 8)), "order");  // one candidate left
+  EXPECT_EQ(t.choose(allreduce(2, 8)).algorithm, Algorithm::kRing);
+  EXPECT_EQ(t.choose(allreduce(2, 8)).reason, "order");  // one candidate left
 }
 
 TEST(Tuner, MeasuredTableWinsOverTheModelWithinItsRange) {
   const Tuner t = model_tuner(Layout::flat(2), "", "shm allreduce 2 1 0 4096 ring\n");
-  EXPECT_EQ(t.choose(allreduce(2, 8)), Algorithm::kRing);
-  EXPECT_EQ(t.reason(allreduce(2, 8)), "table");
-  EXPECT_EQ(t.reason(allreduce(2, 8192)), "model");  // outside the entry's range
+  EXPECT_EQ(t.choose(allreduce(2, 8)).algorithm, Algorithm::kRing);
+  EXPECT_EQ(t.choose(allreduce(2, 8)).reason, "table");
+  EXPECT_EQ(t.choose(allreduce(2, 8192)).reason, "model");  // outside the entry's range
+}
+
+TEST(Tuner, MeasuredSliceWinsOverTheModels) {
+  const Tuner t = model_tuner(Layout::flat(2), "", "shm allreduce 2 1 0 268435456 ring 131072\n");
+  const TunedCall c = t.choose(allreduce(2, 16 << 20));
+  EXPECT_EQ(c.algorithm, Algorithm::kRing);
+  EXPECT_EQ(c.slice_count, 131072u / 4);
+  EXPECT_EQ(c.reason, "table");
+  // Without a slice in the entry the model picks one for the table's algorithm.
+  const Tuner u = model_tuner(Layout::flat(2), "", "shm allreduce 2 1 0 268435456 tree\n");
+  EXPECT_EQ(u.choose(allreduce(2, 16 << 20)).algorithm, Algorithm::kTree);
 }
 
 TEST(Tuner, TableEntryTheFilterForbidsIsIgnored) {
   const Tuner t = model_tuner(Layout::flat(2), "^ring", "shm allreduce 2 1 0 4096 ring\n");
-  EXPECT_NE(t.choose(allreduce(2, 8)), Algorithm::kRing);
+  EXPECT_NE(t.choose(allreduce(2, 8)).algorithm, Algorithm::kRing);
 }
 
 TEST(Tuner, MachineModelFollowsTheLayout) {
@@ -104,9 +174,11 @@ TEST(TuneTable, KeepsOnlyTheCommunicatorsTransport) {
   auto t = TuneTable::parse("# comment\nshm allreduce 2 1 0 100 ring\ntcp allreduce 2 1 0 100 tree\n", "tcp", "f");
   ASSERT_TRUE(t.ok());
   ASSERT_EQ(t->entries().size(), 1u);
-  EXPECT_EQ(t->lookup(Collective::kAllReduce, 2, 1, 50), Algorithm::kTree);
-  EXPECT_EQ(t->lookup(Collective::kAllReduce, 2, 1, 101), std::nullopt);
-  EXPECT_EQ(t->lookup(Collective::kAllReduce, 4, 1, 50), std::nullopt);
+  ASSERT_NE(t->lookup(Collective::kAllReduce, 2, 1, 50), nullptr);
+  EXPECT_EQ(t->lookup(Collective::kAllReduce, 2, 1, 50)->algorithm, Algorithm::kTree);
+  EXPECT_EQ(t->lookup(Collective::kAllReduce, 2, 1, 50)->slice_bytes, 0u);
+  EXPECT_EQ(t->lookup(Collective::kAllReduce, 2, 1, 101), nullptr);
+  EXPECT_EQ(t->lookup(Collective::kAllReduce, 4, 1, 50), nullptr);
   auto a = TuneTable::parse("auto allreduce 2 1 0 100 ring\n", "shm", "f");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->entries().size(), 1u);  // "auto" counts as shm
@@ -117,7 +189,9 @@ TEST(TuneTable, MalformedLinesNameTheLineAndTheProblem) {
     const char* text;
     const char* expect;
   };
-  for (const Case& c : {Case{"shm allreduce 2 1 0 100\n", "f:1: expected 7 fields"},
+  for (const Case& c : {Case{"shm allreduce 2 1 0 100\n", "f:1: expected 7 or 8 fields"},
+                        Case{"shm allreduce 2 1 0 100 ring 0\n", "bad slice_bytes '0'"},
+                        Case{"shm allreduce 2 1 0 100 ring 64K\n", "bad slice_bytes '64K'"},
                         Case{"\nshm allreduse 2 1 0 100 ring\n", "f:2: unknown collective 'allreduse'"},
                         Case{"shm allreduce x 1 0 100 ring\n", "bad rank count 'x'"},
                         Case{"shm allreduce 2 3 0 100 ring\n", "bad node count '3'"},
