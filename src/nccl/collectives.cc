@@ -40,6 +40,17 @@ void scale(std::byte* dst, const std::byte* src, size_t count, DataType type, co
   }
 }
 
+// A host buffer of at least `bytes` for a scaled copy that no unfinished call holds: the largest
+// free one of the communicator's (grown if short), else a new one.
+std::shared_ptr<std::vector<std::byte>> free_premul_buffer(ncclComm& c, size_t bytes) {
+  std::shared_ptr<std::vector<std::byte>>* best = nullptr;
+  for (auto& b : c.premul_host)
+    if (b.use_count() == 1 && (best == nullptr || b->size() > (*best)->size())) best = &b;
+  if (best == nullptr) best = &c.premul_host.emplace_back(std::make_shared<std::vector<std::byte>>());
+  if ((*best)->size() < bytes) (*best)->resize(bytes);
+  return *best;
+}
+
 // Resolves `op` for a call of `fn` reading `in_count` elements of `send` (the whole send buffer:
 // count, or count * nranks for ReduceScatter, computed here without overflow).
 Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const void* send, size_t count,
@@ -87,7 +98,7 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
   }
   std::array<std::byte, 8> scalar = pre.value;
   if (pre.pointer != nullptr) std::memcpy(scalar.data(), pre.pointer, elem);
-  r.scaled = std::make_shared<std::vector<std::byte>>(in_count * elem);
+  r.scaled = free_premul_buffer(c, in_count * elem);
   scale(r.scaled->data(), static_cast<const std::byte*>(send), in_count, type, scalar.data());
   r.send = r.scaled->data();
   return r;

@@ -101,6 +101,10 @@ struct ncclComm : weft::capi::CommHandle {
   // later call reuses it only after the earlier one finished, by its stream's order).
   std::shared_ptr<void> premul_device;
   size_t premul_device_bytes = 0;
+  // PreMulSum on host buffers: scaled copies, kept for reuse (memory allocated per call would
+  // page-fault every time). A call holds its buffer until it completes; one nobody else holds
+  // (use_count() == 1) is free.
+  std::vector<std::shared_ptr<std::vector<std::byte>>> premul_host;
   // ncclCommRegister handles.
   std::unordered_map<void*, std::unique_ptr<std::pair<void*, size_t>>> registrations;
 };

@@ -526,12 +526,39 @@ static void test_group(void) {
   for (int r = 0; r < nranks; ++r) CHECK(g[r] == r, "rank %d: group allgather [%d] = %d", rank, r, g[r]);
 }
 
+/* PreMulSum calls on host buffers in one group: each scaled copy must stay its own until the group
+ * ends (weft reuses those buffers between calls), and a later call reuses them. */
+static void test_premul_group(void) {
+  enum { kBig = 100000, kSmall = 7 };
+  static double big[kBig], small[kSmall];
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kBig; ++i) big[i] = rank + i;
+    for (int i = 0; i < kSmall; ++i) small[i] = 1 + i;
+    double two = 2.0, three = 3.0;
+    ncclRedOp_t by2, by3;
+    NCCLCHECK(ncclRedOpCreatePreMulSum(&by2, &two, ncclFloat64, ncclScalarHostImmediate, comm));
+    NCCLCHECK(ncclRedOpCreatePreMulSum(&by3, &three, ncclFloat64, ncclScalarHostImmediate, comm));
+    NCCLCHECK(ncclGroupStart());
+    NCCLCHECK(ncclAllReduce(big, big, kBig, ncclFloat64, by2, comm, NULL));
+    NCCLCHECK(ncclAllReduce(small, small, kSmall, ncclFloat64, by3, comm, NULL));
+    NCCLCHECK(ncclGroupEnd());
+    NCCLCHECK(ncclRedOpDestroy(by2, comm));
+    NCCLCHECK(ncclRedOpDestroy(by3, comm));
+    const double ranks_sum = nranks * (nranks - 1) / 2.0;
+    for (int i = 0; i < kBig; i += 997)
+      CHECK(big[i] == 2 * (ranks_sum + (double)nranks * i), "rank %d round %d: premul big[%d] = %g", rank, round, i, big[i]);
+    for (int i = 0; i < kSmall; ++i)
+      CHECK(small[i] == 3.0 * nranks * (1 + i), "rank %d round %d: premul small[%d] = %g", rank, round, i, small[i]);
+  }
+}
+
 int main(void) {
   if (nccl_join_from_env(&comm, &rank, &nranks) != ncclSuccess) return 1;
   for (int t = 0; t < kNumTypes; ++t) sweep(&kTypes[t]);
   test_split();
   test_nonblocking_comm();
   test_group();
+  test_premul_group();
   ncclResult_t state = ncclInternalError;
   NCCLCHECK(ncclCommGetAsyncError(comm, &state));
   CHECK(state == ncclSuccess, "rank %d: async error %d at the end", rank, state);
