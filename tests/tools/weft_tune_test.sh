@@ -1,7 +1,8 @@
 #!/bin/sh
 # weft-tune end to end on a tiny sweep: the table, the --check report (the tuner's pick against
-# the best measured algorithm), the CSV of every row and the per-algorithm plot; then with forced
-# slices (--slices), whose winner's slice the table names.
+# the best measured algorithm), the CSV of every row and the per-algorithm plot; the check with the
+# table loaded (--check-with); then with forced slices (--slices), whose winner's slice the table
+# names.
 #   sh weft_tune_test.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=$1
@@ -29,6 +30,15 @@ head -1 "$TMP/rows.csv" | grep -q ',variant$' || fail "csv header lacks the vari
 grep -q ',tuner$' "$TMP/rows.csv" || fail "no tuner rows in the csv"
 grep -q ',ring$' "$TMP/rows.csv" || fail "no forced ring rows in the csv"
 [ -z "$png" ] || [ -s "$TMP/plot.png" ] || fail "no plot written"
+
+# --check-with: the tuner's own runs load the given table, so they run its algorithm (one the
+# model never picks for small calls at N=2).
+echo "shm allreduce 2 1 0 1000000 rabenseifner" >"$TMP/forced.txt"
+python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 -t shm -C allreduce -b 8 -e 4K -f 64 -i 2 \
+  --check-with "$TMP/forced.txt" --csv "$TMP/with.csv" -o "$TMP/table2.txt" >"$TMP/with.md" 2>"$TMP/err" ||
+  fail "weft-tune --check-with exited $?: $(tail -5 "$TMP/err")"
+[ "$(grep -c ',rabenseifner,.*,tuner$' "$TMP/with.csv")" -eq 3 ] ||
+  fail "the tuner's runs did not all run the table's rabenseifner: $(grep ',tuner$' "$TMP/with.csv")"
 
 python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 -t shm -C allreduce -b 4K -e 4K -i 2 --slices 64,1024 --check \
   --csv "$TMP/slices.csv" -o "$TMP/slices.txt" >"$TMP/slices.md" 2>"$TMP/err" ||
