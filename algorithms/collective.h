@@ -45,7 +45,7 @@ struct CollectiveArgs {
   RedOp op = RedOp::kSum;
   int root = 0;
   bool in_place = false;
-  size_t slice_count = 1 << 17;  // elements per pipeline slice, >= 1
+  size_t slice_count = 1 << 17;  // elements per pipeline slice, >= 1 (0 only into Tuner::choose: pick one)
 };
 
 // Elements of IN and OUT at `rank` (0 where the buffer is not used at that rank).

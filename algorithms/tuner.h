@@ -40,8 +40,8 @@ constexpr size_t kDefaultSliceBytes = size_t{512} << 10;
 // A slice of `bytes` in elements of `dtype` (at least 1), as WEFT_SLICE_BYTES is applied.
 size_t slice_elements(size_t bytes, DataType dtype);
 // The slices, in elements, the tuner tries for `a` (a.slice_count ignored): the default first,
-// then 64 KiB, 128 KiB, 256 KiB, 1 MiB and 2 MiB where they are smaller than the call's largest
-// buffer (a slice that covers the buffer pipelines nothing, as the default then does too).
+// then 64 KiB, 128 KiB, 256 KiB, 1 MiB and 2 MiB where they are smaller than the call (nccl-tests'
+// size: its largest buffer; a slice that covers it pipelines nothing, as the default then does).
 std::vector<size_t> slice_candidates(const CollectiveArgs& a);
 
 // The machine model for `l` on this machine: one node -> the calibrated "shm:R" (or "tcp:R" when
