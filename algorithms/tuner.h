@@ -10,7 +10,7 @@
 // table's when its entry names one; else, with a model, the slice of slice_candidates() the
 // simulator predicts fastest for the algorithm (every algorithm is first ranked at the default
 // slice; those within 2x of the best are then tried at the other slices, which must be predicted
-// 3% faster than the best so far to be taken); else the default.
+// 10% faster than the best so far to be taken); else the default.
 // Every rank makes the same choice: the inputs (the call without its rank-local in-place flag,
 // layout, model, table) are the same on every rank and the prediction is deterministic.
 // Thread-safety: candidates() is pure; Tuner is thread-safe (its cache is locked).

@@ -123,8 +123,12 @@ std::string value_to_string(const Value& v) {
   return s;
 }
 
+// A send waiting for its receive. Sends are rendezvous (the SEND completes only when its receive
+// does), and any later write to the region a send reads must depend on the send (else it is a
+// race, which setup() rejects first), so the region still holds what was sent when the receive
+// runs: the receive reads it then, and a message in flight costs no copy of its data (Bruck's
+// all-to-all at 4,096 ranks would hold tens of GB of copies).
 struct Message {
-  std::vector<Value> data;
   int from;
   uint32_t send_step;
 };
@@ -342,8 +346,8 @@ class Machine {
     if (is_comm(st.kind) && head_of(r, queue) != s) return Status();
     switch (st.kind) {
       case StepKind::kSend: {
-        Message m{{}, r, s};
-        WEFT_TRY(read(r, s, st.src, m.data));
+        Value* unused = nullptr;
+        WEFT_TRY(locate(r, s, st.src, false, &unused));  // a bad region fails at the send
         k.state[s] = State::kPosted;
         advance(r, queue);
         const auto link = link_of(st.peer, r, st.channel);
@@ -351,7 +355,7 @@ class Machine {
           if (!unreceived_) unreceived_ = {r, s};
           return Status();
         }
-        ranks_[st.peer].inbox[*link].push(std::move(m));
+        ranks_[st.peer].inbox[*link].push(Message{r, s});
         // The receiver's head receive from us may now proceed.
         const uint32_t recv = ranks_[st.peer].recv_fifo[*link];
         if (recv != ProgramIndex::kNoFifo)
@@ -362,18 +366,20 @@ class Machine {
       case StepKind::kRecvReduce: {
         Inbox& inbox = k.inbox[k.index.fifos[queue].link];
         if (inbox.empty()) return Status();
-        Message m = inbox.pop();
-        if (m.data.size() != st.dst.count)
+        const Message m = inbox.pop();
+        const Region& sent = programs_[m.from].steps[m.send_step].src;
+        if (sent.count != st.dst.count)
           return fail(r, s, "expects " + std::to_string(st.dst.count) + " elements but " + step_name(m.from, m.send_step) +
-                                " sent " + std::to_string(m.data.size()));
+                                " sent " + std::to_string(sent.count));
+        WEFT_TRY(read(m.from, m.send_step, sent, incoming_));
         Value* dst = nullptr;
         WEFT_TRY(locate(r, s, st.dst, true, &dst));
         if (st.kind == StepKind::kRecvReduce) {
           WEFT_TRY(read(r, s, st.src, scratch_));
-          for (size_t i = 0; i < m.data.size(); ++i) WEFT_TRY(combine(r, s, scratch_[i], m.data[i], m.data[i]));
+          for (size_t i = 0; i < incoming_.size(); ++i) WEFT_TRY(combine(r, s, scratch_[i], incoming_[i], incoming_[i]));
         }
-        for (size_t i = 0; i < m.data.size(); ++i) {
-          dst[i] = std::move(m.data[i]);
+        for (size_t i = 0; i < incoming_.size(); ++i) {
+          dst[i] = std::move(incoming_[i]);
           dst[i].by_rank = r;
           dst[i].by_step = s;
         }
@@ -567,7 +573,7 @@ class Machine {
   std::vector<Rank> ranks_;
   std::vector<std::pair<int, uint32_t>> work_;
   std::optional<std::pair<int, uint32_t>> unreceived_;  // the first send to a rank with no such link
-  std::vector<Value> scratch_;
+  std::vector<Value> scratch_, incoming_;
   std::vector<uint32_t> seen_, stack_;
   uint32_t stamp_ = 0;
 };

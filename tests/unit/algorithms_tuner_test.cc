@@ -81,7 +81,7 @@ TEST(Tuner, SliceCandidatesStartAtTheDefaultAndStayBelowTheCall) {
 TEST(Tuner, PicksTheSliceTheModelPredictsFastest) {
   // At N=4 and 1 MiB the model has the ring's 256 KiB chunk finish sooner cut into slices than
   // whole (docs/SIMULATOR.md); whatever it picks, no other (algorithm, slice) predicts more than
-  // the tuner's 3% margin faster.
+  // the tuner's 10% margin faster.
   const Layout l = Layout::flat(4);
   const Tuner t = model_tuner(l);
   const topology::Cluster shm = *machine_model(l, "shm");
@@ -95,7 +95,7 @@ TEST(Tuner, PicksTheSliceTheModelPredictsFastest) {
       CollectiveArgs trial = a;
       trial.slice_count = slice;
       const double s = predict(trial, l, c, shm).seconds;
-      EXPECT_LE(chosen * 0.97, s) << algorithm_name(c) << " slice " << slice;
+      EXPECT_LE(chosen * 0.90, s) << algorithm_name(c) << " slice " << slice;
       if (c == pick.algorithm && slice == slice_candidates(a).front()) whole = s;
     }
   EXPECT_NE(pick.slice_count, slice_candidates(a).front()) << "the default slice should not win here";
