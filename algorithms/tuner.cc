@@ -79,8 +79,8 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
   // Returns the prediction, or +infinity where the simulator had to coarsen a slice other than
   // the first (its answer would be another candidate's). A slice other than the first must beat
   // the best so far by kSliceMargin: the model folds per-message overheads into alpha and
-  // overrates smaller slices (measured at N=2, 256 KiB: tree in 64 KiB slices predicted 3% faster
-  // than whole, measured 3x slower; docs/PERFORMANCE.md).
+  // overrates smaller slices (at N=4, 1 MiB it predicts the ring 35% faster in 64 KiB slices;
+  // measured, the two are equal; docs/PERFORMANCE.md, "Slices").
   auto consider = [&](Algorithm c, size_t slice, bool first) {
     CollectiveArgs trial = a;
     trial.slice_count = slice;
