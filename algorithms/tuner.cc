@@ -65,14 +65,14 @@ std::vector<size_t> slice_candidates(const CollectiveArgs& a) {
 TunedCall Tuner::decide(const CollectiveArgs& a) const {
   std::vector<Algorithm> cands = candidates(a, layout_, filter_);
   std::vector<size_t> slices = a.slice_count > 0 ? std::vector<size_t>{a.slice_count} : slice_candidates(a);
-  std::string_view fallback = "order";  // the reason when no prediction decides
+  bool from_table = false;
   if (const TuneEntry* t = table_.lookup(a.coll, a.nranks, layout_.node_count(), call_bytes(a));
       t != nullptr && std::find(cands.begin(), cands.end(), t->algorithm) != cands.end()) {
     cands = {t->algorithm};
-    fallback = "table";
+    from_table = true;
     if (a.slice_count == 0 && t->slice_bytes > 0) slices = {slice_elements(t->slice_bytes, a.dtype)};
   }
-  TunedCall best{cands.front(), slices.front(), fallback};
+  TunedCall best{cands.front(), slices.front(), from_table ? "table" : "order"};
   if (!model_ || (cands.size() == 1 && slices.size() == 1)) return best;
   const double inf = std::numeric_limits<double>::infinity();
   double best_seconds = inf;
@@ -88,7 +88,7 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
     if (!first && p.slice_count != slice) return inf;
     if (p.seconds < (first ? 1.0 : 1.0 - kSliceMargin) * best_seconds) {
       best_seconds = p.seconds;
-      best = {c, slice, fallback == "table" ? fallback : std::string_view("model")};
+      best = {c, slice, from_table ? "table" : "model"};
     }
     return p.seconds;
   };

@@ -139,9 +139,9 @@ struct Inbox {
   std::vector<Message> q;
   uint32_t head = 0;
   bool empty() const { return head == q.size(); }
-  void push(Message m) { q.push_back(std::move(m)); }
+  void push(Message m) { q.push_back(m); }
   Message pop() {
-    Message m = std::move(q[head++]);
+    const Message m = q[head++];
     if (empty()) {
       q.clear();
       head = 0;

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "algorithms/planner.h"
-#include "bench/sweep.h"
 #include "algorithms/simulator.h"
 #include "algorithms/tuner.h"
+#include "bench/sweep.h"
 #include "topology/cluster.h"
 
 namespace {

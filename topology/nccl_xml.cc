@@ -96,7 +96,6 @@ bool parse_double(std::string_view s, double* out) {
 
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'f'); }
 
-
 std::string format_int(int v) { return std::to_string(v); }
 
 std::string format_number(double v) {
