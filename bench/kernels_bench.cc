@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "src/kernels/convert.h"
 #include "src/kernels/dispatch.h"
@@ -82,22 +83,22 @@ void set_rates(benchmark::State& state, int64_t bytes, int arrays) {
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
 }
 
-// isa: "active" uses reduce_fn() (what the library runs); "scalar" forces the portable table.
-void BM_Reduce(benchmark::State& state, DataType type, RedOp op, bool force_scalar) {
+// table: nullptr uses reduce_fn() (what the library runs); otherwise that table's kernel.
+void BM_Reduce(benchmark::State& state, DataType type, RedOp op, const KernelTable* table) {
   const int64_t bytes = state.range(0);
   const size_t n = static_cast<size_t>(bytes) / dtype_size(type);
   const Buffer a = filled(type, static_cast<size_t>(bytes), 1.0),
                b = filled(type, static_cast<size_t>(bytes), 0.5);
   const Buffer d(static_cast<size_t>(bytes));
-  const ReduceFn fn = force_scalar ? scalar_kernels().reduce[static_cast<int>(type)][kernel_op_index(op)]
-                                   : reduce_fn(type, op);
+  const ReduceFn fn =
+      table != nullptr ? table->reduce[static_cast<int>(type)][kernel_op_index(op)] : reduce_fn(type, op);
   for (auto _ : state) {
     fn(d.get(), a.get(), b.get(), n);
     benchmark::DoNotOptimize(d.get());
     benchmark::ClobberMemory();
   }
   set_rates(state, bytes, 3);
-  state.SetLabel(force_scalar ? "scalar" : reduce_isa());
+  state.SetLabel(table != nullptr ? table->isa : reduce_isa());
 }
 
 void BM_DivideBy(benchmark::State& state, DataType type) {
@@ -163,19 +164,23 @@ void register_all() {
   for (int t = 0; t < kNumDataTypes; ++t) {
     const DataType type = static_cast<DataType>(t);
     benchmark::RegisterBenchmark(("reduce/" + std::string(dtype_name(type)) + "/sum").c_str(), BM_Reduce,
-                                 type, RedOp::kSum, false)
+                                 type, RedOp::kSum, nullptr)
         ->Apply(sizes);
   }
   for (RedOp op : {RedOp::kProd, RedOp::kMax, RedOp::kMin})
     benchmark::RegisterBenchmark(("reduce/float/" + std::string(op_name(op))).c_str(), BM_Reduce,
-                                 DataType::kFloat32, op, false)
+                                 DataType::kFloat32, op, nullptr)
         ->Apply(sizes);
-  benchmark::RegisterBenchmark("reduce/bfloat16/max", BM_Reduce, DataType::kBfloat16, RedOp::kMax, false)
+  benchmark::RegisterBenchmark("reduce/bfloat16/max", BM_Reduce, DataType::kBfloat16, RedOp::kMax, nullptr)
       ->Apply(sizes);
-  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3})
-    benchmark::RegisterBenchmark(("reduce_scalar/" + std::string(dtype_name(type)) + "/sum").c_str(),
-                                 BM_Reduce, type, RedOp::kSum, true)
-        ->Apply(sizes);
+  // The tables this CPU supports besides the active one (the last), side by side with it.
+  const std::vector<const KernelTable*> tables = supported_kernels();
+  for (size_t i = 0; i + 1 < tables.size(); ++i)
+    for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3})
+      benchmark::RegisterBenchmark(
+          ("reduce_" + std::string(tables[i]->isa) + "/" + std::string(dtype_name(type)) + "/sum").c_str(),
+          BM_Reduce, type, RedOp::kSum, tables[i])
+          ->Apply(sizes);
   for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kInt32})
     benchmark::RegisterBenchmark(("divide_by/" + std::string(dtype_name(type))).c_str(), BM_DivideBy, type)
         ->Apply(sizes);

@@ -5,12 +5,16 @@
 
 namespace weft::kernels {
 
+std::vector<const KernelTable*> supported_kernels() {
+  std::vector<const KernelTable*> tables = {&scalar_kernels()};
+  for (const KernelTable* t : {avx2_kernels(), avx512_kernels()})
+    if (t != nullptr) tables.push_back(t);
+  return tables;
+}
+
 const KernelTable& active_kernels() {
   // Chosen on first use and never changed; C++ guarantees the initialisation runs once.
-  static const KernelTable* const table = [] {
-    const KernelTable* avx2 = avx2_kernels();
-    return avx2 != nullptr ? avx2 : &scalar_kernels();
-  }();
+  static const KernelTable* const table = supported_kernels().back();
   return *table;
 }
 

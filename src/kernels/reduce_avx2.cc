@@ -193,10 +193,10 @@ WEFT_AVX2 inline void stream(char* p, __m256d v) { _mm256_stream_pd(reinterpret_
 // caches: the result is too big to stay cached for its next reader, and a normal store would
 // first read each destination line (4 memory streams instead of 3). Collectives reduce slice by
 // slice (512 KiB by default, in cache), so this serves large single calls. The small floats
-// (widened to fp32 and narrowed back) keep normal stores: streaming them through a cached bounce
-// buffer measured slower. docs/PERFORMANCE.md, "CPU kernels".
-
-bool overlaps(const char* d, const char* s, size_t bytes) { return d < s + bytes && s < d + bytes; }
+// (widened to fp32 and narrowed back) keep normal stores here: with 256-bit vectors their
+// instructions, not memory, bound them (and streaming them through a cached bounce buffer measured
+// slower); reduce_avx512.cc runs fp16/bf16 in 512-bit vectors and streams those.
+// docs/PERFORMANCE.md, "CPU kernels".
 
 // dst[i..] = Op(a, b)[i..] two vectors per iteration while two fit; returns where it stopped.
 // kStream: non-temporal stores (REQUIRES: d + i 32-byte aligned; the caller fences).

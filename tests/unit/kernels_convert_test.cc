@@ -302,11 +302,7 @@ TEST(ConvertTest, NanStaysNanWithSignAndPayload) {
 
 // ---- bulk forms: scalar table, AVX2 table, public entry point ----
 
-std::vector<const KernelTable*> tables() {
-  std::vector<const KernelTable*> t = {&scalar_kernels()};
-  if (avx2_kernels() != nullptr) t.push_back(avx2_kernels());
-  return t;
-}
+std::vector<const KernelTable*> tables() { return supported_kernels(); }
 
 TEST(ConvertTest, BulkWidenMatchesScalarOnEveryPattern) {
   for (const Format* f : kFormats) {

@@ -25,7 +25,7 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-constexpr size_t kCounts[] = {0, 1, 7, 31, 1023, 1000003};
+constexpr size_t kCounts[] = {0, 1, 7, 31, 32, 33, 1023, 1000003};
 
 // ---- the reference: one element at a time, written from reduce.h's contract ----
 
@@ -228,11 +228,7 @@ Inputs make_inputs(DataType type, size_t n, uint64_t seed) {
 
 // ---- running the kernels ----
 
-std::vector<const KernelTable*> tables() {
-  std::vector<const KernelTable*> t = {&scalar_kernels()};
-  if (avx2_kernels() != nullptr) t.push_back(avx2_kernels());
-  return t;
-}
+std::vector<const KernelTable*> tables() { return supported_kernels(); }
 
 // First differing element, for a readable failure.
 std::string first_difference(const Bytes& got, const Bytes& want, size_t w) {
@@ -371,22 +367,27 @@ TEST_P(ReduceTest, MatchesReferenceOnEveryPathCountAndLayout) {
   }
 }
 
-// Large out-of-place calls (kStreamReduceBytes and up; the same-width types stream their output):
+// Large out-of-place calls (kStreamReduceBytes and up; the same-width types, and fp16/bf16 with
+// AVX-512, stream their output):
 // the same bits as the reference, with dst aligned, one element off alignment (a head before the
 // streamed part) and one byte off (no streaming), a tail, and nothing written outside dst.
 TEST_P(ReduceTest, LargeCallsStreamTheSameResult) {
   const auto [type, op] = GetParam();
-  if (op == RedOp::kAvg || avx2_kernels() == nullptr) GTEST_SKIP() << "kAvg runs kSum; no AVX2 table here";
+  std::vector<const KernelTable*> vector_tables = tables();
+  vector_tables.erase(vector_tables.begin());  // the scalar table
+  if (op == RedOp::kAvg || vector_tables.empty()) GTEST_SKIP() << "kAvg runs kSum; no vector table here";
   const size_t w = dtype_size(type);
   const size_t n = kStreamReduceBytes / w + 1000 + 7;
   const Inputs& in = cached_inputs(type, n);
   const Bytes want = reference(type, op, in.a, in.b, n);
   Layouts layouts(type, in, want);
-  const ReduceFn fn = avx2_kernels()->reduce[static_cast<int>(type)][kernel_op_index(op)];
-  for (size_t off : {size_t{0}, w, size_t{1}}) {
-    if (off == 1 && w == 1) continue;
-    layouts.check(fn, n, off, "avx2 n=" + std::to_string(n) + " dst offset " + std::to_string(off));
-    if (HasFatalFailure()) return;
+  for (const KernelTable* t : vector_tables) {
+    const ReduceFn fn = t->reduce[static_cast<int>(type)][kernel_op_index(op)];
+    for (size_t off : {size_t{0}, w, size_t{1}}) {
+      if (off == 1 && w == 1) continue;
+      layouts.check(fn, n, off, std::string(t->isa) + " n=" + std::to_string(n) + " dst offset " + std::to_string(off));
+      if (HasFatalFailure()) return;
+    }
   }
 }
 
@@ -468,7 +469,8 @@ TEST(ReduceSemanticsTest, AvgIsTheSumKernelAndIsaIsReported) {
   for (int t = 0; t < kNumDataTypes; ++t)
     EXPECT_EQ(reduce_fn(static_cast<DataType>(t), RedOp::kAvg),
               reduce_fn(static_cast<DataType>(t), RedOp::kSum));
-  EXPECT_STREQ(reduce_isa(), avx2_kernels() != nullptr ? "avx2" : "scalar");
+  EXPECT_STREQ(reduce_isa(), avx512_kernels() != nullptr ? "avx512" : avx2_kernels() != nullptr ? "avx2" : "scalar");
+  EXPECT_STREQ(reduce_isa(), tables().back()->isa);
   EXPECT_STREQ(scalar_kernels().isa, "scalar");
 }
 
