@@ -3,31 +3,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
+
+#include "src/byte_size.h"
 
 namespace weft::bench {
-
-bool parse_bytes(const char* text, size_t* out) {
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end == text || v < 0) return false;
-  switch (*end) {
-    case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
-  }
-  if (*end == 'B') ++end;
-  if (*end != '\0') return false;
-  *out = static_cast<size_t>(v);
-  return true;
-}
-
-std::string format_bytes(size_t b) {
-  if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0) return std::to_string(b >> 30) + "G";
-  if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0) return std::to_string(b >> 20) + "M";
-  if (b >= (size_t{1} << 10) && b % (size_t{1} << 10) == 0) return std::to_string(b >> 10) + "K";
-  return std::to_string(b);
-}
 
 bool take_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std::string* error) {
   const std::string flag = argv[*i];
@@ -46,10 +26,12 @@ bool take_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std::string
   const long x = std::strtol(v, &end, 10);
   const bool is_int = end != v && *end == '\0';
   bool ok = true;
-  if (flag == "-b") ok = parse_bytes(v, &o->min_bytes);
-  else if (flag == "-e") ok = parse_bytes(v, &o->max_bytes);
-  else if (flag == "-i") ok = parse_bytes(v, &o->step_bytes);
-  else if (flag == "-f") ok = (o->factor = std::strtod(v, nullptr)) > 1;
+  size_t* size = flag == "-b" ? &o->min_bytes : flag == "-e" ? &o->max_bytes : flag == "-i" ? &o->step_bytes : nullptr;
+  if (size != nullptr) {
+    const std::optional<size_t> bytes = parse_byte_size(v);
+    ok = bytes.has_value();
+    if (ok) *size = *bytes;
+  } else if (flag == "-f") ok = (o->factor = std::strtod(v, nullptr)) > 1;
   else if (flag == "-n") ok = is_int && (o->iters = static_cast<int>(x)) > 0;
   else if (flag == "-w") ok = is_int && (o->warmup = static_cast<int>(x)) >= 0;
   else if (flag == "-c") ok = is_int && (x == 0 || x == 1) && ((o->check = static_cast<int>(x)), true);

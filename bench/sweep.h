@@ -1,4 +1,4 @@
-// What every sweep in bench/ shares: byte sizes as flags spell them, the sizes a sweep visits, and
+// What every sweep in bench/ shares: the flags (sizes as src/byte_size.h reads them), the sizes a sweep visits, and
 // one result row per (size, in-place) as machines read it (CSV or JSON). weft-bench and the peer
 // benchmarks (Open MPI, Gloo) print the same rows, so bench/weft-compare reads them all one way.
 #pragma once
@@ -10,11 +10,6 @@
 #include <vector>
 
 namespace weft::bench {
-
-// "8", "64K", "1.5M", "2G", "32MB": bytes (K/M/G are powers of 1024). False on anything else.
-bool parse_bytes(const char* text, size_t* out);
-// The other way: "512K", "2M", "1G" where the unit divides evenly, else plain bytes.
-std::string format_bytes(size_t bytes);
 
 // The sizes from min to max: each the previous times factor, or plus step when step > 0; max is
 // always the last one.

@@ -22,6 +22,7 @@
 #include "algorithms/planner.h"
 #include "bench/reference.h"
 #include "bench/sweep.h"
+#include "src/byte_size.h"
 #include "src/comm_state.h"
 #include "src/cuda/device.h"
 #include "weft/communicator.h"
@@ -304,7 +305,7 @@ int main(int argc, char** argv) {
         total_wrong += wrong[place];
       }
       if (table)
-        std::printf("  %s %s\n", algorithm.c_str(), slice_bytes > 0 ? weft::bench::format_bytes(slice_bytes).c_str() : "-");
+        std::printf("  %s %s\n", algorithm.c_str(), slice_bytes > 0 ? weft::format_byte_size(slice_bytes).c_str() : "-");
       std::fflush(stdout);
     }
   }

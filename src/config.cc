@@ -1,9 +1,11 @@
 #include "weft/config.h"
 
 #include <cctype>
-#include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <string>
+
+#include "src/byte_size.h"
 
 namespace weft {
 namespace {
@@ -27,19 +29,11 @@ Status parse_flag(const char* name, const char* text, bool* out) {
 }
 
 Status parse_size(const char* name, const char* text, size_t min, size_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text, &end, 10);
-  const std::string suffix = end != nullptr ? end : "";
-  int shift = 0;
-  if (suffix == "K" || suffix == "k") shift = 10;
-  else if (suffix == "M" || suffix == "m") shift = 20;
-  else if (suffix == "G" || suffix == "g") shift = 30;
-  else if (!suffix.empty())
-    return invalid_argument(std::string(name) + "='" + text + "': unknown suffix '" + suffix + "' (use K, M or G)");
-  if (errno != 0 || end == text || text[0] == '-' || (v << shift) >> shift != v || (v << shift) < min)
-    return invalid_argument(std::string(name) + "='" + text + "' is not a size >= " + std::to_string(min));
-  *out = static_cast<size_t>(v << shift);
+  const std::optional<size_t> v = parse_byte_size(text);
+  if (!v || *v < min)
+    return invalid_argument(std::string(name) + "='" + text + "' is not a size >= " + std::to_string(min) +
+                            " (digits, then optionally K, M or G)");
+  *out = *v;
   return Status();
 }
 

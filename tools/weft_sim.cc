@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -20,7 +20,7 @@
 #include "algorithms/planner.h"
 #include "algorithms/simulator.h"
 #include "algorithms/tuner.h"
-#include "bench/sweep.h"
+#include "src/byte_size.h"
 #include "topology/cluster.h"
 
 namespace {
@@ -72,26 +72,6 @@ int usage_error(const std::string& what) {
   return kUsageExit;
 }
 
-bool parse_bytes(std::string_view text, size_t* out) {
-  if (text.empty()) return false;
-  size_t i = 0;
-  unsigned long long v = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
-    if (v > (std::numeric_limits<unsigned long long>::max() - 9) / 10) return false;
-    v = v * 10 + static_cast<unsigned>(text[i++] - '0');
-  }
-  if (i == 0) return false;
-  const std::string_view suffix = text.substr(i);
-  int shift = 0;
-  if (suffix == "K" || suffix == "k") shift = 10;
-  else if (suffix == "M" || suffix == "m") shift = 20;
-  else if (suffix == "G" || suffix == "g") shift = 30;
-  else if (!suffix.empty()) return false;
-  if (((v << shift) >> shift) != v) return false;
-  *out = static_cast<size_t>(v << shift);
-  return true;
-}
-
 // Returns an exit code, or -1 to go on.
 int parse_args(int argc, char** argv, Options* o) {
   std::string algo_list;
@@ -122,8 +102,9 @@ int parse_args(int argc, char** argv, Options* o) {
                                        "broadcast, reduce, gather, scatter)");
       o->coll = *c;
     } else if (flag == "-b" || flag == "-e" || flag == "--slice") {
-      size_t b = 0;
-      if (!parse_bytes(v, &b)) return usage_error(bad + " is not a size in bytes (e.g. 8, 64K, 1G)");
+      const std::optional<size_t> parsed = weft::parse_byte_size(v);
+      if (!parsed) return usage_error(bad + " is not a size in bytes (e.g. 8, 64K, 1G)");
+      const size_t b = *parsed;
       if (flag == "--slice" && b == 0) return usage_error(bad + ": the slice must be at least one byte");
       (flag == "-b" ? o->min_bytes : flag == "-e" ? o->max_bytes : o->slice_bytes) = b;
     } else if (flag == "-f") {
@@ -143,17 +124,17 @@ int parse_args(int argc, char** argv, Options* o) {
       if (!p) return usage_error(bad + ": unknown op (sum prod max min avg)");
       o->op = *p;
     } else if (flag == "-r") {
-      size_t r = 0;
-      if (!parse_bytes(v, &r) || r > 1u << 30) return usage_error(bad + " is not a rank");
-      o->root = static_cast<int>(r);
+      const std::optional<size_t> r = weft::parse_byte_size(v);
+      if (!r || *r > 1u << 30) return usage_error(bad + " is not a rank");
+      o->root = static_cast<int>(*r);
     } else if (flag == "--threads") {
-      size_t t = 0;
-      if (!parse_bytes(v, &t) || t < 1 || t > 256) return usage_error(bad + " is not a thread count (1..256)");
-      o->threads = static_cast<int>(t);
+      const std::optional<size_t> t = weft::parse_byte_size(v);
+      if (!t || *t < 1 || *t > 256) return usage_error(bad + " is not a thread count (1..256)");
+      o->threads = static_cast<int>(*t);
     } else if (flag == "--budget") {
-      size_t b = 0;
-      if (!parse_bytes(v, &b)) return usage_error(bad + " is not a count");
-      o->budget = b;
+      const std::optional<size_t> b = weft::parse_byte_size(v);
+      if (!b) return usage_error(bad + " is not a count");
+      o->budget = *b;
     }
   }
   if (o->cluster.empty()) return usage_error("--cluster is required (e.g. --cluster dgx-h100:2048)");
@@ -208,7 +189,7 @@ int main(int argc, char** argv) {
   } else {
     std::printf("# weft-sim %s on %s: %d ranks (%s), %s %s, slice %s\n", cname.c_str(), cluster->spec().name.c_str(),
                 n, layout.describe().c_str(), std::string(weft::dtype_name(o.dtype)).c_str(),
-                std::string(weft::op_name(o.op)).c_str(), weft::bench::format_bytes(o.slice_bytes).c_str());
+                std::string(weft::op_name(o.op)).c_str(), weft::format_byte_size(o.slice_bytes).c_str());
     std::printf("# cluster: %s\n", cluster->describe().c_str());
     std::printf("#%11s %12s  %-18s %12s %8s %8s  %s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
                 "busbw", o.time ? "sim(s)  notes" : "notes");
@@ -271,7 +252,7 @@ int main(int argc, char** argv) {
       if (row.r.period > 0)
         notes += std::string(row.r.approximate ? "~" : "") + (row.r.xor_symmetry ? "xor" : "shift") +
                  "-folded:" + std::to_string(row.r.period) + " ";
-      if (row.r.coarsened) notes += "slice:" + weft::bench::format_bytes(slice_bytes) + " ";
+      if (row.r.coarsened) notes += "slice:" + weft::format_byte_size(slice_bytes) + " ";
       if (row.r.padded) notes += "count:" + std::to_string(row.r.count) + " ";
       char wall[32] = "";
       if (o.time) std::snprintf(wall, sizeof(wall), "%7.3f ", row.wall);
@@ -294,7 +275,7 @@ int main(int argc, char** argv) {
   const double sweep = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep0).count();
   if (!o.csv) {
     std::printf("# winners:");
-    for (const auto& [b, name] : winners) std::printf(" %s:%s", weft::bench::format_bytes(b).c_str(), name.c_str());
+    for (const auto& [b, name] : winners) std::printf(" %s:%s", weft::format_byte_size(b).c_str(), name.c_str());
     std::printf("\n");
     if (o.time) std::printf("# simulated %zu sizes in %.2f s\n", winners.size(), sweep);
   } else if (o.time) {

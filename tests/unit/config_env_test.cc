@@ -62,7 +62,7 @@ TEST_F(ConfigEnvTest, BuffsizeSetsTheShmFifoAndWeftWins) {
   EXPECT_EQ(ok().shm_fifo_bytes, size_t{1} << 20);
   ::unsetenv("WEFT_SHM_FIFO_BYTES");
   ::setenv("NCCL_BUFFSIZE", "12", 1);
-  EXPECT_EQ(error(), "NCCL_BUFFSIZE='12' is not a size >= 4096");  // names the variable used
+  EXPECT_EQ(error(), "NCCL_BUFFSIZE='12' is not a size >= 4096 (digits, then optionally K, M or G)");  // names the variable used
 }
 
 TEST_F(ConfigEnvTest, DebugLevelsInEitherCase) {
