@@ -50,7 +50,8 @@ Program allreduce_recursive_doubling(const CollectiveArgs& a, int r) {
     if (from_last == 0) return out;
     return Region{kTmp, from_last % 2 == 1 ? 0 : count, count};
   };
-  b.need_tmp(writes >= 3 ? 2 * count : count);
+  // A lone write is OUT's and needs no TMP, unless it is in place (below).
+  b.need_tmp(writes >= 3 ? 2 * count : writes == 2 || a.in_place ? count : 0);
 
   Region cur = in;
   int w = 0;

@@ -388,8 +388,7 @@ Status CommState::wait(Operation& op) {
     std::unique_lock<std::mutex> lock(op.mu);
     op.cv.wait_for(lock, std::chrono::milliseconds(1), [&] { return op.done.load(std::memory_order_acquire); });
   }
-  std::lock_guard<std::mutex> lock(op.mu);
-  return op.status;
+  return op.outcome();
 }
 
 void CommState::worker_loop() {

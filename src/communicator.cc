@@ -20,10 +20,7 @@ bool Request::stream_ordered() const { return op_ && op_->stream_ordered && op_-
 Status Request::wait() const {
   if (!op_) return invalid_usage("wait() on an empty Request");
   if (!op_->submitted) return invalid_usage("wait() on a request whose group has not ended (call group_end first)");
-  if (op_->done.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(op_->mu);
-    return op_->status;
-  }
+  if (op_->done.load(std::memory_order_acquire)) return op_->outcome();
   return op_->state->wait(*op_);
 }
 
@@ -35,8 +32,7 @@ bool Request::test() const {
 Status Request::status() const {
   if (!op_) return invalid_usage("status() of an empty Request");
   if (!op_->done.load(std::memory_order_acquire)) return Status(StatusCode::kInProgress, "operation still running");
-  std::lock_guard<std::mutex> lock(op_->mu);
-  return op_->status;
+  return op_->outcome();
 }
 
 // ---- Communicator ----
@@ -85,31 +81,32 @@ namespace {
 
 // Checks what every collective shares; fills in_place. Returns the error to report, if any.
 Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void* recv) {
-  const std::string name = "rank " + std::to_string(st.rank()) + ": " + std::string(algorithms::collective_name(a.coll));
-  if (st.aborted()) return remote_error(name + ": communicator was aborted");
+  // Built only for an error: a call that passes its checks allocates nothing here.
+  const auto name = [&] { return "rank " + std::to_string(st.rank()) + ": " + std::string(algorithms::collective_name(a.coll)); };
+  if (st.aborted()) return remote_error(name() + ": communicator was aborted");
   if (!dtype_valid(a.dtype))
-    return invalid_argument(name + ": unsupported data type " + std::to_string(static_cast<int>(a.dtype)));
+    return invalid_argument(name() + ": unsupported data type " + std::to_string(static_cast<int>(a.dtype)));
   if (algorithms::has_op(a.coll) && !op_valid(a.op))
-    return invalid_argument(name + ": unsupported reduction op " + std::to_string(static_cast<int>(a.op)));
+    return invalid_argument(name() + ": unsupported reduction op " + std::to_string(static_cast<int>(a.op)));
   if (algorithms::has_root(a.coll) && (a.root < 0 || a.root >= a.nranks))
-    return invalid_argument(name + ": root " + std::to_string(a.root) + " is out of range for " +
+    return invalid_argument(name() + ": root " + std::to_string(a.root) + " is out of range for " +
                             std::to_string(a.nranks) + " ranks");
   const size_t elem = dtype_size(a.dtype);
   const size_t limit = std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(a.nranks);
-  if (a.count > limit) return invalid_argument(name + ": count " + std::to_string(a.count) + " overflows");
+  if (a.count > limit) return invalid_argument(name() + ": count " + std::to_string(a.count) + " overflows");
   const int r = st.rank();
   a.in_place = false;
   const size_t in_bytes = algorithms::in_count(a, r) * elem, out_bytes = algorithms::out_count(a, r) * elem;
   if (in_bytes > 0 && send == nullptr)
-    return invalid_argument(name + ": sendbuff is NULL with count " + std::to_string(a.count));
+    return invalid_argument(name() + ": sendbuff is NULL with count " + std::to_string(a.count));
   if (out_bytes > 0 && recv == nullptr)
-    return invalid_argument(name + ": recvbuff is NULL with count " + std::to_string(a.count));
+    return invalid_argument(name() + ": recvbuff is NULL with count " + std::to_string(a.count));
   if (in_bytes > 0 && out_bytes > 0) {
     a.in_place = true;
     const auto off = algorithms::in_offset_in_out(a, r);
     a.in_place = static_cast<const char*>(send) == static_cast<const char*>(recv) + *off * static_cast<int64_t>(elem);
     if (!a.in_place && overlaps(send, in_bytes, recv, out_bytes))
-      return invalid_argument(name + ": send and receive buffers overlap but are not in the in-place layout "
+      return invalid_argument(name() + ": send and receive buffers overlap but are not in the in-place layout "
                               "(see Communicator's header for each collective's in-place form)");
   }
   return Status();
@@ -181,17 +178,17 @@ Request Communicator::barrier() {
 namespace {
 
 Request peer_call(CommState& st, GroupState& g, bool is_send, void* buf, size_t count, DataType type, int peer) {
-  const std::string name = "rank " + std::to_string(st.rank()) + ": " + (is_send ? "send" : "recv");
-  if (st.aborted()) return failed(remote_error(name + ": communicator was aborted"));
+  const auto name = [&] { return "rank " + std::to_string(st.rank()) + ": " + (is_send ? "send" : "recv"); };
+  if (st.aborted()) return failed(remote_error(name() + ": communicator was aborted"));
   if (!dtype_valid(type))
-    return failed(invalid_argument(name + ": unsupported data type " + std::to_string(static_cast<int>(type))));
+    return failed(invalid_argument(name() + ": unsupported data type " + std::to_string(static_cast<int>(type))));
   if (peer < 0 || peer >= st.nranks())
-    return failed(invalid_argument(name + ": peer " + std::to_string(peer) + " is out of range for " +
+    return failed(invalid_argument(name() + ": peer " + std::to_string(peer) + " is out of range for " +
                                    std::to_string(st.nranks()) + " ranks"));
   if (count > std::numeric_limits<size_t>::max() / dtype_size(type))
-    return failed(invalid_argument(name + ": count " + std::to_string(count) + " overflows"));
+    return failed(invalid_argument(name() + ": count " + std::to_string(count) + " overflows"));
   if (count > 0 && buf == nullptr)
-    return failed(invalid_argument(name + ": buffer is NULL with count " + std::to_string(count)));
+    return failed(invalid_argument(name() + ": buffer is NULL with count " + std::to_string(count)));
   std::shared_ptr<Operation> op = g.depth > 0 ? g.op : std::make_shared<Operation>();
   if (!op) op = g.op = std::make_shared<Operation>();
   if (op->peer_ops.empty()) {

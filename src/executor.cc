@@ -136,7 +136,7 @@ Status Executor::prepare(const RunSpec& spec) {
     for (Queue& q : queues_) {
       if (q.is_send) {
         q.header_out = make_header(q, q.steps.front());
-        WEFT_TRY(q.conn->post_send(&q.header_out, sizeof(CollHeader)));
+        WEFT_TRY(send_header(q, q.header_out, q.steps.front(), remaining_[q.steps.front()] == 0));
         q.header_done = true;
       } else {
         transport::RecvSink sink;
@@ -149,6 +149,38 @@ Status Executor::prepare(const RunSpec& spec) {
   }
   for (size_t i = 0; i < n; ++i)
     if (remaining_[i] == 0) ready_.push_back(static_cast<uint32_t>(i));
+  return Status();
+}
+
+Status Executor::send_header(Queue& q, CollHeader& header, uint32_t i, bool ready) {
+  const Step& s = spec_->program->steps[i];
+  const size_t bytes = s.src.count * elem_;
+  const bool carry = ready && !spec_->device && bytes > 0 && bytes <= CollHeader::kInlineBytes;
+  if (carry) {
+    std::memcpy(header.inline_data, address(s.src), bytes);
+    header.inline_bytes = static_cast<uint8_t>(bytes);
+  }
+  auto t = q.conn->post_send(&header, sizeof(CollHeader));
+  WEFT_TRY(t);
+  if (carry) {
+    tickets_[i] = *t;  // the step completes with its header
+    ++q.posted;
+  }
+  return Status();
+}
+
+Status Executor::take_inline(const Queue& q, uint32_t i) {
+  const algorithms::Program& p = *spec_->program;
+  const Step& s = p.steps[i];
+  const size_t bytes = s.dst.count * elem_;
+  if (q.header_in.inline_bytes != bytes || spec_->device)
+    return internal_error("rank " + std::to_string(q.peer) + " sent " + std::to_string(q.header_in.inline_bytes) +
+                          " bytes of data with its header to rank " + std::to_string(p.rank) + ", which expects " +
+                          std::to_string(bytes) + (spec_->device ? " in device memory" : "") + " (stream out of step)");
+  if (s.kind == StepKind::kRecvReduce)
+    kernels::reduce(address(s.dst), address(s.src), q.header_in.inline_data, s.dst.count, p.dtype, p.op);
+  else
+    std::memcpy(address(s.dst), q.header_in.inline_data, bytes);
   return Status();
 }
 
@@ -270,8 +302,10 @@ Status Executor::post(Queue& q) {
     if (q.is_send) {
       if (group) {
         step_headers_[i] = make_header(q, i);
-        WEFT_TRY(q.conn->post_send(&step_headers_[i], sizeof(CollHeader)));
+        const size_t before = q.posted;
+        WEFT_TRY(send_header(q, step_headers_[i], i, true));
         ++(*spec_->peer_seq)[static_cast<size_t>(q.peer)];
+        if (q.posted != before) continue;  // the data went with the header
       }
       auto t = q.conn->post_send(address(s.src), s.src.count * elem_);
       WEFT_TRY(t);
@@ -293,6 +327,13 @@ Status Executor::post(Queue& q) {
       WEFT_TRY(check_header(q, i));
       if (group) ++(*spec_->peer_seq)[static_cast<size_t>(spec_->program->nranks + q.peer)];
       q.header_done = true;
+      if (q.header_in.inline_bytes > 0) {
+        WEFT_TRY(take_inline(q, i));
+        tickets_[i] = 0;  // complete: the data came with the header
+        ++q.posted;
+        if (group) q.header_done = false;
+        continue;
+      }
     }
     transport::RecvSink sink;
     sink.dst = address(s.dst);

@@ -4,7 +4,8 @@
 // the header of every peer it receives from; a peer whose collective differs (another call,
 // count, type, op, root, algorithm or slice size, or a call out of sequence) fails the run with
 // a message naming both ranks and both calls. Data from a peer is only accepted after its header
-// checked out.
+// checked out. A data message of at most CollHeader::kInlineBytes that is ready when its header
+// is sent travels inside the header (the receiver learns so from the header itself).
 //
 // Steps run as soon as their dependencies are met: local steps (copy, reduce, divide) run on
 // this thread (or, for device buffers, are queued as GPU kernels on the run's stream, whose order
@@ -37,22 +38,29 @@
 
 namespace weft {
 
-// What every rank sends ahead of a collective's data. 64 bytes, trivially copyable.
+// What every rank sends ahead of a collective's data (groups: ahead of every message). 56
+// bytes, trivially copyable: it fits the shm transport's one-cache-line slot records, and a data
+// message of up to kInlineBytes that is ready when its header goes out rides inside it, so a
+// small call costs one cache-line transfer per peer instead of two in a row (header, then data:
+// each ~0.3 us between cores on the VMs measured).
 struct CollHeader {
-  static constexpr uint32_t kMagic = 0x57454654;  // "WEFT"
-  uint32_t magic = kMagic;
+  static constexpr uint16_t kMagic = 0x5746;  // "WF"
+  static constexpr size_t kInlineBytes = 16;
+  uint16_t magic = kMagic;
+  uint8_t inline_bytes = 0;  // bytes of the first data message carried in `inline_data` (0: none)
   uint8_t coll = 0;
   uint8_t dtype = 0;
   uint8_t op = 0;
   uint8_t algorithm = 0;
+  uint8_t reserved = 0;
   int32_t root = 0;
   int32_t sender = 0;
   uint64_t seq = 0;          // the sender's sequence number for this kind of call
   uint64_t count = 0;        // collectives: count; groups: bytes the sender sends to this peer
   uint64_t slice_count = 0;
-  uint8_t pad[24] = {};
+  uint8_t inline_data[kInlineBytes] = {};
 };
-static_assert(sizeof(CollHeader) == 64);
+static_assert(sizeof(CollHeader) == 56);
 
 // Where IN, OUT, TMP and USER(i) live for one run.
 struct Bindings {
@@ -121,7 +129,13 @@ class Executor {
   Status prepare(const RunSpec& spec);
   Status run_local(uint32_t step);
   Status post(Queue& q);
+  // Sends `header` to q's peer. When step `i` (q's next send) is `ready` (its dependencies met)
+  // and small enough, its data rides in the header and the step counts as posted (q.posted
+  // advances).
+  Status send_header(Queue& q, CollHeader& header, uint32_t i, bool ready);
   Status check_header(const Queue& q, uint32_t step) const;
+  // Step `i`, a receive on q, takes its data from the header that just checked out.
+  Status take_inline(const Queue& q, uint32_t i);
   CollHeader make_header(const Queue& q, uint32_t step) const;
   void complete(uint32_t step);
   std::string pending_report() const;

@@ -45,6 +45,10 @@ struct Operation {
   std::mutex mu;
   std::condition_variable cv;
 
+  // The outcome. REQUIRES: done has been loaded true (acquire): finish() writes the status
+  // before it releases done and never again, so no lock is needed to read it.
+  const Status& outcome() const { return status; }
+
   // Publishes the outcome and wakes waiters. Called once.
   void finish(Status s) {
     {
