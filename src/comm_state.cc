@@ -385,8 +385,7 @@ Status CommState::wait(Operation& op) {
       sched_yield();
       continue;
     }
-    std::unique_lock<std::mutex> lock(op.mu);
-    op.cv.wait_for(lock, std::chrono::milliseconds(1), [&] { return op.done.load(std::memory_order_acquire); });
+    op.sleep_until_done(std::chrono::milliseconds(1));
   }
   return op.outcome();
 }

@@ -1,10 +1,12 @@
 // Operation: one queued call (a collective or a group of send/recv) and its completion, shared
 // by the communicator's queue and every Request that refers to it.
-// Thread-safety: `done` and `status` are published with release/acquire through done; the
-// condition variable serves waiters that sleep.
+// Thread-safety: `status` is published through `done` (written first, then done stored; read
+// only after done loads true). Waiters that sleep use the condition variable and count
+// themselves in `sleepers`, so finish() takes the mutex and notifies only when someone sleeps.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -44,19 +46,31 @@ struct Operation {
   Status status;
   std::mutex mu;
   std::condition_variable cv;
+  std::atomic<int> sleepers{0};  // threads between sleep_until_done()'s count and its return
 
   // The outcome. REQUIRES: done has been loaded true (acquire): finish() writes the status
   // before it releases done and never again, so no lock is needed to read it.
   const Status& outcome() const { return status; }
 
-  // Publishes the outcome and wakes waiters. Called once.
+  // Publishes the outcome and wakes sleepers. Called once. Both sides use sequentially
+  // consistent order on done and sleepers: either the sleeper sees done before it sleeps, or
+  // finish() sees the sleeper and notifies under the mutex.
   void finish(Status s) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      status = std::move(s);
-      done.store(true, std::memory_order_release);
-    }
+    status = std::move(s);
+    done.store(true, std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) == 0) return;
+    { std::lock_guard<std::mutex> lock(mu); }
     cv.notify_all();
+  }
+
+  // Sleeps until done or `limit` passes, whichever is first.
+  void sleep_until_done(std::chrono::milliseconds limit) {
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, limit, [&] { return done.load(std::memory_order_seq_cst); });
+    }
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
 };
 
