@@ -222,6 +222,28 @@ Status TcpConnection::finish_header(Lane& lane) {
   return Status();
 }
 
+Status TcpConnection::wrong_frame(const Lane& lane, const RecvChunk& c) {
+  return fail(internal_error(who() + ": the peer sent a " + std::to_string(lane.frame_len) + "-byte frame where a " +
+                             std::to_string(c.len) + "-byte one was expected (a send and its matching recv differ "
+                             "in size; message of " + std::to_string(c.op->bytes) + " bytes)"));
+}
+
+Status TcpConnection::take_read_ahead(Lane& lane, size_t bytes) {
+  const uint8_t* p = lane.header.data() + kHeaderBytes;
+  if (lane.frame_type == kFrameAbort) {  // the peer's last frame: nothing follows it
+    lane.payload_got = std::min<uint64_t>(bytes, lane.frame_len);
+    std::memcpy(lane.abort_text.data(), p, lane.payload_got);
+    return Status();
+  }
+  // Read ahead only for the lane's front chunk, a copy of at most kReadAhead bytes.
+  const RecvChunk& c = lane.recvs.front();
+  if (lane.frame_len != c.len || bytes > c.len)
+    return wrong_frame(lane, c);
+  std::memcpy(static_cast<uint8_t*>(c.op->sink.dst) + c.offset, p, bytes);
+  lane.payload_got = bytes;
+  return Status();
+}
+
 void TcpConnection::complete_recv_chunk(Lane& lane) {
   lane.recvs.front().op->chunks_left--;
   lane.recvs.pop_front();
@@ -254,8 +276,11 @@ Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
     if (lane.eof) return Status();
     if (!lane.in_frame) {
       // Read the next header (also when nothing is posted, so that an abort notice or a closed
-      // peer is noticed promptly).
-      auto n = lane.socket.recv_some(lane.header.data() + lane.header_got, kHeaderBytes - lane.header_got);
+      // peer is noticed promptly), and with it the payload of a small copy chunk waiting for it.
+      size_t want = kHeaderBytes;
+      if (!lane.recvs.empty() && lane.recvs.front().op->sink.reduce == nullptr && lane.recvs.front().len <= kReadAhead)
+        want += lane.recvs.front().len;
+      auto n = lane.socket.recv_some(lane.header.data() + lane.header_got, want - lane.header_got);
       if (!n.ok()) {
         if (n.status().code() != StatusCode::kRemoteError) return fail(n.status().with_context(who()));
         lane.eof = true;  // an error only if this lane still has work (see progress())
@@ -265,7 +290,9 @@ Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
       *moved = true;
       lane.header_got += *n;
       if (lane.header_got < kHeaderBytes) return Status();
+      const size_t ahead = lane.header_got - kHeaderBytes;
       WEFT_TRY(finish_header(lane));
+      if (ahead > 0) WEFT_TRY(take_read_ahead(lane, ahead));
       continue;
     }
     if (lane.frame_type == kFrameAbort) {
@@ -281,12 +308,7 @@ Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
     // A DATA frame: it belongs to the lane's oldest posted chunk.
     if (lane.recvs.empty()) return Status();  // parked until a recv is posted
     RecvChunk& c = lane.recvs.front();
-    if (lane.frame_len != c.len) {
-      return fail(internal_error(
-          who() + ": the peer sent a " + std::to_string(lane.frame_len) + "-byte frame where a " +
-          std::to_string(c.len) + "-byte one was expected (a send and its matching recv differ "
-          "in size; message of " + std::to_string(c.op->bytes) + " bytes)"));
-    }
+    if (lane.frame_len != c.len) return wrong_frame(lane, c);
     if (c.op->sink.reduce == nullptr) {
       // Straight into dst; read the next frame's header in the same call.
       iovec iov[2];
