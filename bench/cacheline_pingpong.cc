@@ -1,10 +1,13 @@
 // weft-pingpong: the floor under every small-message latency on one machine. Two threads on two
 // different CPUs bounce one cache line back and forth (each waits for the other's store, then
 // stores); the median round trip of 9 batches of 200,000 is printed. A shared-memory message
-// between two ranks costs at least half of it.
+// between two ranks costs at least half of it. It also prints what one read of each clock the
+// per-call path may use costs (CLOCK_MONOTONIC, behind std::chrono::steady_clock, and
+// CLOCK_MONOTONIC_COARSE, behind src/deadline.h).
 //
 // Run: build/bench/weft-pingpong [cpu_a cpu_b]   (default: the first two CPUs this process may use)
 #include <sched.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +26,18 @@ struct alignas(64) Line {
   std::atomic<long> value{0};
 };
 Line ping, pong;
+
+// Nanoseconds per clock_gettime(clock), over 10^7 reads.
+double clock_read_ns(clockid_t clock) {
+  constexpr int kReads = 10000000;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kReads; ++i) {
+    timespec ts{};
+    clock_gettime(clock, &ts);  // a library call: the compiler cannot drop it
+  }
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  return ns / kReads;
+}
 
 bool pin(int cpu) {
   cpu_set_t set;
@@ -68,5 +83,7 @@ int main(int argc, char** argv) {
   std::sort(ns.begin(), ns.end());
   std::printf("cache-line round trip between CPU %d and CPU %d: median %.0f ns (min %.0f, max %.0f; %d x %ld)\n",
               cpus[0], cpus[1], ns[kBatches / 2], ns.front(), ns.back(), kBatches, kRounds);
+  std::printf("clock read: CLOCK_MONOTONIC %.1f ns, CLOCK_MONOTONIC_COARSE %.1f ns\n", clock_read_ns(CLOCK_MONOTONIC),
+              clock_read_ns(CLOCK_MONOTONIC_COARSE));
   return 0;
 }

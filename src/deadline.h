@@ -9,8 +9,9 @@
 namespace weft {
 
 // The clock deadlines read: CLOCK_MONOTONIC_COARSE, which advances in ticks of a few milliseconds
-// (far finer than any timeout) and costs ~4 ns to read against CLOCK_MONOTONIC's ~25 ns on the
-// VMs measured; every collective call sets a deadline, so this is on the small-message path.
+// (far finer than any timeout) and costs 3-4 ns to read against CLOCK_MONOTONIC's 26 ns on the
+// VMs measured (build/bench/weft-pingpong prints both); every collective call sets a deadline,
+// so this is on the small-message path.
 struct DeadlineClock {
   using duration = std::chrono::nanoseconds;
   using rep = duration::rep;
