@@ -1,14 +1,12 @@
 #include "src/executor.h"
 
-#include <sched.h>
-#include <sys/prctl.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <sstream>
 
+#include "src/backoff.h"
 #include "src/kernels/reduce.h"
 
 namespace weft {
@@ -21,52 +19,6 @@ using algorithms::StepKind;
 
 namespace {
 
-// Waiting without burning a core another rank needs, measured in time (an idle pass over tcp
-// connections costs syscalls, so counting passes would spin for milliseconds): spin for the
-// first 10 us (the peer is usually closer than that), yield until 50 us, then sleep: in poll()
-// on the connections' sockets where they all have one (the kernel wakes us when data lands), else
-// in naps growing from 5 to 200 us. With more ranks than cores (RunSpec::oversubscribed) a spin
-// holds the core the awaited rank needs, so waiting yields from the start and keeps yielding
-// (which hands the core to a runnable rank) for 1 ms before it naps.
-class Backoff {
- public:
-  explicit Backoff(bool oversubscribed)
-      : spin_until_us_(oversubscribed ? 0 : 10), yield_until_us_(oversubscribed ? 1000 : 50) {
-    // Without this, Linux stretches every nap by the default 50 us timer slack.
-    thread_local bool slack_set = false;
-    if (!slack_set) slack_set = prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0;
-  }
-  void reset() { idle_ = false; }
-  // Past the spinning and yielding: a caller that can sleep in the kernel should.
-  bool should_block() { return idle_us() >= yield_until_us_; }
-  void pause() {
-    const int64_t us = idle_us();
-    if (us < spin_until_us_) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    } else if (us < yield_until_us_) {
-      sched_yield();
-    } else {
-      timespec ts{0, us < 200 ? 5000 : us < 2000 ? 20000 : 200000};
-      nanosleep(&ts, nullptr);
-    }
-  }
-
- private:
-  const int64_t spin_until_us_;   // pause-spin this long,
-  const int64_t yield_until_us_;  // then sched_yield until here, then nap
-  int64_t idle_us() {
-    const auto now = std::chrono::steady_clock::now();
-    if (!idle_) {
-      idle_ = true;
-      idle_since_ = now;
-    }
-    return std::chrono::duration_cast<std::chrono::microseconds>(now - idle_since_).count();
-  }
-  bool idle_ = false;
-  std::chrono::steady_clock::time_point idle_since_{};
-};
 
 std::string describe_header(const CollHeader& h, int nranks) {
   algorithms::CollectiveArgs a;

@@ -11,7 +11,7 @@
 // this thread (or, for device buffers, are queued as GPU kernels on the run's stream, whose order
 // keeps them behind the steps they depend on); sends and receives are posted to their (peer, channel) FIFO in program order and
 // complete as the connections progress. Waiting spins briefly, then yields the CPU, then
-// sleeps in short naps, so oversubscribed ranks do not starve each other.
+// sleeps (src/backoff.h), so oversubscribed ranks do not starve each other.
 //
 // Every run is bounded by its Deadline; on expiry the error lists what was still pending and on
 // which peers. A set abort flag ends the run promptly with an error.
