@@ -968,7 +968,12 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
       if (c == call.count || (call.count >= nn && change > tolerance) || (call.count < nn && k > 4)) continue;
       CollectiveArgs rounded = call;
       rounded.count = c;
-      if (change > 0.05 && !rounding_keeps_time(call, rounded)) continue;
+      if (change > 0.05 && !rounding_keeps_time(call, rounded)) {
+        // Below n elements the next candidates are further still from the call's count: they
+        // would fail the same check, each costing two simulations of the small instance.
+        if (call.count < nn) break;
+        continue;
+      }
       Program pr = plan(rounded, layout, algorithm, 0).program;
       found = find_symmetry(rounded, layout, algorithm, cluster, period, pr, strict);
       if (found.q > 0) {

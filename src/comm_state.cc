@@ -433,13 +433,14 @@ algorithms::TunedCall CommState::tuned_for(algorithms::CollectiveArgs a) const {
 }
 
 Status CommState::execute(Operation& op) {
-  const std::string who = "rank " + std::to_string(rank_) + ": ";
+  // Built only on the error paths: a string per call is measurable on small messages.
+  auto who = [this] { return "rank " + std::to_string(rank_) + ": "; };
   if (aborted()) {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    return remote_error(who + "communicator was aborted (" + abort_reason_ + ")");
+    return remote_error(who() + "communicator was aborted (" + abort_reason_ + ")");
   }
   if (!broken_.ok())
-    return Status(broken_.code(), who + "communicator is unusable after an earlier error: " + broken_.message());
+    return Status(broken_.code(), who() + "communicator is unusable after an earlier error: " + broken_.message());
 
   const algorithms::CollectiveArgs& a = op.args;
   RunSpec spec;
@@ -486,7 +487,7 @@ Status CommState::execute(Operation& op) {
                ":\n" + plan->program.to_string());
   Status s = op.device ? execute_device(op, spec) : executor_.run(spec);
   if (s.ok()) return s;
-  s = Status(s.code(), who + s.message());
+  s = Status(s.code(), who() + s.message());
   broken_ = s;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
