@@ -1,6 +1,7 @@
 #include "algorithms/grid.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "algorithms/compose.h"
 
@@ -22,16 +23,12 @@ Grid Grid::of_nodes(const Layout& l) {
 
 Grid Grid::of_torus(const Layout& l) {
   Grid g;
-  g.extent = l.torus;
-  for (int r = 0; r < l.nranks; ++r) {
-    g.rank_at.push_back(r);
-    g.index_of.push_back(r);
-  }
+  g.extent = l.torus;  // rank = flat index: rank_at and index_of stay empty
   return g;
 }
 
 int Grid::coordinate(int rank, int dim) const {
-  int flat = index_of[static_cast<size_t>(rank)];
+  int flat = index_of_rank(rank);
   for (int d = 0; d < dim; ++d) flat /= extent[static_cast<size_t>(d)];
   return flat % extent[static_cast<size_t>(dim)];
 }
@@ -41,7 +38,7 @@ std::vector<int> Grid::group(int rank, std::span<const int> dims) const {
   // the flat indices come out increasing: the group's size in steps, not the grid's.
   const size_t nd = extent.size();
   std::vector<int> coord(nd), stride(nd);
-  int flat = index_of[static_cast<size_t>(rank)], base = 0;
+  int flat = index_of_rank(rank), base = 0;
   for (size_t d = 0, step = 1; d < nd; step *= static_cast<size_t>(extent[d]), ++d) {
     coord[d] = flat % extent[d];
     flat /= extent[d];
@@ -55,7 +52,7 @@ std::vector<int> Grid::group(int rank, std::span<const int> dims) const {
     int index = base;
     for (size_t d = 0; d < nd; ++d)
       if (coord[d] >= 0) index += coord[d] * stride[d];
-    out.push_back(rank_at[static_cast<size_t>(index)]);
+    out.push_back(rank_of_index(index));
     size_t d = 0;
     for (; d < nd; ++d) {  // next combination
       if (coord[d] < 0) continue;
@@ -67,6 +64,15 @@ std::vector<int> Grid::group(int rank, std::span<const int> dims) const {
 }
 
 namespace {
+
+// Layout::flat(n) is O(n); a generator builds one per stage, for every rank. Stages come in a few
+// group sizes, so each thread keeps the ones it made.
+const Layout& flat_layout(int n) {
+  thread_local std::unordered_map<int, Layout> made;
+  auto it = made.find(n);
+  if (it == made.end()) it = made.emplace(n, Layout::flat(n)).first;
+  return it->second;
+}
 
 struct Nest {
   ProgramBuilder& b;
@@ -87,7 +93,7 @@ struct Nest {
     s.in_place = in_place;
     if (s.op == RedOp::kAvg) s.op = RedOp::kSum;  // the outer program divides, by n, once
     const int index = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
-    const Layout flat = Layout::flat(s.nranks);
+    const Layout& flat = flat_layout(s.nranks);
     if (!applicable(s, flat, algorithm)) algorithm = Algorithm::kRing;
     const Program p = find_algorithm(coll, algorithm)->generate(s, flat, index);
     embed(b, p, Embedding{group, in, out, tmp_used, channel});

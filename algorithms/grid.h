@@ -26,14 +26,19 @@ namespace weft::algorithms {
 
 struct Grid {
   std::vector<int> extent;   // the size of each dimension
-  std::vector<int> rank_at;  // rank_at[c0 + extent[0] * (c1 + extent[1] * c2)]: the rank there
-  std::vector<int> index_of; // its inverse: the flat index of each rank
+  // rank_at[c0 + extent[0] * (c1 + extent[1] * c2)]: the rank there; index_of: its inverse, the
+  // flat index of each rank. Both empty: the identity (a torus), so that a generator building its
+  // rank's Grid does not pay O(n) for it.
+  std::vector<int> rank_at;
+  std::vector<int> index_of;
 
   // (local index, node) of a layout with uniform nodes. REQUIRES: l.uniform().
   static Grid of_nodes(const Layout& l);
   // The layout's torus: rank = x + X * (y + Y * z). REQUIRES: applies_torus.
   static Grid of_torus(const Layout& l);
 
+  int rank_of_index(int flat) const { return rank_at.empty() ? flat : rank_at[static_cast<size_t>(flat)]; }
+  int index_of_rank(int rank) const { return index_of.empty() ? rank : index_of[static_cast<size_t>(rank)]; }
   int coordinate(int rank, int dim) const;
   // The ranks that differ from `rank` only in the dimensions `dims`, by increasing flat index
   // (the same list at each of them).
