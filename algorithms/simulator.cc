@@ -241,7 +241,9 @@ class Engine {
   uint32_t start_flow(Flow f);
   void finish_flow(uint32_t id);
   double rate_of(const Flow& f) const;
-  void rerate(uint32_t link, uint32_t except);
+  // The flow counts on the links of `f` changed: every other flow on them gets its progress
+  // settled at the old rate and a new rate (and completion event) if that changed.
+  void rerate(const Flow& f, uint32_t except);
   const Hop* hops(const Flow& f) const { return route_pool_.data() + f.route_begin; }
 
   const Cluster& cluster_;
@@ -258,6 +260,8 @@ class Engine {
   std::vector<QState> qstates_;
   std::vector<Hop> route_pool_;
   std::vector<LinkState> links_;
+  std::vector<uint32_t> rerated_;  // per flow: the rerate() pass that last visited it
+  uint32_t rerate_stamp_ = 0;
   std::vector<double> link_bytes_;
   std::vector<Flow> flows_;
   std::vector<uint32_t> free_flows_;
@@ -406,21 +410,32 @@ double Engine::rate_of(const Flow& f) const {
   return rate;
 }
 
-// The flow count on `link` changed: every other flow on it gets its progress settled at the old
-// rate and a new rate (and completion event) if that changed.
-void Engine::rerate(uint32_t link, uint32_t except) {
-  for (uint32_t id : links_[link].flows) {
-    if (id == except) continue;
-    Flow& g = flows_[id];
-    g.remaining = std::max(0.0, g.remaining - g.rate * (now_ - g.last));
-    g.last = now_;
-    const double rate = rate_of(g);
-    if (rate != g.rate) {
-      g.rate = rate;
-      g.finish = now_ + g.remaining / g.rate;
-      schedule(id);
-    }
+void Engine::rerate(const Flow& f, uint32_t except) {
+  // A flow that shares several of these links (the hops of a multi-hop route along one line of a
+  // torus) is re-rated once: its rate already sees every count that changed.
+  if (++rerate_stamp_ == 0) {
+    std::fill(rerated_.begin(), rerated_.end(), 0);
+    rerate_stamp_ = 1;
   }
+  if (rerated_.size() < flows_.size()) rerated_.resize(flows_.size(), 0);
+  auto visit = [&](uint32_t link) {
+    for (uint32_t id : links_[link].flows) {
+      if (id == except || rerated_[id] == rerate_stamp_) continue;
+      rerated_[id] = rerate_stamp_;
+      Flow& g = flows_[id];
+      g.remaining = std::max(0.0, g.remaining - g.rate * (now_ - g.last));
+      g.last = now_;
+      const double rate = rate_of(g);
+      if (rate != g.rate) {
+        g.rate = rate;
+        g.finish = now_ + g.remaining / g.rate;
+        schedule(id);
+      }
+    }
+  };
+  const Hop* h = hops(f);
+  for (uint32_t i = 0; i < f.route_n; ++i) visit(h[i].link);
+  if (f.extra.link != kNone) visit(f.extra.link);
 }
 
 uint32_t Engine::start_flow(Flow f) {
@@ -445,8 +460,7 @@ uint32_t Engine::start_flow(Flow f) {
   const Hop* h = hops(f);
   for (uint32_t i = 0; i < f.route_n; ++i) links_[h[i].link].flows.push_back(id);
   if (f.extra.link != kNone) links_[f.extra.link].flows.push_back(id);
-  for (uint32_t i = 0; i < f.route_n; ++i) rerate(h[i].link, id);
-  if (f.extra.link != kNone) rerate(f.extra.link, id);
+  rerate(f, id);
   Flow& g = flows_[id];
   g.rate = rate_of(g);
   g.finish = now_ + g.remaining / g.rate;
@@ -519,8 +533,7 @@ void Engine::finish_flow(uint32_t id) {
     const Hop* h = hops(f);
     for (uint32_t i = 0; i < f.route_n; ++i) drop(h[i].link);
     if (f.extra.link != kNone) drop(f.extra.link);
-    for (uint32_t i = 0; i < f.route_n; ++i) rerate(h[i].link, kNone);
-    if (f.extra.link != kNone) rerate(f.extra.link, kNone);
+    rerate(f, kNone);
   }
   switch (f.type) {
     case FlowType::kMessage: {
