@@ -16,11 +16,25 @@
 // Cost (each dimension d of size k_d): 2 sum_d (k_d - 1) latencies, against 2 (n-1) for a ring
 // over all n ranks; each rank sends 2 (n-1)/n * bytes in all, as the ring does, and with equal
 // dimensions the rotation spreads them evenly: each dimension's links carry 2 (n-1)/(n D) * bytes.
+// The parts are cut at multiples of n elements when the count has at least n: a part of k * n
+// elements splits evenly in every dimension, so only the last part can have a tail. (Cutting
+// count / D each would give every part a tail whenever n does not divide it; the imbalance of the
+// aligned cut, at most n elements, is bytes the latency-bound small calls do not notice.)
 #include "algorithms/algorithms.h"
 #include "algorithms/grid.h"
 #include "algorithms/planner.h"
 
 namespace weft::algorithms {
+namespace {
+
+// Where part `part` of `parts` starts (part == parts: the end).
+size_t part_begin(size_t count, size_t parts, size_t n, size_t part) {
+  if (part == parts) return count;
+  if (count < n) return split_offset(count, parts, part);
+  return split_offset(count / n, parts, part) * n;
+}
+
+}  // namespace
 
 Program allreduce_torus(const CollectiveArgs& a, const Layout& l, int r) {
   ProgramBuilder b(r, a.nranks, a.dtype, a.op, in_offset_in_out(a, r));
@@ -31,8 +45,10 @@ Program allreduce_torus(const CollectiveArgs& a, const Layout& l, int r) {
     // Part `part`: dimensions part, part+1, ... (mod D), on channel `part`.
     std::vector<int> order;
     for (size_t k = 0; k < dims; ++k) order.push_back(static_cast<int>((part + k) % dims));
-    allreduce_over_grid(b, a, grid, r, order, Algorithm::kRing, split_offset(a.count, dims, part),
-                        split_count(a.count, dims, part), static_cast<int>(part), tmp_used);
+    const size_t n = static_cast<size_t>(a.nranks);
+    const size_t begin = part_begin(a.count, dims, n, part), end = part_begin(a.count, dims, n, part + 1);
+    allreduce_over_grid(b, a, grid, r, order, Algorithm::kRing, begin, end - begin, static_cast<int>(part),
+                        tmp_used);
   }
   return b.finish();
 }

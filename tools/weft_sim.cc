@@ -7,10 +7,12 @@
 // allgather, reduce_scatter, alltoall, gather and scatter the per-rank count is size / nranks /
 // typesize. Usage errors exit 2; a failed simulation exits 1.
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,7 +47,8 @@ constexpr const char* kUsage =
     "  --slice BYTES    pipeline slice (default 512K, as WEFT_SLICE_BYTES)\n"
     "  --budget N       most messages to simulate before coarsening slices (default 1000000; 0: never)\n"
     "  --exact          no symmetry folding and no coarsening (slow at thousands of ranks)\n"
-    "  --threads N      threads generating programs (default: 2, or 1 on one core)\n"
+    "  --jobs N         simulations run at once, one thread each (default: 2, or 1 on one core)\n"
+    "  --threads N      threads generating programs, shared by the jobs (default: 2, or 1 on one core)\n"
     "  --links          report the busiest links of each run\n"
     "  --time           report how long each simulation and the whole sweep took\n"
     "  --csv            comma-separated output, one row per size and algorithm\n"
@@ -65,6 +68,7 @@ struct Options {
   uint64_t budget = 1'000'000;
   bool exact = false, links = false, time = false, csv = false;
   int threads = std::max(1u, std::min(2u, std::thread::hardware_concurrency()));
+  int jobs = threads;
 };
 
 int usage_error(const std::string& what) {
@@ -87,7 +91,7 @@ int parse_args(int argc, char** argv, Options* o) {
     if (flag == "--time") { o->time = true; continue; }
     if (flag == "--csv") { o->csv = true; continue; }
     static constexpr const char* kWithValue[] = {"--cluster", "--coll", "-b", "-e", "-f", "--algo", "-d",
-                                                 "-o", "-r", "--slice", "--budget", "--threads"};
+                                                 "-o", "-r", "--slice", "--budget", "--threads", "--jobs"};
     bool known = false;
     for (const char* k : kWithValue) known |= flag == k;
     if (!known) return usage_error("unknown argument '" + std::string(flag) + "'");
@@ -131,6 +135,10 @@ int parse_args(int argc, char** argv, Options* o) {
       const std::optional<size_t> t = weft::parse_byte_size(v);
       if (!t || *t < 1 || *t > 256) return usage_error(bad + " is not a thread count (1..256)");
       o->threads = static_cast<int>(*t);
+    } else if (flag == "--jobs") {
+      const std::optional<size_t> j = weft::parse_byte_size(v);
+      if (!j || *j < 1 || *j > 256) return usage_error(bad + " is not a job count (1..256)");
+      o->jobs = static_cast<int>(*j);
     } else if (flag == "--budget") {
       const std::optional<size_t> b = weft::parse_byte_size(v);
       if (!b) return usage_error(bad + " is not a count");
@@ -194,92 +202,144 @@ int main(int argc, char** argv) {
     std::printf("#%11s %12s  %-18s %12s %8s %8s  %s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
                 "busbw", o.time ? "sim(s)  notes" : "notes");
   }
-  const auto sweep0 = std::chrono::steady_clock::now();
-  std::vector<std::pair<size_t, std::string>> winners;
-  bool failed = false;
-  for (size_t bytes = o.min_bytes;;) {
+  // Every (size, algorithm) simulation is independent: they run on o.jobs threads at once, each
+  // generating its programs on its share of o.threads, and rows print in order as sizes finish.
+  struct Job {
+    Algorithm algo;
+    bool applicable = true;
+    std::optional<weft::Result<weft::algorithms::SimResult>> r;  // set when done
+    double wall = 0;
+  };
+  struct Size {
     CollectiveArgs a;
-    a.coll = o.coll;
-    a.nranks = n;
-    a.dtype = o.dtype;
-    a.op = o.op;
-    a.root = o.root;
-    a.count = bytes / elem / (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
-    a.slice_count = weft::algorithms::slice_elements(o.slice_bytes, o.dtype);
-    const size_t total = a.count * elem * (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
-    struct Row {
-      Algorithm algo;
-      weft::algorithms::SimResult r;
-      double wall;
-    };
-    std::vector<Row> rows;
-    for (Algorithm algo : algos) {
-      if (!weft::algorithms::applicable(a, layout, algo)) {
-        if (!o.csv && !o.algos.empty())
-          std::printf(" %11zu %12zu  %-18s %12s %8s %8s  not applicable on %s\n", total, a.count,
-                      std::string(weft::algorithms::algorithm_name(algo)).c_str(), "-", "-", "-",
-                      layout.describe().c_str());
-        continue;
-      }
-      const auto t0 = std::chrono::steady_clock::now();
-      auto r = weft::algorithms::simulate_algorithm(a, layout, algo, *cluster, so);
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!r.ok()) {
-        std::fprintf(stderr, "weft-sim: %s at %zu bytes: %s\n",
-                     std::string(weft::algorithms::algorithm_name(algo)).c_str(), total, r.status().message().c_str());
-        failed = true;
-        continue;
-      }
-      rows.push_back({algo, std::move(*r), wall});
-    }
-    const Row* best = nullptr;
-    for (const Row& row : rows)
-      if (best == nullptr || row.r.seconds < best->r.seconds) best = &row;
-    for (const Row& row : rows) {
-      const std::string name(weft::algorithms::algorithm_name(row.algo));
-      const double t = row.r.seconds;
-      const double algbw = t > 0 ? static_cast<double>(total) / t / 1e9 : 0.0;
-      const double busbw = algbw * weft::algorithms::bus_factor(o.coll, n);
-      const size_t slice_bytes = row.r.slice_count * elem;
-      if (o.csv) {
-        std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%d,%zu,%d,%zu,%llu\n", cname.c_str(),
-                    cluster->spec().name.c_str(), n, total, a.count, name.c_str(), t, algbw, busbw, &row == best,
-                    row.wall, row.r.period, row.r.approximate ? 1 : 0, slice_bytes, row.r.coarsened ? 1 : 0, row.r.count,
-                    static_cast<unsigned long long>(row.r.messages));
-        continue;
-      }
-      std::string notes = &row == best ? "* " : "  ";
-      if (row.r.period > 0)
-        notes += std::string(row.r.approximate ? "~" : "") + (row.r.xor_symmetry ? "xor" : "shift") +
-                 "-folded:" + std::to_string(row.r.period) + " ";
-      if (row.r.coarsened) notes += "slice:" + weft::format_byte_size(slice_bytes) + " ";
-      if (row.r.padded) notes += "count:" + std::to_string(row.r.count) + " ";
-      char wall[32] = "";
-      if (o.time) std::snprintf(wall, sizeof(wall), "%7.3f ", row.wall);
-      if (o.time)
-        notes += "(build " + std::to_string(row.r.build_seconds).substr(0, 5) + "s, events " +
-                 std::to_string(row.r.events) + ") ";
-      std::printf(" %11zu %12zu  %-18s %12.2f %8.2f %8.2f  %s%s\n", total, a.count, name.c_str(), t * 1e6, algbw,
-                  busbw, wall, notes.c_str());
-      if (o.links) {
-        for (const auto& use : row.r.busiest)
-          std::printf("#%38s %-34s %6.1f%% busy, %.4g bytes\n", "", cluster->link_name(use.link).c_str(),
-                      use.utilisation * 100, use.bytes);
-      }
-    }
-    if (best != nullptr) winners.emplace_back(total, std::string(weft::algorithms::algorithm_name(best->algo)));
+    size_t total = 0;
+    std::vector<Job> jobs;
+  };
+  std::vector<Size> sizes;
+  for (size_t bytes = o.min_bytes;;) {
+    Size s;
+    s.a.coll = o.coll;
+    s.a.nranks = n;
+    s.a.dtype = o.dtype;
+    s.a.op = o.op;
+    s.a.root = o.root;
+    s.a.count = bytes / elem / (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
+    s.a.slice_count = weft::algorithms::slice_elements(o.slice_bytes, o.dtype);
+    s.total = s.a.count * elem * (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
+    for (Algorithm algo : algos) s.jobs.push_back({algo, weft::algorithms::applicable(s.a, layout, algo)});
+    sizes.push_back(std::move(s));
     const double next = std::floor(static_cast<double>(bytes) * o.factor);
     if (bytes >= o.max_bytes || next > static_cast<double>(o.max_bytes) || next <= static_cast<double>(bytes)) break;
     bytes = static_cast<size_t>(next);
   }
+  std::vector<Job*> queue;
+  std::vector<const Size*> size_of;
+  for (Size& s : sizes)
+    for (Job& j : s.jobs)
+      if (j.applicable) {
+        queue.push_back(&j);
+        size_of.push_back(&s);
+      }
+  const int workers = std::max(1, std::min(o.jobs, static_cast<int>(queue.size())));
+  weft::algorithms::SimOptions job_options = so;
+  job_options.threads = std::max(1, o.threads / workers);
+  std::mutex mu;
+  std::condition_variable done_cv;
+  size_t next_job = 0;
+  auto work = [&] {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (next_job == queue.size()) return;
+        i = next_job++;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = weft::algorithms::simulate_algorithm(size_of[i]->a, layout, queue[i]->algo, *cluster, job_options);
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::lock_guard<std::mutex> lock(mu);
+      queue[i]->r.emplace(std::move(r));
+      queue[i]->wall = wall;
+      done_cv.notify_all();
+    }
+  };
+  const auto sweep0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < workers; ++t) pool.emplace_back(work);
+
+  std::vector<std::pair<size_t, std::string>> winners;
+  bool failed = false;
+  for (Size& s : sizes) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      done_cv.wait(lock, [&] {
+        for (const Job& j : s.jobs)
+          if (j.applicable && !j.r) return false;
+        return true;
+      });
+    }
+    const Job* best = nullptr;
+    for (const Job& j : s.jobs) {
+      if (!j.applicable) {
+        if (!o.csv && !o.algos.empty())
+          std::printf(" %11zu %12zu  %-18s %12s %8s %8s  not applicable on %s\n", s.total, s.a.count,
+                      std::string(weft::algorithms::algorithm_name(j.algo)).c_str(), "-", "-", "-",
+                      layout.describe().c_str());
+        continue;
+      }
+      if (!j.r->ok()) {
+        std::fprintf(stderr, "weft-sim: %s at %zu bytes: %s\n", std::string(weft::algorithms::algorithm_name(j.algo)).c_str(),
+                     s.total, j.r->status().message().c_str());
+        failed = true;
+        continue;
+      }
+      if (best == nullptr || (*j.r)->seconds < (*best->r)->seconds) best = &j;
+    }
+    for (const Job& j : s.jobs) {
+      if (!j.applicable || !j.r->ok()) continue;
+      const weft::algorithms::SimResult& r = **j.r;
+      const std::string name(weft::algorithms::algorithm_name(j.algo));
+      const double t = r.seconds;
+      const double algbw = t > 0 ? static_cast<double>(s.total) / t / 1e9 : 0.0;
+      const double busbw = algbw * weft::algorithms::bus_factor(o.coll, n);
+      const size_t slice_bytes = r.slice_count * elem;
+      if (o.csv) {
+        std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%d,%zu,%d,%zu,%llu\n", cname.c_str(),
+                    cluster->spec().name.c_str(), n, s.total, s.a.count, name.c_str(), t, algbw, busbw, &j == best,
+                    j.wall, r.period, r.approximate ? 1 : 0, slice_bytes, r.coarsened ? 1 : 0, r.count,
+                    static_cast<unsigned long long>(r.messages));
+        continue;
+      }
+      std::string notes = &j == best ? "* " : "  ";
+      if (r.period > 0)
+        notes += std::string(r.approximate ? "~" : "") + (r.xor_symmetry ? "xor" : "shift") +
+                 "-folded:" + std::to_string(r.period) + " ";
+      if (r.coarsened) notes += "slice:" + weft::format_byte_size(slice_bytes) + " ";
+      if (r.padded) notes += "count:" + std::to_string(r.count) + " ";
+      char wall[32] = "";
+      if (o.time) std::snprintf(wall, sizeof(wall), "%7.3f ", j.wall);
+      if (o.time)
+        notes += "(build " + std::to_string(r.build_seconds).substr(0, 5) + "s, events " +
+                 std::to_string(r.events) + ") ";
+      std::printf(" %11zu %12zu  %-18s %12.2f %8.2f %8.2f  %s%s\n", s.total, s.a.count, name.c_str(), t * 1e6, algbw,
+                  busbw, wall, notes.c_str());
+      if (o.links) {
+        for (const auto& use : r.busiest)
+          std::printf("#%38s %-34s %6.1f%% busy, %.4g bytes\n", "", cluster->link_name(use.link).c_str(),
+                      use.utilisation * 100, use.bytes);
+      }
+    }
+    if (best != nullptr) winners.emplace_back(s.total, std::string(weft::algorithms::algorithm_name(best->algo)));
+  }
+  for (std::thread& t : pool) t.join();
   const double sweep = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep0).count();
   if (!o.csv) {
     std::printf("# winners:");
     for (const auto& [b, name] : winners) std::printf(" %s:%s", weft::format_byte_size(b).c_str(), name.c_str());
     std::printf("\n");
-    if (o.time) std::printf("# simulated %zu sizes in %.2f s\n", winners.size(), sweep);
+    if (o.time) std::printf("# simulated %zu sizes in %.2f s (%d at once)\n", winners.size(), sweep, workers);
   } else if (o.time) {
-    std::fprintf(stderr, "weft-sim: simulated %zu sizes in %.2f s\n", winners.size(), sweep);
+    std::fprintf(stderr, "weft-sim: simulated %zu sizes in %.2f s (%d at once)\n", winners.size(), sweep, workers);
   }
   return failed ? 1 : 0;
 }

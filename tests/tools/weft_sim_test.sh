@@ -1,0 +1,36 @@
+#!/bin/sh
+# weft-sim end to end: a sweep run two simulations at a time and three at a time predicts what one
+# at a time does, row for row in size order; the winners line; the exit codes of bad input.
+#   sh weft_sim_test.sh WEFT_SIM
+set -u
+SIM=$1
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/weft-sim-test.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Column 11 is each simulation's own wall time; everything else must match.
+for jobs in 1 2 3; do
+  "$SIM" --cluster dgx-h100:4 -b 8 -e 64M -f 8 --csv --jobs "$jobs" >"$TMP/out$jobs" 2>"$TMP/err$jobs" ||
+    fail "--jobs $jobs exited $?: $(cat "$TMP/err$jobs")"
+  cut -d, -f1-10,12- "$TMP/out$jobs" >"$TMP/cut$jobs"
+done
+rows=$(wc -l <"$TMP/cut1")
+[ "$rows" -gt 30 ] || fail "only $rows lines of CSV"
+cmp -s "$TMP/cut1" "$TMP/cut2" || fail "--jobs 2 predicts otherwise than --jobs 1: $(diff "$TMP/cut1" "$TMP/cut2" | head -4)"
+cmp -s "$TMP/cut1" "$TMP/cut3" || fail "--jobs 3 predicts otherwise than --jobs 1"
+awk -F, 'NR > 1 && $4 + 0 < last { exit 1 } NR > 1 { last = $4 + 0 }' "$TMP/cut2" || fail "rows out of size order"
+# One winner per size.
+[ "$(awk -F, 'NR > 1 && $10 == 1' "$TMP/cut2" | wc -l)" = "$(awk -F, 'NR > 1 { print $4 }' "$TMP/cut2" | sort -u | wc -l)" ] ||
+  fail "not one winner per size"
+
+"$SIM" --cluster torus:4x4 -b 8 -e 1M -f 16 --algo torus,ring --jobs 2 >"$TMP/out" 2>"$TMP/err" || fail "torus sweep exited $?"
+grep -q '^# winners: 8:torus 128:torus 2K:torus 32K:torus 512K:torus$' "$TMP/out" || fail "torus winners: $(grep winners "$TMP/out")"
+
+# Bad input exits 2 and says what was wrong.
+"$SIM" --cluster shm:4 --jobs 0 >"$TMP/out" 2>"$TMP/err"
+[ $? = 2 ] || fail "--jobs 0 did not exit 2"
+grep -q "not a job count" "$TMP/err" || fail "--jobs 0: $(cat "$TMP/err")"
+"$SIM" --cluster shm:4 --algo bogus >"$TMP/out" 2>"$TMP/err"
+[ $? = 2 ] || fail "--algo bogus did not exit 2"
+grep -q "unknown algorithm 'bogus'" "$TMP/err" || fail "--algo bogus: $(cat "$TMP/err")"
+echo PASS
