@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
     s.a.count = bytes / elem / (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
     s.a.slice_count = weft::algorithms::slice_elements(o.slice_bytes, o.dtype);
     s.total = s.a.count * elem * (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
-    for (Algorithm algo : algos) s.jobs.push_back({algo, weft::algorithms::applicable(s.a, layout, algo)});
+    for (Algorithm algo : algos) s.jobs.push_back({algo, weft::algorithms::applicable(s.a, layout, algo), std::nullopt, 0.0});
     sizes.push_back(std::move(s));
     const double next = std::floor(static_cast<double>(bytes) * o.factor);
     if (bytes >= o.max_bytes || next > static_cast<double>(o.max_bytes) || next <= static_cast<double>(bytes)) break;
