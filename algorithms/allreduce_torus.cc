@@ -40,12 +40,12 @@ Program allreduce_torus(const CollectiveArgs& a, const Layout& l, int r) {
   ProgramBuilder b(r, a.nranks, a.dtype, a.op, in_offset_in_out(a, r));
   const Grid grid = Grid::of_torus(l);
   const size_t dims = l.torus.size();
+  const size_t n = static_cast<size_t>(a.nranks);
   size_t tmp_used = 0;
   for (size_t part = 0; part < dims; ++part) {
     // Part `part`: dimensions part, part+1, ... (mod D), on channel `part`.
     std::vector<int> order;
     for (size_t k = 0; k < dims; ++k) order.push_back(static_cast<int>((part + k) % dims));
-    const size_t n = static_cast<size_t>(a.nranks);
     const size_t begin = part_begin(a.count, dims, n, part), end = part_begin(a.count, dims, n, part + 1);
     allreduce_over_grid(b, a, grid, r, order, Algorithm::kRing, begin, end - begin, static_cast<int>(part),
                         tmp_used);

@@ -39,7 +39,9 @@ Program alltoall_bruck(const CollectiveArgs& a, int r) {
   for (size_t d = 1; d < all; d *= 2) {
     size_t packed = 0;
     std::vector<size_t> moved;
-    Region run{kTmp, 0, 0};  // blocks that lie next to each other where they are: one copy
+    // Blocks that lie next to each other where they are go in one copy; the run being gathered
+    // ends where the pack ends so far (at `packed`).
+    Region run{kTmp, 0, 0};
     auto flush = [&] {
       if (run.count > 0) b.copy(run, {kTmp, packed - run.count, run.count});
     };

@@ -232,14 +232,10 @@ int main(int argc, char** argv) {
     if (bytes >= o.max_bytes || next > static_cast<double>(o.max_bytes) || next <= static_cast<double>(bytes)) break;
     bytes = static_cast<size_t>(next);
   }
-  std::vector<Job*> queue;
-  std::vector<const Size*> size_of;
+  std::vector<std::pair<const Size*, Job*>> queue;  // the applicable jobs, in print order
   for (Size& s : sizes)
     for (Job& j : s.jobs)
-      if (j.applicable) {
-        queue.push_back(&j);
-        size_of.push_back(&s);
-      }
+      if (j.applicable) queue.emplace_back(&s, &j);
   const int workers = std::max(1, std::min(o.jobs, static_cast<int>(queue.size())));
   weft::algorithms::SimOptions job_options = so;
   job_options.threads = std::max(1, o.threads / workers);
@@ -254,12 +250,13 @@ int main(int argc, char** argv) {
         if (next_job == queue.size()) return;
         i = next_job++;
       }
+      auto [size, job] = queue[i];
       const auto t0 = std::chrono::steady_clock::now();
-      auto r = weft::algorithms::simulate_algorithm(size_of[i]->a, layout, queue[i]->algo, *cluster, job_options);
+      auto r = weft::algorithms::simulate_algorithm(size->a, layout, job->algo, *cluster, job_options);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::lock_guard<std::mutex> lock(mu);
-      queue[i]->r.emplace(std::move(r));
-      queue[i]->wall = wall;
+      job->r.emplace(std::move(r));
+      job->wall = wall;
       done_cv.notify_all();
     }
   };
