@@ -77,16 +77,17 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
   const double inf = std::numeric_limits<double>::infinity();
   double best_seconds = inf;
   // Returns the prediction, or +infinity where the simulator had to coarsen a slice other than
-  // the first (its answer would be another candidate's). A slice other than the first must beat
-  // the best so far by kSliceMargin: the model folds per-message overheads into alpha and
-  // overrates smaller slices (at N=4, 1 MiB it predicts the ring 35% faster in 64 KiB slices;
-  // measured, the two are equal; docs/PERFORMANCE.md, "Slices").
+  // the first (its answer would be another candidate's). A candidate must beat the best so far
+  // by a margin: kAlgorithmMargin at the default slice (predictions closer than that are ties,
+  // which go to table order), kSliceMargin at another slice (the model folds per-message
+  // overheads into alpha and overrates smaller slices: at N=4, 1 MiB it predicts the ring 35%
+  // faster in 64 KiB slices; measured, the two are equal; docs/PERFORMANCE.md, "Slices").
   auto consider = [&](Algorithm c, size_t slice, bool first) {
     CollectiveArgs trial = a;
     trial.slice_count = slice;
     const Prediction p = predict(trial, layout_, c, *model_);
     if (!first && p.slice_count != slice) return inf;
-    if (p.seconds < (first ? 1.0 : 1.0 - kSliceMargin) * best_seconds) {
+    if (p.seconds < (1.0 - (first ? kAlgorithmMargin : kSliceMargin)) * best_seconds) {
       best_seconds = p.seconds;
       best = {c, slice, from_table ? "table" : "model"};
     }

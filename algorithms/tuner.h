@@ -4,7 +4,9 @@
 //   1. the algorithm a measured tuning table (weft-tune, WEFT_TUNE_FILE) names for the call's
 //      collective, rank count, node count and size, when it is a candidate;
 //   2. the one the simulator predicts fastest on the communicator's machine model (this machine's
-//      calibrated shm/tcp models placed as the layout says; ties go to table order);
+//      calibrated shm/tcp models placed as the layout says), where a candidate later in table
+//      order must be predicted kAlgorithmMargin faster than the best before it: closer
+//      predictions are ties, and ties go to table order;
 //   3. without a model (a non-uniform layout): the first candidate in table order.
 // The slice: the call's own when it has one (a.slice_count > 0: WEFT_SLICE_BYTES); else the
 // table's when its entry names one; else, with a model, the slice of slice_candidates() the
@@ -33,6 +35,13 @@ namespace weft::algorithms {
 
 // The algorithms that may run `a` on `l` under `filter`, in table order.
 std::vector<Algorithm> candidates(const CollectiveArgs& a, const Layout& l, const AlgoFilter& filter);
+
+// How much faster (a fraction) the model must predict an algorithm than the best one before it
+// in table order for the tuner to take it. The model ranks algorithms that move the same bytes
+// in the same steps by small differences the machine does not keep: at N=2 over shm it predicts
+// the tree 0.8-1.6% faster than the ring from 2 MiB up, and in four measured sweeps the tree was
+// 0-34% behind the best of the others (docs/PERFORMANCE.md, "The tuner").
+constexpr double kAlgorithmMargin = 0.05;
 
 // The pipeline slice a call gets when neither the user nor a table fixes it and no model ranks
 // the others (WEFT_SLICE_BYTES's documented default).

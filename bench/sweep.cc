@@ -62,18 +62,19 @@ void RowPrinter::row(const ResultRow& r) {
   if (format_ == RowFormat::kCsv) {
     if (rows_ == 0)
       std::fprintf(out_, "library,algorithm,collective,transport,nranks,dtype,op,in_place,bytes,count,time_us,algbw_gbs,"
-                         "busbw_gbs,wrong,slice_bytes\n");
-    std::fprintf(out_, "%s,%s,%s,%s,%d,%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%lld,%zu\n", r.library.c_str(), r.algorithm.c_str(),
+                         "busbw_gbs,wrong,slice_bytes,variant\n");
+    std::fprintf(out_, "%s,%s,%s,%s,%d,%s,%s,%d,%zu,%zu,%.3f,%.4f,%.4f,%lld,%zu,%s\n", r.library.c_str(), r.algorithm.c_str(),
                  r.collective.c_str(), r.transport.c_str(), r.nranks, r.dtype.c_str(), r.op.c_str(), r.in_place ? 1 : 0,
-                 r.bytes, r.count, r.time_us, r.algbw, r.busbw, wrong, r.slice_bytes);
+                 r.bytes, r.count, r.time_us, r.algbw, r.busbw, wrong, r.slice_bytes, r.variant.c_str());
   } else if (format_ == RowFormat::kJson) {
     std::fprintf(out_,
                  "%s\n  {\"library\": \"%s\", \"algorithm\": \"%s\", \"collective\": \"%s\", \"transport\": \"%s\", "
                  "\"nranks\": %d, \"dtype\": \"%s\", \"op\": \"%s\", \"in_place\": %s, \"bytes\": %zu, \"count\": %zu, "
-                 "\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, \"wrong\": %lld, \"slice_bytes\": %zu}",
+                 "\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, \"wrong\": %lld, \"slice_bytes\": %zu, "
+                 "\"variant\": \"%s\"}",
                  rows_ == 0 ? "[" : ",", r.library.c_str(), r.algorithm.c_str(), r.collective.c_str(), r.transport.c_str(),
                  r.nranks, r.dtype.c_str(), r.op.c_str(), r.in_place ? "true" : "false", r.bytes, r.count, r.time_us,
-                 r.algbw, r.busbw, wrong, r.slice_bytes);
+                 r.algbw, r.busbw, wrong, r.slice_bytes, r.variant.c_str());
   }
   ++rows_;
   std::fflush(out_);

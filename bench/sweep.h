@@ -27,6 +27,7 @@ struct ResultRow {
   double time_us = 0, algbw = 0, busbw = 0;
   uint64_t wrong = 0;  // -1 (all ones) when not checked
   size_t slice_bytes = 0;  // weft's pipeline slice (the tuner's or WEFT_SLICE_BYTES); 0: none
+  std::string variant;     // weft-bench -V: "tuner", "ring", "ring@64K"; empty otherwise
 };
 
 enum class RowFormat { kTable, kCsv, kJson };

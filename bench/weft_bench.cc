@@ -8,9 +8,18 @@
 // (seconds; sets WEFT_TIMEOUT), -G 1 device buffers (the current GPU; needs a CUDA build), -P 0|1
 // progress on stderr (default: when stderr is a terminal), --csv / --json rows for machines
 // instead of the table. Columns, algbw and busbw as nccl-tests (docs/BENCH.md).
+//
+// -V LIST compares algorithms side by side in the same processes: LIST names variants, each
+// "tuner" (the tuner's own pick under this process's settings), an algorithm ("ring") or an
+// algorithm at a slice ("ring@64K"); each forced variant gets a communicator of its own, split
+// from the first with WEFT_ALGO=<collective>:<algorithm> (and WEFT_SLICE_BYTES; no
+// WEFT_TUNE_FILE), and every size runs every variant in turn, so a slow phase of this machine
+// hits all of them alike. Rows carry
+// the variant (the `variant` column of --csv/--json).
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +47,7 @@ struct Options : weft::bench::SweepOptions {
   int average = 1;
   int device = 0;  // -G 1: buffers in GPU memory (the GPU path)
   int progress = -1;  // -P: -1 when stderr is a terminal
+  std::vector<std::string> variants;  // -V: empty, or the variants to run side by side
   weft::DataType dtype = weft::DataType::kFloat32;
   weft::RedOp op = weft::RedOp::kSum;
 };
@@ -47,9 +57,49 @@ int usage(const char* msg) {
                "weft-bench: %s\nusage: weft-bench [allreduce|reduce_scatter|allgather|alltoall|broadcast|"
                "reduce|gather|scatter|sendrecv] [-b min] [-e max] [-f factor | -i step] [-n iters] [-w warmup]\n"
                "                  [-c 0|1] [-o sum|prod|max|min|avg] [-d type] [-r root] [-a 0-3] [-T seconds] [-G 0|1]\n"
-               "                  [-P 0|1] [--csv | --json]\n",
+               "                  [-P 0|1] [-V tuner,ring,tree@64K,...] [--csv | --json]\n",
                msg);
   return 2;
+}
+
+// One communicator a sweep runs: "" (a plain run), "tuner", or a forced algorithm[@slice].
+struct Variant {
+  std::string name;
+  weft::Communicator* comm = nullptr;
+  std::unique_ptr<weft::Communicator> owned;  // forced variants: split from the first
+};
+
+// The communicators of -V's list, in its order. Collective over `comm` (every rank splits once
+// per forced variant).
+weft::Result<std::vector<Variant>> make_variants(weft::Communicator& comm, const Options& o) {
+  std::vector<Variant> out;
+  if (o.variants.empty()) {
+    out.push_back({"", &comm, nullptr});
+    return out;
+  }
+  for (const std::string& name : o.variants) {
+    Variant v{name, &comm, nullptr};
+    if (name != "tuner") {
+      const size_t at = name.find('@');
+      const std::string algo = name.substr(0, at);
+      weft::Config config = comm.config();
+      if (!weft::algorithms::algorithm_by_name(algo))
+        return weft::invalid_argument("-V: unknown algorithm '" + algo + "' in '" + name + "'");
+      config.algo = o.coll_name + ":" + algo;
+      config.tune_file.clear();  // a table's entry would set the forced algorithm's slice
+      if (at != std::string::npos) {
+        const auto bytes = weft::parse_byte_size(name.substr(at + 1));
+        if (!bytes || *bytes < 64) return weft::invalid_argument("-V: bad slice in '" + name + "' (64 bytes or more: 64K, 2M, ...)");
+        config.slice_bytes = *bytes;
+      }
+      auto split = comm.split(0, comm.rank(), config);
+      WEFT_TRY(split);
+      v.owned = std::move(*split);
+      v.comm = v.owned.get();
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 // Runs one call of the collective with the given buffers.
@@ -124,6 +174,16 @@ int main(int argc, char** argv) {
     else if (flag == "-o") ok = static_cast<bool>(weft::parse_op(v)), o.op = weft::parse_op(v).value_or(o.op);
     else if (flag == "-d") ok = static_cast<bool>(weft::parse_dtype(v)), o.dtype = weft::parse_dtype(v).value_or(o.dtype);
     else if (flag == "-T") ok = setenv("WEFT_TIMEOUT", v, 1) == 0;
+    else if (flag == "-V") {
+      o.variants.clear();
+      for (std::string_view rest = v; ok;) {
+        const size_t comma = rest.find(',');
+        o.variants.emplace_back(rest.substr(0, comma));
+        ok = !o.variants.back().empty();
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+    }
     else return usage(("unknown flag " + flag).c_str());
     if (!ok) return usage(("bad value '" + std::string(v) + "' for " + flag).c_str());
   }
@@ -186,11 +246,62 @@ int main(int argc, char** argv) {
     std::printf("#\n# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "", "", "", "", "", "out-of-place", "", "", "",
                 "in-place", "", "", "");  // the algorithm column follows the nccl-tests ones
     std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s  %s\n", "size", "count", "type", "redop", "root",
-                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "algorithm slice");
+                "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong",
+                o.variants.empty() ? "algorithm slice" : "algorithm slice  variant");
     std::printf("# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
                 "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
     std::fflush(stdout);
   }
+
+  if (!o.variants.empty() && o.coll == Collective::kSendRecv) return usage("-V: sendrecv has no algorithms to compare");
+  auto variants_or = make_variants(comm, o);
+  if (!variants_or.ok()) {
+    std::fprintf(stderr, "weft-bench: %s\n", variants_or.status().to_string().c_str());
+    return variants_or.status().code() == weft::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::vector<Variant>& variants = *variants_or;
+
+  // One variant at one size, out of place (place 0) or in place (1): checked once when -c 1,
+  // then warmed up and timed; the time combined across ranks as -a says.
+  struct Measured {
+    double time_us = 0;
+    uint64_t wrong = 0;
+  };
+  auto measure = [&](weft::Communicator& c, size_t count, int place) -> weft::Result<Measured> {
+    CollectiveArgs a = most;
+    a.coll = o.coll;
+    a.count = count;
+    a.dtype = o.dtype;
+    a.op = o.op;
+    a.in_place = place == 1;
+    Layout l = layout(a, rank, send_base, recv_base);
+    Measured m;
+    if (o.check && o.coll != Collective::kSendRecv) {
+      Layout h = layout(a, rank, sendbuf.data(), recvbuf.data());
+      std::vector<char> in(weft::algorithms::in_count(a, rank) * elem + 1);
+      weft::bench::fill_input(a, rank, in.data(), 42);
+      const size_t out_elems = weft::algorithms::out_count(a, rank);
+      weft::bench::poison(h.recv, out_elems * elem);
+      std::memcpy(const_cast<void*>(h.send), in.data(), in.size() - 1);
+      WEFT_TRY(to_device());
+      WEFT_TRY(run_once(c, o, l.send, l.recv, count));
+      WEFT_TRY(to_host());
+      uint64_t w = weft::bench::count_wrong(a, rank, h.recv, 42);
+      WEFT_TRY(c.allreduce(&w, &m.wrong, 1, weft::DataType::kUint64, weft::RedOp::kSum).wait());
+    }
+    for (int w = 0; w < o.warmup; ++w) WEFT_TRY(run_once(c, o, l.send, l.recv, count));
+    WEFT_TRY(c.barrier().wait());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int it = 0; it < o.iters; ++it) WEFT_TRY(run_once(c, o, l.send, l.recv, count));
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+    m.time_us = us;
+    weft::RedOp how = o.average == 2 ? weft::RedOp::kMin : o.average == 3 ? weft::RedOp::kMax : weft::RedOp::kSum;
+    if (o.average != 0) {
+      WEFT_TRY(c.allreduce(&us, &m.time_us, 1, weft::DataType::kFloat64, how).wait());
+      if (o.average == 1) m.time_us /= n;
+    }
+    return m;
+  };
 
   uint64_t total_wrong = 0;
   double bus_sum = 0;
@@ -203,71 +314,29 @@ int main(int argc, char** argv) {
     progress.step(k, bytes, "weft-bench");
     const size_t count = bytes / elem / blocks;  // per rank for blocked collectives
     const size_t size = count * elem * blocks;
-    double time_us[2] = {0, 0};
-    uint64_t wrong[2] = {0, 0};
+    // [variant][place]; every variant runs out of place, then every variant in place.
+    std::vector<std::array<Measured, 2>> got(variants.size());
     for (int place = 0; place < 2; ++place) {
       if (o.coll == Collective::kSendRecv && place == 1) break;
-      CollectiveArgs a = most;
-      a.coll = o.coll;
-      a.count = count;
-      a.dtype = o.dtype;
-      a.op = o.op;
-      a.in_place = place == 1;
-      Layout l = layout(a, rank, send_base, recv_base);
-      if (o.check && o.coll != Collective::kSendRecv) {
-        Layout h = layout(a, rank, sendbuf.data(), recvbuf.data());
-        std::vector<char> in(weft::algorithms::in_count(a, rank) * elem + 1);
-        weft::bench::fill_input(a, rank, in.data(), 42);
-        const size_t out_elems = weft::algorithms::out_count(a, rank);
-        weft::bench::poison(h.recv, out_elems * elem);
-        std::memcpy(const_cast<void*>(h.send), in.data(), in.size() - 1);
-        weft::Status s = to_device();
-        if (s.ok()) s = run_once(comm, o, l.send, l.recv, count);
-        if (s.ok()) s = to_host();
-        if (!s.ok()) {
-          std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());
+      for (size_t v = 0; v < variants.size(); ++v) {
+        auto m = measure(*variants[v].comm, count, place);
+        if (!m.ok()) {
+          std::fprintf(stderr, "weft-bench: %s\n", m.status().to_string().c_str());
           return 1;
         }
-        uint64_t w = weft::bench::count_wrong(a, rank, h.recv, 42), all = 0;
-        s = comm.allreduce(&w, &all, 1, weft::DataType::kUint64, weft::RedOp::kSum).wait();
-        if (!s.ok()) {
-          std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());
-          return 1;
-        }
-        wrong[place] = all;
+        got[v][static_cast<size_t>(place)] = *m;
       }
-      for (int w = 0; w < o.warmup; ++w) {
-        weft::Status s = run_once(comm, o, l.send, l.recv, count);
-        if (!s.ok()) {
-          std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());
-          return 1;
-        }
-      }
-      weft::Status s = comm.barrier().wait();
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int it = 0; it < o.iters && s.ok(); ++it) s = run_once(comm, o, l.send, l.recv, count);
-      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
-      if (!s.ok()) {
-        std::fprintf(stderr, "weft-bench: %s\n", s.to_string().c_str());
-        return 1;
-      }
-      double combined = us;
-      weft::RedOp how = o.average == 2 ? weft::RedOp::kMin : o.average == 3 ? weft::RedOp::kMax : weft::RedOp::kSum;
-      if (o.average != 0) {
-        s = comm.allreduce(&us, &combined, 1, weft::DataType::kFloat64, how).wait();
-        if (o.average == 1) combined /= n;
-      }
-      time_us[place] = combined;
     }
-    if (rank == 0) {
-      const double factor = weft::algorithms::bus_factor(o.coll, n);
+    if (rank != 0) continue;
+    const double factor = weft::algorithms::bus_factor(o.coll, n);
+    for (size_t v = 0; v < variants.size(); ++v) {
       CollectiveArgs ran = most;
       ran.coll = o.coll;
       ran.count = count;
       ran.dtype = o.dtype;
       ran.op = o.op;
       weft::algorithms::TunedCall tuned;
-      if (o.coll != Collective::kSendRecv) tuned = comm.state().tuned_for(ran);
+      if (o.coll != Collective::kSendRecv) tuned = variants[v].comm->state().tuned_for(ran);
       const std::string algorithm =
           o.coll == Collective::kSendRecv ? "group" : std::string(weft::algorithms::algorithm_name(tuned.algorithm));
       const size_t slice_bytes = tuned.slice_count * weft::dtype_size(o.dtype);
@@ -279,13 +348,14 @@ int main(int argc, char** argv) {
           if (table) std::printf(" %9s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
           continue;
         }
-        const double algbw = time_us[place] > 0 ? size / time_us[place] / 1e3 : 0;
+        const Measured& m = got[v][static_cast<size_t>(place)];
+        const double algbw = m.time_us > 0 ? size / m.time_us / 1e3 : 0;
         if (table)
-          std::printf(" %9.2f %7.2f %7.2f %6llu", time_us[place], algbw, algbw * factor,
-                      static_cast<unsigned long long>(wrong[place]));
+          std::printf(" %9.2f %7.2f %7.2f %6llu", m.time_us, algbw, algbw * factor, static_cast<unsigned long long>(m.wrong));
         weft::bench::ResultRow row;
         row.library = "weft";
         row.algorithm = algorithm;
+        row.variant = variants[v].name;
         row.collective = o.coll_name;
         row.transport = o.device ? "cuda" : comm.config().transport;
         row.dtype = std::string(weft::dtype_name(o.dtype));
@@ -294,18 +364,19 @@ int main(int argc, char** argv) {
         row.in_place = place == 1;
         row.bytes = size;
         row.count = count * blocks;
-        row.time_us = time_us[place];
+        row.time_us = m.time_us;
         row.algbw = algbw;
         row.busbw = algbw * factor;
-        row.wrong = o.check ? wrong[place] : ~uint64_t{0};
+        row.wrong = o.check ? m.wrong : ~uint64_t{0};
         row.slice_bytes = slice_bytes;
         printer.row(row);
         bus_sum += algbw * factor;
         ++bus_points;
-        total_wrong += wrong[place];
+        total_wrong += m.wrong;
       }
       if (table)
-        std::printf("  %s %s\n", algorithm.c_str(), slice_bytes > 0 ? weft::format_byte_size(slice_bytes).c_str() : "-");
+        std::printf("  %s %s%s%s\n", algorithm.c_str(), slice_bytes > 0 ? weft::format_byte_size(slice_bytes).c_str() : "-",
+                    variants[v].name.empty() ? "" : "  ", variants[v].name.c_str());
       std::fflush(stdout);
     }
   }

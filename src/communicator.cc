@@ -235,7 +235,9 @@ Status Communicator::group_end() {
   return Status();
 }
 
-Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
+Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) { return split(color, key, config()); }
+
+Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, const Config& config) {
   CommState& st = *state_;
   const int n = st.nranks();
   const Deadline deadline = Deadline::after(st.config().timeout);
@@ -264,7 +266,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   WEFT_TRY(st.bootstrap().allgather(&my_id, ids.data(), sizeof(UniqueId), deadline));
   if (color == kNoColor) return std::unique_ptr<Communicator>();
   const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), st.rank()) - members.begin());
-  Config child = st.config();
+  Config child = config;
   child.torus.clear();  // WEFT_TORUS describes the parent's ranks, not the new group's
   return init(ids[static_cast<size_t>(members.front())], new_rank, static_cast<int>(members.size()), child);
 }

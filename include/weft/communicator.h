@@ -74,9 +74,12 @@ class Communicator {
   const Config& config() const;
 
   // Ranks with the same color form a new communicator, ordered by (key, old rank). A color of -1
-  // (kNoColor) takes no part and gets nullptr. Collective over this communicator.
+  // (kNoColor) takes no part and gets nullptr. Collective over this communicator. The new
+  // communicator runs with `config` (as ncclCommSplit's config argument; WEFT_TORUS is dropped:
+  // it describes this communicator's ranks), or with this one's configuration.
   static constexpr int kNoColor = -1;
   Result<std::unique_ptr<Communicator>> split(int color, int key);
+  Result<std::unique_ptr<Communicator>> split(int color, int key, const Config& config);
 
   // Fails every pending and later operation with kRemoteError/kInvalidUsage and tells the peers,
   // whose pending operations then fail naming this rank. Returns promptly; idempotent.

@@ -232,5 +232,23 @@ TEST(Split, EvenOddReversed) {
   EXPECT_EQ(*none == nullptr, c.rank() == 0);
 }
 
+TEST(Split, TakesTheGivenConfiguration) {
+  Communicator& c = world();
+  Config config = c.config();
+  config.algo = "allreduce:tree";
+  config.slice_bytes = 4096;
+  auto sub = c.split(0, c.rank(), config);
+  ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+  EXPECT_EQ((*sub)->config().algo, "allreduce:tree");
+  EXPECT_EQ((*sub)->config().slice_bytes, 4096u);
+  // A split without a configuration inherits the parent's.
+  auto same = c.split(0, c.rank());
+  ASSERT_TRUE(same.ok()) << same.status().to_string();
+  EXPECT_EQ((*same)->config().algo, c.config().algo);
+  std::vector<float> x(1000, 1.0f);
+  ASSERT_TRUE((*sub)->allreduce(x.data(), x.data(), x.size(), DataType::kFloat32, RedOp::kSum).wait().ok());
+  EXPECT_EQ(x[999], static_cast<float>(c.size()));
+}
+
 }  // namespace
 }  // namespace weft
