@@ -165,56 +165,26 @@ int parse_args(int argc, char** argv, Options* o) {
   return -1;
 }
 
-}  // namespace
+// One (size, algorithm) simulation of the sweep.
+struct Job {
+  Algorithm algo;
+  bool applicable = true;
+  std::optional<weft::Result<weft::algorithms::SimResult>> r;  // set when done
+  double wall = 0;
+};
 
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are simulated
-  Options o;
-  if (int rc = parse_args(argc, argv, &o); rc >= 0) return rc;
-  auto cluster = weft::topology::Cluster::parse(o.cluster);
-  if (!cluster.ok()) return usage_error(cluster.status().message());
-  const weft::algorithms::Layout layout = weft::algorithms::layout_of(*cluster);
+// One size of the sweep: the call and a job per algorithm.
+struct Size {
+  CollectiveArgs a;
+  size_t total = 0;  // bytes as weft-bench counts them
+  std::vector<Job> jobs;
+};
+
+// The sizes from -b to -e, each with a job per algorithm (not applicable ones marked).
+std::vector<Size> plan_sweep(const Options& o, const weft::algorithms::Layout& layout, const std::vector<Algorithm>& algos) {
   const int n = layout.nranks;
-  if (weft::algorithms::has_root(o.coll) && (o.root < 0 || o.root >= n))
-    return usage_error("-r " + std::to_string(o.root) + " is not a rank of " + std::to_string(n));
   const size_t elem = weft::dtype_size(o.dtype);
-
-  std::vector<Algorithm> algos = o.algos;
-  if (algos.empty()) {
-    for (const auto& e : weft::algorithms::algorithm_table())
-      if (e.coll == o.coll) algos.push_back(e.algorithm);
-  }
-  weft::algorithms::SimOptions so;
-  so.use_symmetry = !o.exact;
-  so.max_messages = o.exact ? 0 : o.budget;
-  so.link_stats = o.links;
-  so.threads = o.threads;
-
-  const std::string cname(weft::algorithms::collective_name(o.coll));
-  if (o.csv) {
-    std::printf("collective,cluster,nranks,bytes,count,algorithm,seconds,algbw_GBps,busbw_GBps,winner,sim_seconds,"
-                "period,approximate,slice_bytes,coarsened,count_simulated,messages\n");
-  } else {
-    std::printf("# weft-sim %s on %s: %d ranks (%s), %s %s, slice %s\n", cname.c_str(), cluster->spec().name.c_str(),
-                n, layout.describe().c_str(), std::string(weft::dtype_name(o.dtype)).c_str(),
-                std::string(weft::op_name(o.op)).c_str(), weft::format_byte_size(o.slice_bytes).c_str());
-    std::printf("# cluster: %s\n", cluster->describe().c_str());
-    std::printf("#%11s %12s  %-18s %12s %8s %8s  %s\n", "size(B)", "count", "algorithm", "time(us)", "algbw",
-                "busbw", o.time ? "sim(s)  notes" : "notes");
-  }
-  // Every (size, algorithm) simulation is independent: they run on o.jobs threads at once, each
-  // generating its programs on its share of o.threads, and rows print in order as sizes finish.
-  struct Job {
-    Algorithm algo;
-    bool applicable = true;
-    std::optional<weft::Result<weft::algorithms::SimResult>> r;  // set when done
-    double wall = 0;
-  };
-  struct Size {
-    CollectiveArgs a;
-    size_t total = 0;
-    std::vector<Job> jobs;
-  };
+  const size_t blocks = weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1;
   std::vector<Size> sizes;
   for (size_t bytes = o.min_bytes;;) {
     Size s;
@@ -223,58 +193,102 @@ int main(int argc, char** argv) {
     s.a.dtype = o.dtype;
     s.a.op = o.op;
     s.a.root = o.root;
-    s.a.count = bytes / elem / (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
+    s.a.count = bytes / elem / blocks;
     s.a.slice_count = weft::algorithms::slice_elements(o.slice_bytes, o.dtype);
-    s.total = s.a.count * elem * (weft::algorithms::count_is_per_rank(o.coll) ? static_cast<size_t>(n) : 1);
+    s.total = s.a.count * elem * blocks;
     for (Algorithm algo : algos) s.jobs.push_back({algo, weft::algorithms::applicable(s.a, layout, algo), std::nullopt, 0.0});
     sizes.push_back(std::move(s));
     const double next = std::floor(static_cast<double>(bytes) * o.factor);
     if (bytes >= o.max_bytes || next > static_cast<double>(o.max_bytes) || next <= static_cast<double>(bytes)) break;
     bytes = static_cast<size_t>(next);
   }
-  std::vector<std::pair<const Size*, Job*>> queue;  // the applicable jobs, in print order
-  for (Size& s : sizes)
-    for (Job& j : s.jobs)
-      if (j.applicable) queue.emplace_back(&s, &j);
-  const int workers = std::max(1, std::min(o.jobs, static_cast<int>(queue.size())));
-  weft::algorithms::SimOptions job_options = so;
-  job_options.threads = std::max(1, o.threads / workers);
-  std::mutex mu;
-  std::condition_variable done_cv;
-  size_t next_job = 0;
-  auto work = [&] {
+  return sizes;
+}
+
+// Runs the applicable jobs of a sweep on `workers` threads, in size order as threads free up;
+// wait_for(s) returns once every job of s is done. Every (size, algorithm) simulation is
+// independent, and each event loop is serial: running several at once is what uses the cores.
+class JobPool {
+ public:
+  JobPool(std::vector<Size>& sizes, int max_workers, const weft::algorithms::SimOptions& options,
+          const weft::algorithms::Layout& layout, const weft::topology::Cluster& cluster)
+      : layout_(layout), cluster_(cluster) {
+    for (Size& s : sizes)
+      for (Job& j : s.jobs)
+        if (j.applicable) queue_.emplace_back(&s, &j);
+    workers_ = std::max(1, std::min(max_workers, static_cast<int>(queue_.size())));
+    options_ = options;
+    options_.threads = std::max(1, options.threads / workers_);  // the generator threads, shared
+    for (int t = 0; t < workers_; ++t) pool_.emplace_back([this] { work(); });
+  }
+  ~JobPool() {
+    for (std::thread& t : pool_) t.join();
+  }
+  int workers() const { return workers_; }
+  void wait_for(const Size& s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] {
+      for (const Job& j : s.jobs)
+        if (j.applicable && !j.r) return false;
+      return true;
+    });
+  }
+
+ private:
+  void work() {
     for (;;) {
       size_t i;
       {
-        std::lock_guard<std::mutex> lock(mu);
-        if (next_job == queue.size()) return;
-        i = next_job++;
+        std::lock_guard<std::mutex> lock(mu_);
+        if (next_ == queue_.size()) return;
+        i = next_++;
       }
-      auto [size, job] = queue[i];
+      auto [size, job] = queue_[i];
       const auto t0 = std::chrono::steady_clock::now();
-      auto r = weft::algorithms::simulate_algorithm(size->a, layout, job->algo, *cluster, job_options);
+      auto r = weft::algorithms::simulate_algorithm(size->a, layout_, job->algo, cluster_, options_);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::lock_guard<std::mutex> lock(mu);
+      std::lock_guard<std::mutex> lock(mu_);
       job->r.emplace(std::move(r));
       job->wall = wall;
-      done_cv.notify_all();
+      done_cv_.notify_all();
     }
-  };
-  const auto sweep0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < workers; ++t) pool.emplace_back(work);
+  }
 
-  std::vector<std::pair<size_t, std::string>> winners;
-  bool failed = false;
-  for (Size& s : sizes) {
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      done_cv.wait(lock, [&] {
-        for (const Job& j : s.jobs)
-          if (j.applicable && !j.r) return false;
-        return true;
-      });
+  const weft::algorithms::Layout& layout_;
+  const weft::topology::Cluster& cluster_;
+  weft::algorithms::SimOptions options_;
+  std::vector<std::pair<const Size*, Job*>> queue_;  // the applicable jobs, in print order
+  int workers_ = 1;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  size_t next_ = 0;
+  std::vector<std::thread> pool_;
+};
+
+// What every row of the output needs besides its job.
+struct Printer {
+  const Options& o;
+  const weft::algorithms::Layout& layout;
+  const weft::topology::Cluster& cluster;
+  std::string coll_name;
+
+  void header() const {
+    if (o.csv) {
+      std::printf("collective,cluster,nranks,bytes,count,algorithm,seconds,algbw_GBps,busbw_GBps,winner,sim_seconds,"
+                  "period,approximate,slice_bytes,coarsened,count_simulated,messages\n");
+      return;
     }
+    std::printf("# weft-sim %s on %s: %d ranks (%s), %s %s, slice %s\n", coll_name.c_str(), cluster.spec().name.c_str(),
+                layout.nranks, layout.describe().c_str(), std::string(weft::dtype_name(o.dtype)).c_str(),
+                std::string(weft::op_name(o.op)).c_str(), weft::format_byte_size(o.slice_bytes).c_str());
+    std::printf("# cluster: %s\n", cluster.describe().c_str());
+    std::printf("#%11s %12s  %-18s %12s %8s %8s  %s\n", "size(B)", "count", "algorithm", "time(us)", "algbw", "busbw",
+                o.time ? "sim(s)  notes" : "notes");
+  }
+
+  // Prints the rows of a finished size; returns its fastest job (nullptr if none succeeded) and
+  // sets *failed when a simulation failed.
+  const Job* size_rows(const Size& s, bool* failed) const {
     const Job* best = nullptr;
     for (const Job& j : s.jobs) {
       if (!j.applicable) {
@@ -287,48 +301,90 @@ int main(int argc, char** argv) {
       if (!j.r->ok()) {
         std::fprintf(stderr, "weft-sim: %s at %zu bytes: %s\n", std::string(weft::algorithms::algorithm_name(j.algo)).c_str(),
                      s.total, j.r->status().message().c_str());
-        failed = true;
+        *failed = true;
         continue;
       }
       if (best == nullptr || (*j.r)->seconds < (*best->r)->seconds) best = &j;
     }
-    for (const Job& j : s.jobs) {
-      if (!j.applicable || !j.r->ok()) continue;
-      const weft::algorithms::SimResult& r = **j.r;
-      const std::string name(weft::algorithms::algorithm_name(j.algo));
-      const double t = r.seconds;
-      const double algbw = t > 0 ? static_cast<double>(s.total) / t / 1e9 : 0.0;
-      const double busbw = algbw * weft::algorithms::bus_factor(o.coll, n);
-      const size_t slice_bytes = r.slice_count * elem;
-      if (o.csv) {
-        std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%d,%zu,%d,%zu,%llu\n", cname.c_str(),
-                    cluster->spec().name.c_str(), n, s.total, s.a.count, name.c_str(), t, algbw, busbw, &j == best,
-                    j.wall, r.period, r.approximate ? 1 : 0, slice_bytes, r.coarsened ? 1 : 0, r.count,
-                    static_cast<unsigned long long>(r.messages));
-        continue;
-      }
-      std::string notes = &j == best ? "* " : "  ";
-      if (r.period > 0)
-        notes += std::string(r.approximate ? "~" : "") + (r.xor_symmetry ? "xor" : "shift") +
-                 "-folded:" + std::to_string(r.period) + " ";
-      if (r.coarsened) notes += "slice:" + weft::format_byte_size(slice_bytes) + " ";
-      if (r.padded) notes += "count:" + std::to_string(r.count) + " ";
-      char wall[32] = "";
-      if (o.time) std::snprintf(wall, sizeof(wall), "%7.3f ", j.wall);
-      if (o.time)
-        notes += "(build " + std::to_string(r.build_seconds).substr(0, 5) + "s, events " +
-                 std::to_string(r.events) + ") ";
-      std::printf(" %11zu %12zu  %-18s %12.2f %8.2f %8.2f  %s%s\n", s.total, s.a.count, name.c_str(), t * 1e6, algbw,
-                  busbw, wall, notes.c_str());
-      if (o.links) {
-        for (const auto& use : r.busiest)
-          std::printf("#%38s %-34s %6.1f%% busy, %.4g bytes\n", "", cluster->link_name(use.link).c_str(),
-                      use.utilisation * 100, use.bytes);
-      }
-    }
-    if (best != nullptr) winners.emplace_back(s.total, std::string(weft::algorithms::algorithm_name(best->algo)));
+    for (const Job& j : s.jobs)
+      if (j.applicable && j.r->ok()) row(s, j, &j == best);
+    return best;
   }
-  for (std::thread& t : pool) t.join();
+
+  void row(const Size& s, const Job& j, bool winner) const {
+    const weft::algorithms::SimResult& r = **j.r;
+    const std::string name(weft::algorithms::algorithm_name(j.algo));
+    const double t = r.seconds;
+    const double algbw = t > 0 ? static_cast<double>(s.total) / t / 1e9 : 0.0;
+    const double busbw = algbw * weft::algorithms::bus_factor(o.coll, layout.nranks);
+    const size_t slice_bytes = r.slice_count * weft::dtype_size(o.dtype);
+    if (o.csv) {
+      std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%d,%zu,%d,%zu,%llu\n", coll_name.c_str(),
+                  cluster.spec().name.c_str(), layout.nranks, s.total, s.a.count, name.c_str(), t, algbw, busbw, winner,
+                  j.wall, r.period, r.approximate ? 1 : 0, slice_bytes, r.coarsened ? 1 : 0, r.count,
+                  static_cast<unsigned long long>(r.messages));
+      return;
+    }
+    std::string notes = winner ? "* " : "  ";
+    if (r.period > 0)
+      notes += std::string(r.approximate ? "~" : "") + (r.xor_symmetry ? "xor" : "shift") + "-folded:" +
+               std::to_string(r.period) + " ";
+    if (r.coarsened) notes += "slice:" + weft::format_byte_size(slice_bytes) + " ";
+    if (r.padded) notes += "count:" + std::to_string(r.count) + " ";
+    char wall[32] = "";
+    if (o.time) {
+      std::snprintf(wall, sizeof(wall), "%7.3f ", j.wall);
+      notes += "(build " + std::to_string(r.build_seconds).substr(0, 5) + "s, events " + std::to_string(r.events) + ") ";
+    }
+    std::printf(" %11zu %12zu  %-18s %12.2f %8.2f %8.2f  %s%s\n", s.total, s.a.count, name.c_str(), t * 1e6, algbw, busbw,
+                wall, notes.c_str());
+    if (o.links) {
+      for (const auto& use : r.busiest)
+        std::printf("#%38s %-34s %6.1f%% busy, %.4g bytes\n", "", cluster.link_name(use.link).c_str(),
+                    use.utilisation * 100, use.bytes);
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are simulated
+  Options o;
+  if (int rc = parse_args(argc, argv, &o); rc >= 0) return rc;
+  auto cluster = weft::topology::Cluster::parse(o.cluster);
+  if (!cluster.ok()) return usage_error(cluster.status().message());
+  const weft::algorithms::Layout layout = weft::algorithms::layout_of(*cluster);
+  if (weft::algorithms::has_root(o.coll) && (o.root < 0 || o.root >= layout.nranks))
+    return usage_error("-r " + std::to_string(o.root) + " is not a rank of " + std::to_string(layout.nranks));
+
+  std::vector<Algorithm> algos = o.algos;
+  if (algos.empty()) {
+    for (const auto& e : weft::algorithms::algorithm_table())
+      if (e.coll == o.coll) algos.push_back(e.algorithm);
+  }
+  weft::algorithms::SimOptions so;
+  so.use_symmetry = !o.exact;
+  so.max_messages = o.exact ? 0 : o.budget;
+  so.link_stats = o.links;
+  so.threads = o.threads;
+
+  const Printer printer{o, layout, *cluster, std::string(weft::algorithms::collective_name(o.coll))};
+  printer.header();
+  std::vector<Size> sizes = plan_sweep(o, layout, algos);
+  const auto sweep0 = std::chrono::steady_clock::now();
+  std::vector<std::pair<size_t, std::string>> winners;
+  bool failed = false;
+  int workers = 1;
+  {
+    JobPool pool(sizes, o.jobs, so, layout, *cluster);
+    workers = pool.workers();
+    for (const Size& s : sizes) {
+      pool.wait_for(s);
+      if (const Job* best = printer.size_rows(s, &failed))
+        winners.emplace_back(s.total, std::string(weft::algorithms::algorithm_name(best->algo)));
+    }
+  }
   const double sweep = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep0).count();
   if (!o.csv) {
     std::printf("# winners:");
