@@ -3,6 +3,8 @@
 #include <cctype>
 #include <vector>
 
+#include "src/split.h"
+
 namespace weft::algorithms {
 namespace {
 
@@ -15,18 +17,6 @@ std::string lower_trimmed(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || s[i] == sep) {
-      parts.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  return parts;
 }
 
 }  // namespace

@@ -14,8 +14,7 @@
 // algorithm at a slice ("ring@64K"); each forced variant gets a communicator of its own, split
 // from the first with WEFT_ALGO=<collective>:<algorithm> (and WEFT_SLICE_BYTES; no
 // WEFT_TUNE_FILE), and every size runs every variant in turn, so a slow phase of this machine
-// hits all of them alike. Rows carry
-// the variant (the `variant` column of --csv/--json).
+// hits all of them alike. Rows carry the variant (the `variant` column of --csv/--json).
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +32,7 @@
 #include "bench/sweep.h"
 #include "src/byte_size.h"
 #include "src/comm_state.h"
+#include "src/split.h"
 #include "src/cuda/device.h"
 #include "weft/communicator.h"
 
@@ -176,18 +176,16 @@ int main(int argc, char** argv) {
     else if (flag == "-T") ok = setenv("WEFT_TIMEOUT", v, 1) == 0;
     else if (flag == "-V") {
       o.variants.clear();
-      for (std::string_view rest = v; ok;) {
-        const size_t comma = rest.find(',');
-        o.variants.emplace_back(rest.substr(0, comma));
-        ok = !o.variants.back().empty();
-        if (comma == std::string_view::npos) break;
-        rest.remove_prefix(comma + 1);
+      for (std::string_view piece : weft::split(v, ',')) {
+        o.variants.emplace_back(piece);
+        ok = ok && !piece.empty();
       }
     }
     else return usage(("unknown flag " + flag).c_str());
     if (!ok) return usage(("bad value '" + std::string(v) + "' for " + flag).c_str());
   }
   if (std::string error; !weft::bench::sweep_options_valid(o, &error)) return usage(error.c_str());
+  if (!o.variants.empty() && o.coll == Collective::kSendRecv) return usage("-V: sendrecv has no algorithms to compare");
 
   auto config = weft::Config::from_env();
   if (!config.ok()) return usage(config.status().message().c_str());
@@ -253,7 +251,6 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  if (!o.variants.empty() && o.coll == Collective::kSendRecv) return usage("-V: sendrecv has no algorithms to compare");
   auto variants_or = make_variants(comm, o);
   if (!variants_or.ok()) {
     std::fprintf(stderr, "weft-bench: %s\n", variants_or.status().to_string().c_str());
@@ -261,28 +258,35 @@ int main(int argc, char** argv) {
   }
   std::vector<Variant>& variants = *variants_or;
 
-  // One variant at one size, out of place (place 0) or in place (1): checked once when -c 1,
-  // then warmed up and timed; the time combined across ranks as -a says.
-  struct Measured {
-    double time_us = 0;
-    uint64_t wrong = 0;
-  };
-  auto measure = [&](weft::Communicator& c, size_t count, int place) -> weft::Result<Measured> {
+  // The call at `count` elements, out of place (place 0) or in place (1).
+  auto call_args = [&](size_t count, int place) {
     CollectiveArgs a = most;
     a.coll = o.coll;
     a.count = count;
     a.dtype = o.dtype;
     a.op = o.op;
     a.in_place = place == 1;
+    return a;
+  };
+  // -c 1: this rank's input for the current (size, place), filled once for every variant.
+  const bool checking = o.check && o.coll != Collective::kSendRecv;
+  std::vector<char> input;
+
+  // One variant at one size and place: checked once when -c 1 (input above), then warmed up and
+  // timed; the time combined across ranks as -a says.
+  struct Measured {
+    double time_us = 0;
+    uint64_t wrong = 0;
+  };
+  auto measure = [&](weft::Communicator& c, size_t count, int place) -> weft::Result<Measured> {
+    const CollectiveArgs a = call_args(count, place);
     Layout l = layout(a, rank, send_base, recv_base);
     Measured m;
-    if (o.check && o.coll != Collective::kSendRecv) {
+    if (checking) {
       Layout h = layout(a, rank, sendbuf.data(), recvbuf.data());
-      std::vector<char> in(weft::algorithms::in_count(a, rank) * elem + 1);
-      weft::bench::fill_input(a, rank, in.data(), 42);
       const size_t out_elems = weft::algorithms::out_count(a, rank);
       weft::bench::poison(h.recv, out_elems * elem);
-      std::memcpy(const_cast<void*>(h.send), in.data(), in.size() - 1);
+      if (!input.empty()) std::memcpy(const_cast<void*>(h.send), input.data(), input.size());
       WEFT_TRY(to_device());
       WEFT_TRY(run_once(c, o, l.send, l.recv, count));
       WEFT_TRY(to_host());
@@ -318,6 +322,11 @@ int main(int argc, char** argv) {
     std::vector<std::array<Measured, 2>> got(variants.size());
     for (int place = 0; place < 2; ++place) {
       if (o.coll == Collective::kSendRecv && place == 1) break;
+      if (checking) {
+        const CollectiveArgs a = call_args(count, place);
+        input.resize(weft::algorithms::in_count(a, rank) * elem);
+        weft::bench::fill_input(a, rank, input.data(), 42);
+      }
       for (size_t v = 0; v < variants.size(); ++v) {
         auto m = measure(*variants[v].comm, count, place);
         if (!m.ok()) {
@@ -330,13 +339,8 @@ int main(int argc, char** argv) {
     if (rank != 0) continue;
     const double factor = weft::algorithms::bus_factor(o.coll, n);
     for (size_t v = 0; v < variants.size(); ++v) {
-      CollectiveArgs ran = most;
-      ran.coll = o.coll;
-      ran.count = count;
-      ran.dtype = o.dtype;
-      ran.op = o.op;
       weft::algorithms::TunedCall tuned;
-      if (o.coll != Collective::kSendRecv) tuned = variants[v].comm->state().tuned_for(ran);
+      if (o.coll != Collective::kSendRecv) tuned = variants[v].comm->state().tuned_for(call_args(count, 0));
       const std::string algorithm =
           o.coll == Collective::kSendRecv ? "group" : std::string(weft::algorithms::algorithm_name(tuned.algorithm));
       const size_t slice_bytes = tuned.slice_count * weft::dtype_size(o.dtype);

@@ -23,6 +23,7 @@
 #include "algorithms/simulator.h"
 #include "algorithms/tuner.h"
 #include "src/byte_size.h"
+#include "src/split.h"
 #include "topology/cluster.h"
 
 namespace {
@@ -148,18 +149,14 @@ int parse_args(int argc, char** argv, Options* o) {
   if (o->cluster.empty()) return usage_error("--cluster is required (e.g. --cluster dgx-h100:2048)");
   if (o->min_bytes > o->max_bytes) return usage_error("-b is larger than -e");
   if (!algo_list.empty()) {
-    size_t start = 0;
-    while (start <= algo_list.size()) {
-      size_t comma = algo_list.find(',', start);
-      if (comma == std::string::npos) comma = algo_list.size();
-      const std::string name = algo_list.substr(start, comma - start);
+    for (std::string_view piece : weft::split(algo_list, ',')) {
+      const std::string name(piece);
       auto a = weft::algorithms::algorithm_by_name(name);
       if (!a) return usage_error("--algo: unknown algorithm '" + name + "'");
       if (weft::algorithms::find_algorithm(o->coll, *a) == nullptr)
         return usage_error("--algo: " + name + " does not implement " +
                            std::string(weft::algorithms::collective_name(o->coll)));
       o->algos.push_back(*a);
-      start = comma + 1;
     }
   }
   return -1;
@@ -212,12 +209,11 @@ class JobPool {
  public:
   JobPool(std::vector<Size>& sizes, int max_workers, const weft::algorithms::SimOptions& options,
           const weft::algorithms::Layout& layout, const weft::topology::Cluster& cluster)
-      : layout_(layout), cluster_(cluster) {
+      : layout_(layout), cluster_(cluster), options_(options) {
     for (Size& s : sizes)
       for (Job& j : s.jobs)
         if (j.applicable) queue_.emplace_back(&s, &j);
     workers_ = std::max(1, std::min(max_workers, static_cast<int>(queue_.size())));
-    options_ = options;
     options_.threads = std::max(1, options.threads / workers_);  // the generator threads, shared
     for (int t = 0; t < workers_; ++t) pool_.emplace_back([this] { work(); });
   }

@@ -8,6 +8,8 @@
 #include <limits>
 #include <sstream>
 
+#include "src/split.h"
+
 // GCC 12 at -O3 reports false -Wrestrict overlaps in std::string's operator+ (GCC bug 105329),
 // which -Werror would turn into a failed Release build.
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
@@ -60,18 +62,6 @@ std::string fmt(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.6g", v);
   return buf;
-}
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= text.size(); ++i) {
-    if (i == text.size() || text[i] == sep) {
-      out.push_back(text.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  return out;
 }
 
 std::vector<std::string_view> tokens_of(std::string_view text) {

@@ -241,10 +241,12 @@ TEST(Split, TakesTheGivenConfiguration) {
   ASSERT_TRUE(sub.ok()) << sub.status().to_string();
   EXPECT_EQ((*sub)->config().algo, "allreduce:tree");
   EXPECT_EQ((*sub)->config().slice_bytes, 4096u);
-  // A split without a configuration inherits the parent's.
-  auto same = c.split(0, c.rank());
+  // A split without a configuration inherits its parent's (here, the settings given above,
+  // which no environment sets).
+  auto same = (*sub)->split(0, (*sub)->rank());
   ASSERT_TRUE(same.ok()) << same.status().to_string();
-  EXPECT_EQ((*same)->config().algo, c.config().algo);
+  EXPECT_EQ((*same)->config().algo, "allreduce:tree");
+  EXPECT_EQ((*same)->config().slice_bytes, 4096u);
   std::vector<float> x(1000, 1.0f);
   ASSERT_TRUE((*sub)->allreduce(x.data(), x.data(), x.size(), DataType::kFloat32, RedOp::kSum).wait().ok());
   EXPECT_EQ(x[999], static_cast<float>(c.size()));
