@@ -9,9 +9,11 @@ The model of one transport (topology/cluster.h syntax): one node of N ranks, eac
 `intra=BANDWIDTH,LATENCY`, reductions at `reduce=` (copies at twice that: a memcpy moves two
 arrays to a reduction's three), `cores=` of this machine, `wake=` added to each message when
 the ranks outnumber the cores, and `spill=` the bandwidth factor once a node's buffers outgrow
-`cache=`. The fit minimises the squared log error of the ring allreduce time over sizes >= 4 KiB
-(the latency of smaller calls is dominated by scheduler noise here), N=2 and N=4 together, by
-Nelder-Mead over the logs of the five continuous parameters, for each cache size of a grid.
+`cache=`. The fit minimises the squared log error of the allreduce time of every measured
+algorithm (ring, recursive doubling, Rabenseifner: their message counts differ, so together they
+separate the per-message cost from the per-byte cost) over sizes >= 4 KiB (the latency of smaller
+calls is dominated by scheduler noise here), N=2 and N=4 together, by Nelder-Mead over the logs of
+the five continuous parameters, for each cache size of a grid.
 Each size's measured time is the minimum over runs by default (--stat): on a machine shared with
 other work, the least disturbed run is the closest to what the hardware does. Pure Python.
 """
@@ -24,16 +26,22 @@ import statistics
 import subprocess
 import sys
 
+COLUMNS = {"transport", "nranks", "algorithm", "bytes", "us"}
 MIN_FIT_BYTES = 4096
 TARGET_BYTES = 64 << 10
 
 
 def load(path):
-    """{(transport, nranks): {bytes: [us, ...]}} from the measurement CSV."""
+    """{(transport, nranks, algorithm): {bytes: [us, ...]}} from the measurement CSV."""
     data = {}
     with open(path) as f:
-        for row in csv.DictReader(f):
-            key = (row["transport"], int(row["nranks"]))
+        reader = csv.DictReader(f)
+        missing = COLUMNS - set(reader.fieldnames or ())
+        if missing:
+            sys.exit(f"calibrate_sim: {path}: no column {', '.join(sorted(missing))} "
+                     f"(needs {','.join(sorted(COLUMNS))}; bench/calibrate-sim writes them)")
+        for row in reader:
+            key = (row["transport"], int(row["nranks"]), row["algorithm"])
             data.setdefault(key, {}).setdefault(int(row["bytes"]), []).append(float(row["us"]))
     return data
 
@@ -48,12 +56,12 @@ def cluster_text(n, p, cores, cache_mib):
             f"cache={cache_mib}MiB spill={spill:.6g}")
 
 
-def predict(sim, n, p, cores, cache_mib, lo, hi):
-    """{bytes: seconds} from weft-sim for the ring allreduce with parameters p."""
-    out = subprocess.run([sim, "--cluster", cluster_text(n, p, cores, cache_mib), "--coll", "allreduce", "--algo", "ring",
-                          "-b", str(lo), "-e", str(hi), "-f", "2", "--csv", "--exact"],
+def predict(sim, n, algos, p, cores, cache_mib, lo, hi):
+    """{(algorithm, bytes): seconds} from weft-sim for the allreduce algorithms with parameters p."""
+    out = subprocess.run([sim, "--cluster", cluster_text(n, p, cores, cache_mib), "--coll", "allreduce",
+                          "--algo", ",".join(sorted(algos)), "-b", str(lo), "-e", str(hi), "-f", "2", "--csv", "--exact"],
                          check=True, capture_output=True, text=True).stdout
-    return {int(r["bytes"]): float(r["seconds"]) for r in csv.DictReader(out.splitlines())}
+    return {(r["algorithm"], int(r["bytes"])): float(r["seconds"]) for r in csv.DictReader(out.splitlines())}
 
 
 def nelder_mead(f, x0, step=0.5, iters=300, tol=1e-7):
@@ -89,10 +97,14 @@ def nelder_mead(f, x0, step=0.5, iters=300, tol=1e-7):
 
 def fit(sim, transport, data, cores, stat):
     pick = min if stat == "min" else statistics.median
-    meas = {n: {b: pick(v) * 1e-6 for b, v in data[(transport, n)].items()}
-            for (t, n) in data if t == transport}
+    meas = {(n, a): {b: pick(v) * 1e-6 for b, v in data[(t, n, a)].items()}
+            for (t, n, a) in data if t == transport}
     lo = min(min(m) for m in meas.values())
     hi = max(max(m) for m in meas.values())
+    algos = {n: {a for (m, a) in meas if m == n} for (n, _) in meas}
+
+    def predict_all(p, cache_mib):
+        return {n: predict(sim, n, algos[n], p, cores, cache_mib, lo, hi) for n in algos}
 
     def unpack(x):
         return [math.exp(x[0]), math.exp(x[1]), math.exp(x[2]), math.exp(x[3]) - 1e-6,
@@ -103,16 +115,18 @@ def fit(sim, transport, data, cores, stat):
         if p[3] < 0:
             return 1e9
         err = 0.0
-        for n, m in meas.items():
-            pred = predict(sim, n, p, cores, cache_mib, lo, hi)
+        pred = predict_all(p, cache_mib)
+        for (n, a), m in meas.items():
             for b, t in m.items():
-                if b >= MIN_FIT_BYTES and b in pred:
+                if b >= MIN_FIT_BYTES and (a, b) in pred[n]:
                     w = 2.0 if b >= TARGET_BYTES else 1.0
-                    err += w * math.log(pred[b] / t) ** 2
+                    err += w * math.log(pred[n][(a, b)] / t) ** 2
         return err
 
-    # Start from the 8-byte N=2 latency and the largest size's bandwidth.
-    m2 = meas[min(meas)]
+    # Start from the smallest N's smallest-size latency (the ring's where measured) and its
+    # largest size's bandwidth.
+    n0 = min(algos)
+    m2 = meas[(n0, "ring" if "ring" in algos[n0] else min(algos[n0]))]
     lat0 = max(m2[min(m2)] / 2, 1e-6)
     bw0 = max(max(m2) / m2[max(m2)], 1e8)
     x0 = [math.log(lat0), math.log(bw0), math.log(bw0), math.log(100e-6 + 1e-6), 0.0]
@@ -125,11 +139,11 @@ def fit(sim, transport, data, cores, stat):
     x, val = nelder_mead(lambda x: loss(x, cache_mib), x, step=0.2)  # polish the winner
     p = unpack(x)
     rows = []
-    for n, m in sorted(meas.items()):
-        pred = predict(sim, n, p, cores, cache_mib, lo, hi)
+    pred = predict_all(p, cache_mib)
+    for (n, a), m in sorted(meas.items()):
         for b in sorted(m):
-            spread = data[(transport, n)][b]
-            rows.append((n, b, m[b], pred.get(b, float("nan")), min(spread) * 1e-6, max(spread) * 1e-6))
+            spread = data[(transport, n, a)][b]
+            rows.append((n, a, b, m[b], pred[n].get((a, b), float("nan")), min(spread) * 1e-6, max(spread) * 1e-6))
     return p, cache_mib, val, rows
 
 
@@ -152,33 +166,34 @@ def main():
     args = ap.parse_args()
     data = load(args.measured)
     lines = [f"# This machine's shm and tcp models for weft-sim (topology/cluster.h syntax, one preset a line).",
-             f"# Fitted by {args.command} on {datetime.date.today().isoformat()} to ring allreduce times",
-             f"# measured by weft-bench ({os.path.basename(args.measured)}); errors in {os.path.basename(args.report)}."]
-    report = [f"| transport | N | size | measured, {args.stat} (us) | runs min-max (us) | predicted (us) | error |",
-              "|---|---|---|---|---|---|---|"]
+             f"# Fitted by {args.command} on {datetime.date.today().isoformat()} to the allreduce times",
+             f"# of {', '.join(sorted({a for _, _, a in data}))} measured by weft-bench "
+             f"({os.path.basename(args.measured)}); errors in {os.path.basename(args.report)}."]
+    report = [f"| transport | N | algorithm | size | measured, {args.stat} (us) | runs min-max (us) | predicted (us) | error |",
+              "|---|---|---|---|---|---|---|---|"]
     summary = []
     for transport in ("shm", "tcp"):
-        if not any(t == transport for t, _ in data):
+        if not any(t == transport for t, _, _ in data):
             continue
         p, cache_mib, val, rows = fit(args.sim, transport, data, args.cores, args.stat)
         lat, bw, red, wake, spill = p
         lines.append(f"{transport} intra={bw / 1e9:.4g}GB/s,{lat * 1e6:.4g}us reduce={red / 1e9:.4g}GB/s "
                      f"copy={2 * red / 1e9:.4g}GB/s cores={args.cores} wake={wake * 1e6:.4g}us "
                      f"cache={cache_mib}MiB spill={spill:.3g}")
-        for n in sorted({r[0] for r in rows}):
-            errs = [abs(r[3] / r[2] - 1) for r in rows if r[0] == n and r[1] >= TARGET_BYTES]
+        for n, a in sorted({r[:2] for r in rows}):
+            errs = [abs(r[4] / r[3] - 1) for r in rows if r[:2] == (n, a) and r[2] >= TARGET_BYTES]
             within = sum(e <= 0.25 for e in errs)
-            summary.append(f"{transport} N={n}: >= 64 KiB, {within} of {len(errs)} sizes within 25%, "
+            summary.append(f"{transport} N={n} {a}: >= 64 KiB, {within} of {len(errs)} sizes within 25%, "
                            f"median |error| {100 * statistics.median(errs):.0f}%, worst {100 * max(errs):.0f}%")
-        for n, b, m, pr, lo, hi in rows:
+        for n, a, b, m, pr, lo, hi in rows:
             err = pr / m - 1
             mark = "" if b < TARGET_BYTES or abs(err) <= 0.25 else " **"
-            report.append(f"| {transport} | {n} | {human(b)} | {m * 1e6:.1f} | {lo * 1e6:.1f}-{hi * 1e6:.1f} | "
+            report.append(f"| {transport} | {n} | {a} | {human(b)} | {m * 1e6:.1f} | {lo * 1e6:.1f}-{hi * 1e6:.1f} | "
                           f"{pr * 1e6:.1f} | {100 * err:+.0f}%{mark} |")
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(args.report, "w") as f:
-        f.write(f"Ring allreduce, weft-bench ({args.stat} of runs, out-of-place, mean over ranks) against weft-sim.\n")
+        f.write(f"Allreduce per algorithm, weft-bench ({args.stat} of runs, out-of-place, mean over ranks) against weft-sim.\n")
         f.write("Sizes below 64 KiB are outside the target; ** marks a miss of the 25% target at >= 64 KiB.\n\n")
         f.write("\n".join(summary) + "\n\n" + "\n".join(report) + "\n")
     print("\n".join(lines[3:]))
