@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "src/split.h"
+
 namespace weft {
 namespace {
 
@@ -314,10 +316,8 @@ Result<LaunchEnv> from_open_mpi() {
 // Slurm's compressed per-node task counts: "4", "2(x3),1" -> {2, 2, 2, 1}.
 Result<std::vector<int>> parse_tasks_per_node(const char* name, const std::string& text) {
   std::vector<int> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    size_t comma = text.find(',', at);
-    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+  for (std::string_view piece : split(text, ',')) {
+    const std::string item(piece);
     std::string count = item, reps = "1";
     size_t paren = item.find("(x");
     if (paren != std::string::npos) {
@@ -333,8 +333,6 @@ Result<std::vector<int>> parse_tasks_per_node(const char* name, const std::strin
       return invalid_argument(std::string(name) + "='" + text + "' is not in Slurm's format");
     }
     out.insert(out.end(), static_cast<size_t>(*r), static_cast<int>(*c));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
   }
   return out;
 }

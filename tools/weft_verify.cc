@@ -21,6 +21,7 @@
 #include "algorithms/schedule_dot.h"
 #include "algorithms/verifier.h"
 #include "algorithms/verify_cases.h"
+#include "src/split.h"
 
 namespace {
 
@@ -69,15 +70,12 @@ std::string gigabytes(double bytes) {
 
 std::vector<int> parse_list(const std::string& text, const char* what) {
   std::vector<int> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t end = std::min(text.find(',', pos), text.size());
-    const std::string part = text.substr(pos, end - pos);
+  for (std::string_view piece : weft::split(text, ',')) {
+    const std::string part(piece);
     char* stop = nullptr;
     const long v = std::strtol(part.c_str(), &stop, 10);
     if (part.empty() || *stop != '\0' || v < 1 || v > 1 << 20) usage(std::string("bad ") + what + " '" + text + "'");
     out.push_back(static_cast<int>(v));
-    pos = end + 1;
   }
   return out;
 }

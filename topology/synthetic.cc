@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "src/split.h"
 #include "topology/nccl_xml.h"  // the link latencies
 
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
@@ -145,16 +146,13 @@ Result<System> dragonfly(std::string_view text) {
   const std::string_view head = text.substr(0, space);
   const std::string_view rest = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
   std::vector<int> v;
-  std::string_view args = head.substr(head.find(':') + 1);
-  while (!args.empty()) {
-    const size_t comma = args.find(',');
-    const std::string part(args.substr(0, comma));
+  for (std::string_view piece : split(head.substr(head.find(':') + 1), ',')) {
+    const std::string part(piece);
     char* end = nullptr;
     const long x = std::strtol(part.c_str(), &end, 10);
     if (part.empty() || *end != '\0' || x < 1 || x > 4096)
       return invalid_argument("'" + std::string(head) + "': '" + part + "' is not a count in 1..4096");
     v.push_back(static_cast<int>(x));
-    args = comma == std::string_view::npos ? std::string_view() : args.substr(comma + 1);
   }
   if (v.size() != 3)
     return invalid_argument("'" + std::string(head) + "': a dragonfly needs A,H,P (routers per group, global links "

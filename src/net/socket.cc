@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "src/split.h"
+
 namespace weft::net {
 namespace {
 
@@ -93,10 +95,7 @@ bool ifname_matches(std::string_view spec, std::string_view name) {
     spec.remove_prefix(1);
   }
   bool any = false;
-  while (!spec.empty()) {
-    size_t comma = spec.find(',');
-    std::string_view item = spec.substr(0, comma);
-    spec = comma == std::string_view::npos ? std::string_view() : spec.substr(comma + 1);
+  for (std::string_view item : split(spec, ',')) {
     if (item.empty()) continue;
     if (exact ? name == item : name.substr(0, item.size()) == item) any = true;
   }
