@@ -26,6 +26,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from tune_rows import format_bytes  # noqa: E402
+
 COLUMNS = {"transport", "nranks", "algorithm", "bytes", "us"}
 MIN_FIT_BYTES = 4096
 TARGET_BYTES = 64 << 10
@@ -147,13 +150,6 @@ def fit(sim, transport, data, cores, stat):
     return p, cache_mib, val, rows
 
 
-def human(b):
-    for unit, s in (("M", 20), ("K", 10)):
-        if b >= 1 << s and b % (1 << s) == 0:
-            return f"{b >> s}{unit}"
-    return str(b)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", required=True)
@@ -188,7 +184,7 @@ def main():
         for n, a, b, m, pr, lo, hi in rows:
             err = pr / m - 1
             mark = "" if b < TARGET_BYTES or abs(err) <= 0.25 else " **"
-            report.append(f"| {transport} | {n} | {a} | {human(b)} | {m * 1e6:.1f} | {lo * 1e6:.1f}-{hi * 1e6:.1f} | "
+            report.append(f"| {transport} | {n} | {a} | {format_bytes(b)} | {m * 1e6:.1f} | {lo * 1e6:.1f}-{hi * 1e6:.1f} | "
                           f"{pr * 1e6:.1f} | {100 * err:+.0f}%{mark} |")
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -32,8 +32,8 @@
 #include "bench/sweep.h"
 #include "src/byte_size.h"
 #include "src/comm_state.h"
-#include "src/split.h"
 #include "src/cuda/device.h"
+#include "src/split.h"
 #include "weft/communicator.h"
 
 namespace {

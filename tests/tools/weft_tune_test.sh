@@ -2,7 +2,7 @@
 # weft-tune end to end on a tiny sweep: the table, the --check report (the tuner's pick against
 # the best measured algorithm), the CSV of every row and the per-algorithm plot; the check with the
 # table loaded (--check-with); then with forced slices (--slices), whose winner's slice the table
-# names.
+# names; and bench/variant-ratios, which counts from such CSVs, on rows with a known answer.
 #   sh weft_tune_test.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=$1
@@ -50,4 +50,17 @@ grep -q ',ring@64$' "$TMP/slices.csv" && grep -q ',ring@1K$' "$TMP/slices.csv" |
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "slice_bytes") c = i; next }
          $NF == "ring@64" && $c != 64 { exit 1 }' "$TMP/slices.csv" || fail "ring@64 rows ran another slice"
 python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 --slices 32 -o - >/dev/null 2>&1 && fail "--slices 32 accepted"
+
+# bench/variant-ratios (docs/PERFORMANCE.md quotes it) on rows whose answer is known: per size the
+# fastest row of each variant counts, the tuner's rows are not a forced variant, sizes below
+# --min-bytes are left out. 2M: ring 100 (best of 100 and 150), tree 105, tuner 50; 8M: ring 500,
+# tree 400; 1K is below the cut. ring: 2M 1.00, 8M 0.80; tree: 2M 0.95, 8M 1.00.
+printf '%s\n' bytes,time_us,variant 2097152,150,ring 2097152,100,ring 2097152,105,tree 2097152,50,tuner \
+  8388608,500,ring 8388608,400,tree 1024,1,tree >"$TMP/ratios.csv"
+python3 "$SRC/bench/variant-ratios" --min-bytes 2M "$TMP/ratios.csv" >"$TMP/ratios.out" 2>&1 ||
+  fail "variant-ratios exited $?: $(cat "$TMP/ratios.out")"
+grep -qx 'all files: ring: 1 of 2 within 10%, worst 0.80' "$TMP/ratios.out" &&
+  grep -qx 'all files: tree: 2 of 2 within 10%, worst 0.95' "$TMP/ratios.out" ||
+  fail "variant-ratios: $(cat "$TMP/ratios.out")"
+grep -q tuner "$TMP/ratios.out" && fail "variant-ratios counted the tuner's rows: $(cat "$TMP/ratios.out")"
 echo PASS
