@@ -9,21 +9,14 @@ namespace weft::algorithms {
 
 Grid Grid::of_nodes(const Layout& l) {
   Grid g;
-  const int per_node = l.ranks_per_node();
-  g.extent = {per_node, l.node_count()};
-  g.index_of.assign(static_cast<size_t>(l.nranks), 0);
-  for (int node = 0; node < l.node_count(); ++node)
-    for (int i = 0; i < per_node; ++i) {
-      const int rank = l.nodes[static_cast<size_t>(node)][static_cast<size_t>(i)];
-      g.index_of[static_cast<size_t>(rank)] = static_cast<int>(g.rank_at.size());
-      g.rank_at.push_back(rank);
-    }
+  g.extent = {l.ranks_per_node(), l.node_count()};
+  g.layout = &l;
   return g;
 }
 
 Grid Grid::of_torus(const Layout& l) {
   Grid g;
-  g.extent = l.torus;  // rank = flat index: rank_at and index_of stay empty
+  g.extent = l.torus;  // rank = flat index
   return g;
 }
 

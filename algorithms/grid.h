@@ -25,20 +25,20 @@
 namespace weft::algorithms {
 
 struct Grid {
-  std::vector<int> extent;   // the size of each dimension
-  // rank_at[c0 + extent[0] * (c1 + extent[1] * c2)]: the rank there; index_of: its inverse, the
-  // flat index of each rank. Both empty: the identity (a torus), so that a generator building its
-  // rank's Grid does not pay O(n) for it.
-  std::vector<int> rank_at;
-  std::vector<int> index_of;
+  std::vector<int> extent;  // the size of each dimension
+  // The flat index c0 + extent[0] * (c1 + extent[1] * c2) of a rank. Over (local index, node) it
+  // is the rank's position in the layout's ring order (node by node, local index within), which
+  // the Layout keeps indexed; a torus's ranks are their flat indices (layout null). Either way a
+  // generator building its rank's Grid pays O(1) for it. The layout must outlive the Grid.
+  const Layout* layout = nullptr;
 
   // (local index, node) of a layout with uniform nodes. REQUIRES: l.uniform().
   static Grid of_nodes(const Layout& l);
   // The layout's torus: rank = x + X * (y + Y * z). REQUIRES: applies_torus.
   static Grid of_torus(const Layout& l);
 
-  int rank_of_index(int flat) const { return rank_at.empty() ? flat : rank_at[static_cast<size_t>(flat)]; }
-  int index_of_rank(int rank) const { return index_of.empty() ? rank : index_of[static_cast<size_t>(rank)]; }
+  int rank_of_index(int flat) const { return layout == nullptr ? flat : layout->ring_rank(flat); }
+  int index_of_rank(int rank) const { return layout == nullptr ? rank : layout->ring_position(rank); }
   int coordinate(int rank, int dim) const;
   // The ranks that differ from `rank` only in the dimensions `dims`, by increasing flat index
   // (the same list at each of them).

@@ -241,9 +241,10 @@ class Engine {
   uint32_t start_flow(Flow f);
   void finish_flow(uint32_t id);
   double rate_of(const Flow& f) const;
-  // The flow counts on the links of `f` changed: every other flow on them gets its progress
-  // settled at the old rate and a new rate (and completion event) if that changed.
-  void rerate(const Flow& f, uint32_t except);
+  // The flow counts on the links of `f` changed (grew: `f` started; else it ended): every other
+  // flow on them gets its progress settled at the old rate and a new rate (and completion event)
+  // if that changed.
+  void rerate(const Flow& f, uint32_t except, bool grew);
   const Hop* hops(const Flow& f) const { return route_pool_.data() + f.route_begin; }
 
   const Cluster& cluster_;
@@ -262,6 +263,9 @@ class Engine {
   std::vector<LinkState> links_;
   std::vector<uint32_t> rerated_;  // per flow: the rerate() pass that last visited it
   uint32_t rerate_stamp_ = 0;
+  std::vector<double> new_rate_;   // per flow, during rerate(): its rate after the change, or -1
+  std::vector<uint32_t> touched_;  // the flows rerate() visits, in visiting order
+  std::vector<uint8_t> weighted_;  // per link: some flow may cross it at a weight other than 1
   std::vector<double> link_bytes_;
   std::vector<Flow> flows_;
   std::vector<uint32_t> free_flows_;
@@ -335,6 +339,9 @@ Status Engine::connect() {
   }
   if (options_.link_stats) link_bytes_.assign(links_.size(), 0.0);
   finish_.assign(ranks_.size(), 0.0);
+  // Only the ranks' compute resources are crossed at weights other than 1 (copies, reductions).
+  weighted_.assign(links_.size(), 0);
+  for (uint32_t s = 0; s < ranks_.size(); ++s) weighted_[compute_of(s)] = 1;
 
   // Resolve every send connection to its receiver, and route it.
   std::vector<uint32_t> route;
@@ -410,32 +417,55 @@ double Engine::rate_of(const Flow& f) const {
   return rate;
 }
 
-void Engine::rerate(const Flow& f, uint32_t except) {
-  // A flow that shares several of these links (the hops of a multi-hop route along one line of a
-  // torus) is re-rated once: its rate already sees every count that changed.
+void Engine::rerate(const Flow& f, uint32_t except, bool grew) {
+  // Each flow's rate is the minimum over its links of capacity / (flows there x its weight),
+  // kept current. A flow that shares several of the changed links (the hops of a multi-hop route
+  // along one line of a torus) is re-rated once, after all of them. Most need no walk over their
+  // own route: where a count grew, the new rate is the old one capped by that link's new share;
+  // where a count shrank, the rate stays unless that link was the flow's bottleneck (its old
+  // share no larger than the rate). Links crossed at other weights (a rank's compute) always
+  // take the walk (rate_of). Both shortcuts give the walk's result to the bit: the same
+  // quotients, and min is exact.
   if (++rerate_stamp_ == 0) {
     std::fill(rerated_.begin(), rerated_.end(), 0);
     rerate_stamp_ = 1;
   }
-  if (rerated_.size() < flows_.size()) rerated_.resize(flows_.size(), 0);
+  if (rerated_.size() < flows_.size()) {
+    rerated_.resize(flows_.size(), 0);
+    new_rate_.resize(flows_.size(), 0.0);
+  }
+  touched_.clear();
   auto visit = [&](uint32_t link) {
-    for (uint32_t id : links_[link].flows) {
-      if (id == except || rerated_[id] == rerate_stamp_) continue;
-      rerated_[id] = rerate_stamp_;
-      Flow& g = flows_[id];
-      g.remaining = std::max(0.0, g.remaining - g.rate * (now_ - g.last));
-      g.last = now_;
-      const double rate = rate_of(g);
-      if (rate != g.rate) {
-        g.rate = rate;
-        g.finish = now_ + g.remaining / g.rate;
-        schedule(id);
+    const LinkState& l = links_[link];
+    const double share = l.capacity / static_cast<double>(grew ? l.flows.size() : l.flows.size() + 1);
+    for (uint32_t id : l.flows) {
+      if (id == except) continue;
+      if (rerated_[id] != rerate_stamp_) {
+        rerated_[id] = rerate_stamp_;
+        touched_.push_back(id);
+        new_rate_[id] = flows_[id].rate;
       }
+      double& rate = new_rate_[id];
+      if (rate < 0) continue;  // already due for the walk
+      if (weighted_[link]) rate = -1;
+      else if (grew) rate = std::min(rate, share);
+      else if (flows_[id].rate >= share) rate = -1;
     }
   };
   const Hop* h = hops(f);
   for (uint32_t i = 0; i < f.route_n; ++i) visit(h[i].link);
   if (f.extra.link != kNone) visit(f.extra.link);
+  for (uint32_t id : touched_) {
+    Flow& g = flows_[id];
+    g.remaining = std::max(0.0, g.remaining - g.rate * (now_ - g.last));
+    g.last = now_;
+    const double rate = new_rate_[id] < 0 ? rate_of(g) : new_rate_[id];
+    if (rate != g.rate) {
+      g.rate = rate;
+      g.finish = now_ + g.remaining / g.rate;
+      schedule(id);
+    }
+  }
 }
 
 uint32_t Engine::start_flow(Flow f) {
@@ -460,7 +490,7 @@ uint32_t Engine::start_flow(Flow f) {
   const Hop* h = hops(f);
   for (uint32_t i = 0; i < f.route_n; ++i) links_[h[i].link].flows.push_back(id);
   if (f.extra.link != kNone) links_[f.extra.link].flows.push_back(id);
-  rerate(f, id);
+  rerate(f, id, true);
   Flow& g = flows_[id];
   g.rate = rate_of(g);
   g.finish = now_ + g.remaining / g.rate;
@@ -533,7 +563,7 @@ void Engine::finish_flow(uint32_t id) {
     const Hop* h = hops(f);
     for (uint32_t i = 0; i < f.route_n; ++i) drop(h[i].link);
     if (f.extra.link != kNone) drop(f.extra.link);
-    rerate(f, kNone);
+    rerate(f, kNone, false);
   }
   switch (f.type) {
     case FlowType::kMessage: {

@@ -5,6 +5,8 @@
 #include "algorithms/access_map.h"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,30 +15,47 @@
 namespace weft::algorithms {
 namespace {
 
-// A set of ranks as sorted, disjoint, non-adjacent intervals [lo, hi); two of them inline (what
-// rings, trees and recursive algorithms produce), more behind a shared immutable vector.
+// A set of ranks as sorted, disjoint, non-adjacent intervals [lo, hi). Sixteen bytes, because the
+// verifier holds one per symbolic element (Bruck's all-to-all at 4,096 ranks: about 220 million):
+// up to two intervals inline (what rings, trees and recursive algorithms produce), more in a
+// shared immutable block with a plain reference count, its address kept in the second slot and
+// the first slot's lo set to kSpilled. Not thread-safe: every RankSet lives inside one
+// verification, which runs on one thread.
 struct Interval {
   int32_t lo, hi;
 };
 
 class RankSet {
  public:
-  static RankSet single(int r) {
-    RankSet s;
-    s.n_ = 1;
-    s.inline_[0] = {r, r + 1};
-    return s;
+  static_assert(sizeof(void*) <= sizeof(Interval), "a block's address must fit an interval's slot");
+  RankSet() = default;
+  RankSet(const RankSet& o) : a_(o.a_), b_(o.b_) {
+    if (Block* k = block()) ++k->refs;
   }
+  RankSet(RankSet&& o) noexcept : a_(o.a_), b_(o.b_) { o.a_ = o.b_ = Interval{0, 0}; }
+  RankSet& operator=(RankSet o) noexcept {  // by value: copy or move, then swap
+    std::swap(a_, o.a_);
+    std::swap(b_, o.b_);
+    return *this;
+  }
+  ~RankSet() {
+    if (Block* k = block(); k != nullptr && --k->refs == 0) delete k;
+  }
+
+  static RankSet single(int r) { return range(r, r + 1); }
   static RankSet range(int lo, int hi) {
     RankSet s;
-    if (hi > lo) {
-      s.n_ = 1;
-      s.inline_[0] = {lo, hi};
-    }
+    if (hi > lo) s.a_ = {lo, hi};
     return s;
   }
-  size_t size() const { return n_; }
-  Interval at(size_t i) const { return n_ <= 2 ? inline_[i] : (*more_)[i]; }
+  size_t size() const {
+    if (const Block* k = block()) return k->items.size();
+    return (a_.hi > a_.lo ? 1 : 0) + (b_.hi > b_.lo ? 1 : 0);
+  }
+  Interval at(size_t i) const {
+    if (const Block* k = block()) return k->items[i];
+    return i == 0 ? a_ : b_;
+  }
 
   bool intersects(const RankSet& o) const {
     size_t i = 0, j = 0;
@@ -91,30 +110,43 @@ class RankSet {
   }
 
  private:
+  static constexpr int32_t kSpilled = -1;
+  struct Block {
+    uint32_t refs = 1;
+    std::vector<Interval> items;
+  };
+  Block* block() const {
+    if (a_.lo != kSpilled) return nullptr;
+    Block* k;
+    std::memcpy(&k, &b_, sizeof k);
+    return k;
+  }
   static RankSet from(const std::vector<Interval>& v) {
     RankSet s;
-    s.n_ = static_cast<uint32_t>(v.size());
-    if (v.size() <= 2) {
-      for (size_t i = 0; i < v.size(); ++i) s.inline_[i] = v[i];
+    if (v.size() > 2) {
+      Block* k = new Block{1, v};
+      s.a_ = {kSpilled, 0};
+      std::memcpy(&s.b_, &k, sizeof k);
     } else {
-      s.more_ = std::make_shared<const std::vector<Interval>>(v);
+      if (!v.empty()) s.a_ = v[0];
+      if (v.size() == 2) s.b_ = v[1];
     }
     return s;
   }
-  uint32_t n_ = 0;
-  Interval inline_[2]{};
-  std::shared_ptr<const std::vector<Interval>> more_;
+  Interval a_{0, 0}, b_{0, 0};
 };
 
 // What one element holds: input element `src` of every rank in `ranks`, reduced together
-// (divided by nranks `divided` times), last written by step `by_step` of rank `by_rank`.
+// (divided by nranks `divided` times), last written by step `by_step` of the rank whose memory
+// holds it. 28 bytes (one per symbolic element; the 4,096-rank cases hold hundreds of millions).
+constexpr uint32_t kNoStep = std::numeric_limits<uint32_t>::max();
 struct Value {
-  int64_t src = -1;  // -1: never written
   RankSet ranks;
+  int32_t src = -1;  // -1: never written (setup() checks that every element index fits)
+  uint32_t by_step = kNoStep;
   uint8_t divided = 0;
-  int32_t by_rank = -1;
-  uint32_t by_step = 0;
 };
+static_assert(sizeof(Value) <= 28, "one Value per symbolic element: keep it small");
 
 std::string value_to_string(const Value& v) {
   if (v.src < 0) return "nothing (never written)";
@@ -214,6 +246,9 @@ class Machine {
       k.program = &p;
       k.in_count = in_count(a_, r);
       k.out_count = out_count(a_, r);
+      if (k.in_count > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+        return invalid_argument("verifier: rank " + std::to_string(r) + " sends " + std::to_string(k.in_count) +
+                                " elements, more than the 2^31 - 1 it can name; verify a smaller count");
       k.in_off = in_offset_in_out(a_, r);
       int64_t lo = 0, hi = static_cast<int64_t>(k.out_count);
       if (k.in_off) {
@@ -251,7 +286,7 @@ class Machine {
 
   Value input(int r, size_t i) const {
     Value v;
-    v.src = static_cast<int64_t>(i);
+    v.src = static_cast<int32_t>(i);
     v.ranks = RankSet::single(r);
     return v;
   }
@@ -380,7 +415,6 @@ class Machine {
         }
         for (size_t i = 0; i < incoming_.size(); ++i) {
           dst[i] = std::move(incoming_[i]);
-          dst[i].by_rank = r;
           dst[i].by_step = s;
         }
         complete(r, s);
@@ -395,7 +429,6 @@ class Machine {
         if (st.src.count != st.dst.count) return fail(r, s, "copies between regions of different sizes");
         for (size_t i = 0; i < scratch_.size(); ++i) {
           dst[i] = scratch_[i];
-          dst[i].by_rank = r;
           dst[i].by_step = s;
         }
         break;
@@ -407,7 +440,6 @@ class Machine {
         if (st.src.count != st.dst.count) return fail(r, s, "reduces regions of different sizes");
         for (size_t i = 0; i < scratch_.size(); ++i) {
           WEFT_TRY(combine(r, s, dst[i], scratch_[i], dst[i]));
-          dst[i].by_rank = r;
           dst[i].by_step = s;
         }
         break;
@@ -418,7 +450,6 @@ class Machine {
         for (size_t i = 0; i < st.dst.count; ++i) {
           if (dst[i].src < 0) return fail(r, s, "divides data that was never written");
           ++dst[i].divided;
-          dst[i].by_rank = r;
           dst[i].by_step = s;
         }
         break;
@@ -462,25 +493,25 @@ class Machine {
     Value v;
     const RankSet all = RankSet::range(0, n());
     switch (a_.coll) {
-      case Collective::kAllReduce: v.src = static_cast<int64_t>(i); v.ranks = all; break;
-      case Collective::kReduceScatter: v.src = static_cast<int64_t>(static_cast<size_t>(r) * c + i); v.ranks = all; break;
-      case Collective::kAllGather: v.src = static_cast<int64_t>(i % c); v.ranks = RankSet::single(static_cast<int>(i / c)); break;
-      case Collective::kBroadcast: v.src = static_cast<int64_t>(i); v.ranks = RankSet::single(root); break;
+      case Collective::kAllReduce: v.src = static_cast<int32_t>(i); v.ranks = all; break;
+      case Collective::kReduceScatter: v.src = static_cast<int32_t>(static_cast<size_t>(r) * c + i); v.ranks = all; break;
+      case Collective::kAllGather: v.src = static_cast<int32_t>(i % c); v.ranks = RankSet::single(static_cast<int>(i / c)); break;
+      case Collective::kBroadcast: v.src = static_cast<int32_t>(i); v.ranks = RankSet::single(root); break;
       case Collective::kReduce:
         if (r != root) return std::nullopt;
-        v.src = static_cast<int64_t>(i);
+        v.src = static_cast<int32_t>(i);
         v.ranks = all;
         break;
       case Collective::kAllToAll:
-        v.src = static_cast<int64_t>(static_cast<size_t>(r) * c + i % c);
+        v.src = static_cast<int32_t>(static_cast<size_t>(r) * c + i % c);
         v.ranks = RankSet::single(static_cast<int>(i / c));
         break;
       case Collective::kGather:
         if (r != root) return std::nullopt;
-        v.src = static_cast<int64_t>(i % c);
+        v.src = static_cast<int32_t>(i % c);
         v.ranks = RankSet::single(static_cast<int>(i / c));
         break;
-      case Collective::kScatter: v.src = static_cast<int64_t>(static_cast<size_t>(r) * c + i); v.ranks = RankSet::single(root); break;
+      case Collective::kScatter: v.src = static_cast<int32_t>(static_cast<size_t>(r) * c + i); v.ranks = RankSet::single(root); break;
       case Collective::kBarrier:
       case Collective::kSendRecv: return std::nullopt;
     }
@@ -499,7 +530,7 @@ class Machine {
         if (got.src == want->src && got.ranks == want->ranks && (got.divided == want->divided || n() == 1)) continue;
         std::string msg = describe(a_) + " on " + std::to_string(n()) + " ranks: rank " + std::to_string(r) + " OUT[" +
                           std::to_string(i) + "] holds " + value_to_string(got) + " but must hold " + value_to_string(*want);
-        if (got.by_rank >= 0) msg += "; last written by " + step_name(got.by_rank, got.by_step);
+        if (got.by_step != kNoStep) msg += "; last written by " + step_name(r, got.by_step);
         return invalid_usage(msg);
       }
     }
@@ -579,6 +610,8 @@ class Machine {
 };
 
 }  // namespace
+
+size_t verifier_bytes_per_element() { return sizeof(Value); }
 
 Status verify_programs(const CollectiveArgs& a, const std::vector<Program>& programs) {
   Machine m(a, programs);

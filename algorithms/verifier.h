@@ -19,6 +19,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "algorithms/layout.h"
@@ -29,6 +30,10 @@ namespace weft::algorithms {
 
 // REQUIRES: programs.size() == a.nranks, programs[r].rank == r.
 Status verify_programs(const CollectiveArgs& a, const std::vector<Program>& programs);
+
+// The bytes the verifier holds per symbolic element (each element of every rank's OUT, TMP and,
+// in place, IN), for callers that estimate a case's memory before running it.
+size_t verifier_bytes_per_element();
 
 // Generates every rank's Program for `algorithm` and verifies them.
 // REQUIRES: applicable(a, l, algorithm).

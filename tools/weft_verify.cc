@@ -44,10 +44,11 @@ struct Options {
 
 // Roughly what verifying `c` holds at once, from rank 0's program `p0`: every rank's program with
 // the verifier's index and state (about 100 bytes a step: the ring at 4,096 ranks, 67 M steps,
-// peaked at 7.8 GB under /usr/bin/time -v) and every rank's symbolic buffers (64 bytes an element).
+// peaked at 7.8 GB under /usr/bin/time -v) and every rank's symbolic buffers.
 double estimated_bytes(const VerifyCase& c, const Program& p0) {
   const double elements = static_cast<double>(in_count(c.args, 0) + out_count(c.args, 0) + p0.tmp_count);
-  return static_cast<double>(c.args.nranks) * (100.0 * static_cast<double>(p0.steps.size()) + 64.0 * elements);
+  const double per_element = static_cast<double>(verifier_bytes_per_element());
+  return static_cast<double>(c.args.nranks) * (100.0 * static_cast<double>(p0.steps.size()) + per_element * elements);
 }
 
 double physical_bytes() { return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)); }

@@ -207,6 +207,15 @@ TEST(Verifier, RejectsOutOfBoundsAndBadPeers) {
   EXPECT_THAT(s.message(), HasSubstr("reaches past OUT"));
 }
 
+TEST(Verifier, RefusesCountsItCannotName) {
+  // Symbolic elements carry 32-bit names; a buffer past that is refused before anything is held.
+  const CollectiveArgs a = allreduce(2, size_t{1} << 31);
+  Status s = verify_programs(a, ring_programs(a));
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("rank 0 sends 2147483648 elements"));
+  EXPECT_THAT(s.message(), HasSubstr("2^31 - 1"));
+}
+
 TEST(Verifier, RejectsAvgDividedTwiceOrNotAtAll) {
   CollectiveArgs a = allreduce(2, 4);
   a.op = RedOp::kAvg;
