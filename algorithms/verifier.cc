@@ -1,16 +1,15 @@
 #include "algorithms/verifier.h"
 
-#include "algorithms/program_index.h"
-
-#include "algorithms/access_map.h"
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <memory>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
+
+#include "algorithms/access_map.h"
+#include "algorithms/program_index.h"
 
 namespace weft::algorithms {
 namespace {
@@ -81,8 +80,10 @@ class RankSet {
   }
   // REQUIRES: !intersects(o).
   RankSet unite(const RankSet& o) const {
-    std::vector<Interval> all;
-    all.reserve(size() + o.size());
+    // Every reduction of every element unites two sets: the merge goes through a scratch list
+    // kept per thread, so only a result of more than two intervals allocates (its block).
+    thread_local std::vector<Interval> all;
+    all.clear();
     size_t i = 0, j = 0;
     while (i < size() || j < o.size()) {
       const bool take_a = j == o.size() || (i < size() && at(i).lo < o.at(j).lo);

@@ -98,6 +98,29 @@ TEST(Simulator, TwoFlowsOnOneLinkTakeTwiceAsLong) {
   EXPECT_NEAR(two, kAlpha + 2 * transfer, 1e-12);  // rank 2's in-port is shared
 }
 
+TEST(Simulator, AFlowSpeedsUpWhenItsBottleneckFrees) {
+  // F1 0->2 (4 units) shares rank 0's out-port with F3 0->3 (2 units) and rank 2's in-port with
+  // F2 1->2 (1 unit): all three start at half a port. F2 ends at 2 (in units of one unit's time at
+  // a full port); F1's in-port share rises but its out-port still binds, so it keeps half. F3 ends
+  // at 4, and F1, then 2 units through, finishes its last 2 at the full port: at 6, not 8.
+  const size_t unit = size_t{1} << 18;  // 1 MiB
+  ProgramBuilder r0(0, 4, DataType::kFloat32, RedOp::kSum), r1(1, 4, DataType::kFloat32, RedOp::kSum),
+      r2(2, 4, DataType::kFloat32, RedOp::kSum), r3(3, 4, DataType::kFloat32, RedOp::kSum);
+  r0.send(2, {kIn, 0, 4 * unit});
+  r0.send(3, {kIn, 0, 2 * unit});
+  r1.send(2, {kIn, 0, unit});
+  r2.recv(0, {kOut, 0, 4 * unit});
+  r2.recv(1, {kOut, 4 * unit, unit});
+  r3.recv(0, {kOut, 0, 2 * unit});
+  const std::vector<Program> programs = {r0.finish(), r1.finish(), r2.finish(), r3.finish()};
+  const SimResult res = must_simulate(uniform(4), Layout::flat(4), programs);
+  const double t = 4.0 * unit / kBeta;
+  ASSERT_EQ(res.rank_finish.size(), 4u);
+  EXPECT_NEAR(res.rank_finish[1], 2 * t, 1e-12);          // F2's send
+  EXPECT_NEAR(res.rank_finish[3], 4 * t + kAlpha, 1e-12);  // F3 lands
+  EXPECT_NEAR(res.seconds, 6 * t + kAlpha, 1e-12);        // F1 lands
+}
+
 TEST(Simulator, UniformRingAllreduceMatchesTheFormula) {
   for (int n : {2, 3, 4, 7, 8}) {
     for (size_t per_chunk : {size_t{1}, size_t{1000}, size_t{250000}}) {
