@@ -84,6 +84,11 @@ bool applicable(const CollectiveArgs& call, const Layout& l, Algorithm a) {
   return e != nullptr && (e->applies == nullptr || e->applies(call, l));
 }
 
+bool duplicates_flat(const CollectiveArgs& call, const Layout& l, Algorithm a) {
+  return a == Algorithm::kHierarchical && call.coll == Collective::kAllReduce &&
+         (l.node_count() == 1 || l.ranks_per_node() == 1);
+}
+
 Plan plan(const CollectiveArgs& a, const Layout& l, Algorithm algorithm, int rank) {
   Plan p;
   p.algorithm = algorithm;

@@ -61,6 +61,11 @@ std::span<const AlgorithmEntry> algorithm_table();
 const AlgorithmEntry* find_algorithm(Collective c, Algorithm a);
 // `a` is implemented for the call's collective and applies to the call on `l`.
 bool applicable(const CollectiveArgs& call, const Layout& l, Algorithm a);
+// `a` is, on `l`, another entry of the table under its name: hierarchical allreduce on one node
+// (or one rank per node) has no second level, and its schedule is the ring's (recursive
+// doubling's for the tail below a node's size of elements). The tuner does not weigh it and
+// weft-sim leaves it out unless named; forced, it runs.
+bool duplicates_flat(const CollectiveArgs& call, const Layout& l, Algorithm a);
 
 struct Plan {
   Algorithm algorithm = Algorithm::kRing;

@@ -184,6 +184,7 @@ class Engine {
   };
   struct Flow {
     double remaining = 0, rate = 0, last = 0;
+    bool fresh = false;              // started this instant, rate not yet set
     uint64_t bytes = 0;
     double finish = 0;               // when the last byte leaves at the current rate
     uint32_t heap_pos = kNone;       // in flow_heap_, or kNone
@@ -238,13 +239,17 @@ class Engine {
   void flush_sends();
   void start_send(uint32_t sim, uint32_t q);
   void pump_recv(uint32_t sim, uint32_t q);
-  uint32_t start_flow(Flow f);
+  // A flow with bytes joins its links at the end of the instant (settle()); one without
+  // completes at once.
+  void start_flow(Flow f);
   void finish_flow(uint32_t id);
   double rate_of(const Flow& f) const;
-  // The flow counts on the links of `f` changed (grew: `f` started; else it ended): every other
-  // flow on them gets its progress settled at the old rate and a new rate (and completion event)
-  // if that changed.
-  void rerate(const Flow& f, uint32_t except, bool grew);
+  // Flow counts change per link as flows start and end; `delta` counts them until settle().
+  void count_change(uint32_t link, int delta);
+  // At the end of an instant: the flows that started in it join their links, and every flow on
+  // a link whose count changed gets its progress settled at the old rate and a new rate (and
+  // completion event) if that changed; the new flows get their first rate.
+  void settle();
   const Hop* hops(const Flow& f) const { return route_pool_.data() + f.route_begin; }
 
   const Cluster& cluster_;
@@ -261,10 +266,13 @@ class Engine {
   std::vector<QState> qstates_;
   std::vector<Hop> route_pool_;
   std::vector<LinkState> links_;
-  std::vector<uint32_t> rerated_;  // per flow: the rerate() pass that last visited it
+  std::vector<uint32_t> rerated_;  // per flow: the settle() pass that last visited it
   uint32_t rerate_stamp_ = 0;
-  std::vector<double> new_rate_;   // per flow, during rerate(): its rate after the change, or -1
-  std::vector<uint32_t> touched_;  // the flows rerate() visits, in visiting order
+  std::vector<double> new_rate_;   // per flow, during settle(): its rate after the change, or -1
+  std::vector<uint32_t> touched_;  // the flows settle() visits, in visiting order
+  std::vector<uint32_t> starting_;       // flows started in this instant, not yet on their links
+  std::vector<int32_t> link_delta_;      // per link: flows added minus flows removed this instant
+  std::vector<uint32_t> changed_links_;  // the links with a count change this instant
   std::vector<uint8_t> weighted_;  // per link: some flow may cross it at a weight other than 1
   std::vector<double> link_bytes_;
   std::vector<Flow> flows_;
@@ -312,6 +320,7 @@ Status Engine::connect() {
     }
   }
   links_.assign(cluster_.link_count(), LinkState{});
+  link_delta_.assign(links_.size(), 0);
   for (uint32_t l = 0; l < links_.size(); ++l) {
     double cap = cluster_.link(l).capacity;
     if (fold_ > 0) {
@@ -417,15 +426,35 @@ double Engine::rate_of(const Flow& f) const {
   return rate;
 }
 
-void Engine::rerate(const Flow& f, uint32_t except, bool grew) {
+void Engine::count_change(uint32_t link, int delta) {
+  if (link_delta_[link] == 0) changed_links_.push_back(link);
+  link_delta_[link] += delta;
+}
+
+void Engine::settle() {
   // Each flow's rate is the minimum over its links of capacity / (flows there x its weight),
-  // kept current. A flow that shares several of the changed links (the hops of a multi-hop route
-  // along one line of a torus) is re-rated once, after all of them. Most need no walk over their
-  // own route: where a count grew, the new rate is the old one capped by that link's new share;
-  // where a count shrank, the rate stays unless that link was the flow's bottleneck (its old
-  // share no larger than the rate). Links crossed at other weights (a rank's compute) always
-  // take the walk (rate_of). Both shortcuts give the walk's result to the bit: the same
-  // quotients, and min is exact.
+  // kept current. All the starts and ends of one instant are applied together (when a step's
+  // flows start at once on shared links, re-rating after each would touch the others once per
+  // start), and a flow that shares several changed links is re-rated once. Most need no walk
+  // over their own route: a changed link that was not the flow's bottleneck (its old share above
+  // the flow's rate) and links whose count grew change the rate to at most min(old rate, new
+  // share); only a link that lost flows while it was the bottleneck, or one crossed at another
+  // weight (a rank's compute), takes the walk (rate_of). Both give the walk's result to the bit:
+  // the same quotients, and min is exact.
+  if (starting_.empty() && changed_links_.empty()) return;
+  for (uint32_t id : starting_) {
+    Flow& f = flows_[id];
+    f.fresh = true;
+    const Hop* h = hops(f);
+    for (uint32_t i = 0; i < f.route_n; ++i) {
+      links_[h[i].link].flows.push_back(id);
+      count_change(h[i].link, 1);
+    }
+    if (f.extra.link != kNone) {
+      links_[f.extra.link].flows.push_back(id);
+      count_change(f.extra.link, 1);
+    }
+  }
   if (++rerate_stamp_ == 0) {
     std::fill(rerated_.begin(), rerated_.end(), 0);
     rerate_stamp_ = 1;
@@ -435,26 +464,27 @@ void Engine::rerate(const Flow& f, uint32_t except, bool grew) {
     new_rate_.resize(flows_.size(), 0.0);
   }
   touched_.clear();
-  auto visit = [&](uint32_t link) {
+  for (uint32_t link : changed_links_) {
+    const int32_t delta = link_delta_[link];
+    link_delta_[link] = 0;
     const LinkState& l = links_[link];
-    const double share = l.capacity / static_cast<double>(grew ? l.flows.size() : l.flows.size() + 1);
+    const double share = l.capacity / static_cast<double>(l.flows.size());
+    const double old_share = l.capacity / static_cast<double>(static_cast<int64_t>(l.flows.size()) - delta);
     for (uint32_t id : l.flows) {
-      if (id == except) continue;
+      const Flow& g = flows_[id];
+      if (g.fresh) continue;
       if (rerated_[id] != rerate_stamp_) {
         rerated_[id] = rerate_stamp_;
         touched_.push_back(id);
-        new_rate_[id] = flows_[id].rate;
+        new_rate_[id] = g.rate;
       }
       double& rate = new_rate_[id];
       if (rate < 0) continue;  // already due for the walk
-      if (weighted_[link]) rate = -1;
-      else if (grew) rate = std::min(rate, share);
-      else if (flows_[id].rate >= share) rate = -1;
+      if (weighted_[link] || (delta < 0 && g.rate >= old_share)) rate = -1;
+      else rate = std::min(rate, share);
     }
-  };
-  const Hop* h = hops(f);
-  for (uint32_t i = 0; i < f.route_n; ++i) visit(h[i].link);
-  if (f.extra.link != kNone) visit(f.extra.link);
+  }
+  changed_links_.clear();
   for (uint32_t id : touched_) {
     Flow& g = flows_[id];
     g.remaining = std::max(0.0, g.remaining - g.rate * (now_ - g.last));
@@ -466,9 +496,17 @@ void Engine::rerate(const Flow& f, uint32_t except, bool grew) {
       schedule(id);
     }
   }
+  for (uint32_t id : starting_) {
+    Flow& g = flows_[id];
+    g.fresh = false;
+    g.rate = rate_of(g);
+    g.finish = now_ + g.remaining / g.rate;
+    schedule(id);
+  }
+  starting_.clear();
 }
 
-uint32_t Engine::start_flow(Flow f) {
+void Engine::start_flow(Flow f) {
   uint32_t id;
   if (!free_flows_.empty()) {
     id = free_flows_.back();
@@ -483,19 +521,8 @@ uint32_t Engine::start_flow(Flow f) {
   f.heap_pos = kNone;
   f.registered = f.bytes > 0;
   flows_[id] = f;
-  if (!f.registered) {
-    schedule(id);
-    return id;
-  }
-  const Hop* h = hops(f);
-  for (uint32_t i = 0; i < f.route_n; ++i) links_[h[i].link].flows.push_back(id);
-  if (f.extra.link != kNone) links_[f.extra.link].flows.push_back(id);
-  rerate(f, id, true);
-  Flow& g = flows_[id];
-  g.rate = rate_of(g);
-  g.finish = now_ + g.remaining / g.rate;
-  schedule(id);
-  return id;
+  if (f.registered) starting_.push_back(id);
+  else schedule(id);
 }
 
 void Engine::sift_up(size_t i) {
@@ -557,13 +584,13 @@ void Engine::finish_flow(uint32_t id) {
       if (it != v.end()) {
         *it = v.back();
         v.pop_back();
+        count_change(link, -1);
       }
       if (options_.link_stats) link_bytes_[link] += static_cast<double>(f.bytes);
     };
     const Hop* h = hops(f);
     for (uint32_t i = 0; i < f.route_n; ++i) drop(h[i].link);
     if (f.extra.link != kNone) drop(f.extra.link);
-    rerate(f, kNone, false);
   }
   switch (f.type) {
     case FlowType::kMessage: {
@@ -697,6 +724,7 @@ Status Engine::run(SimResult* out) {
       if (dyn_[ranks_[r].step_base + i].remaining == 0) ready_stack_.emplace_back(r, i);
   drain();
   flush_sends();
+  settle();
   for (;;) {
     const double next_flow = flow_heap_.empty() ? kInfinity : flows_[flow_heap_.front()].finish;
     const double next_arrival = arrivals_.empty() ? kInfinity : arrivals_.top().t;
@@ -717,6 +745,7 @@ Status Engine::run(SimResult* out) {
       drain();
     }
     flush_sends();
+    settle();
   }
   if (done_steps_ != total_steps_) {
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
@@ -772,6 +801,18 @@ bool relabelled_equal(const Program& a, const Program& b, Group g, int m, int n,
     const size_t cy = y.kind == StepKind::kSend ? y.src.count : y.dst.count;
     const size_t hi = std::max(cx, cy), lo = std::min(cx, cy);
     if (hi - lo > 1 + hi / 100) return false;
+  }
+  return true;
+}
+
+// Whether two programs of one rank make the same steps in the same order (kinds, channels,
+// peers), whatever their byte counts.
+bool same_path(const Program& a, const Program& b) {
+  if (a.steps.size() != b.steps.size()) return false;
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    const Step& x = a.steps[i];
+    const Step& y = b.steps[i];
+    if (x.kind != y.kind || x.channel != y.channel || (is_comm(x.kind) && x.peer != y.peer)) return false;
   }
   return true;
 }
@@ -1018,6 +1059,9 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
         continue;
       }
       Program pr = plan(rounded, layout, algorithm, 0).program;
+      // A rounding of a few elements can still cross a generator's threshold (hierarchical picks
+      // its inner algorithm by block size): the rounded count must take the same path.
+      if (call.count >= nn && !same_path(p0, pr)) continue;
       found = find_symmetry(rounded, layout, algorithm, cluster, period, pr, strict);
       if (found.q > 0) {
         call = rounded;

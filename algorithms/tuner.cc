@@ -72,6 +72,13 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
     from_table = true;
     if (a.slice_count == 0 && t->slice_bytes > 0) slices = {slice_elements(t->slice_bytes, a.dtype)};
   }
+  if (!from_table) {
+    // An algorithm that is another one under its name here would only add its twin's prediction.
+    std::vector<Algorithm> distinct;
+    for (Algorithm c : cands)
+      if (!duplicates_flat(a, layout_, c)) distinct.push_back(c);
+    if (!distinct.empty()) cands = std::move(distinct);
+  }
   TunedCall best{cands.front(), slices.front(), from_table ? "table" : "order"};
   if (!model_ || (cands.size() == 1 && slices.size() == 1)) return best;
   const double inf = std::numeric_limits<double>::infinity();

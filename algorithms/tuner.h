@@ -1,6 +1,8 @@
 // The tuner: which algorithm, with which pipeline slice, runs a call. Candidates are the
 // algorithms applicable to the call on the layout that the user's filter allows (all applicable
-// ones when the filter leaves none). Among them the tuner takes, in this order of preference:
+// ones when the filter leaves none). Among them the tuner takes, in this order of preference
+// (unless the table names it, an algorithm that duplicates another on this layout,
+// duplicates_flat(), is not weighed):
 //   1. the algorithm a measured tuning table (weft-tune, WEFT_TUNE_FILE) names for the call's
 //      collective, rank count, node count and size, when it is a candidate;
 //   2. the one the simulator predicts fastest on the communicator's machine model (this machine's

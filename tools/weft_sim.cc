@@ -355,9 +355,16 @@ int main(int argc, char** argv) {
     return usage_error("-r " + std::to_string(o.root) + " is not a rank of " + std::to_string(layout.nranks));
 
   std::vector<Algorithm> algos = o.algos;
+  std::vector<Algorithm> twins;  // left out: another algorithm under its name on this layout
   if (algos.empty()) {
-    for (const auto& e : weft::algorithms::algorithm_table())
-      if (e.coll == o.coll) algos.push_back(e.algorithm);
+    CollectiveArgs probe;
+    probe.coll = o.coll;
+    probe.nranks = layout.nranks;
+    for (const auto& e : weft::algorithms::algorithm_table()) {
+      if (e.coll != o.coll) continue;
+      if (weft::algorithms::duplicates_flat(probe, layout, e.algorithm)) twins.push_back(e.algorithm);
+      else algos.push_back(e.algorithm);
+    }
   }
   weft::algorithms::SimOptions so;
   so.use_symmetry = !o.exact;
@@ -367,6 +374,11 @@ int main(int argc, char** argv) {
 
   const Printer printer{o, layout, *cluster, std::string(weft::algorithms::collective_name(o.coll))};
   printer.header();
+  for (Algorithm t : twins)
+    if (!o.csv)
+      std::printf("# %s: not simulated, its schedule on %s is a flat algorithm's (--algo %s runs it)\n",
+                  std::string(weft::algorithms::algorithm_name(t)).c_str(), layout.describe().c_str(),
+                  std::string(weft::algorithms::algorithm_name(t)).c_str());
   std::vector<Size> sizes = plan_sweep(o, layout, algos);
   const auto sweep0 = std::chrono::steady_clock::now();
   std::vector<std::pair<size_t, std::string>> winners;

@@ -221,6 +221,22 @@ TEST(Simulator, FoldingEqualsFullSimulation) {
   EXPECT_GE(folded, 6);
 }
 
+// Rounding the count to fold must not change the schedule: at 65,536 elements on 8 nodes of 8 a
+// node's block is 32 KiB and hierarchical runs recursive doubling across the nodes; 128 elements
+// more (the nearest count whose schedule folds) would cross to the ring, 2.5x slower here.
+TEST(Simulator, RoundingKeepsTheGeneratorsPath) {
+  const Cluster c = must_parse("dgx-h100:8");
+  const Layout l = layout_of(c);
+  const CollectiveArgs a = allreduce(64, 65536);
+  SimOptions full, fold;
+  full.use_symmetry = false;
+  full.max_messages = fold.max_messages = 0;
+  const SimResult rx = must_simulate(a, l, Algorithm::kHierarchical, c, full);
+  const SimResult rf = must_simulate(a, l, Algorithm::kHierarchical, c, fold);
+  EXPECT_EQ(rf.count, a.count);
+  EXPECT_NEAR(rf.seconds, rx.seconds, rx.seconds * 1e-9);
+}
+
 // Where ranks differ only in which of their slices a step waits for, folding is approximate; it
 // is used only when the schedule is too big to simulate rank by rank. Its error here:
 TEST(Simulator, ApproximateFoldingIsClose) {

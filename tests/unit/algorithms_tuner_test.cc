@@ -166,6 +166,24 @@ TEST(Tuner, FilterRestrictsTheChoice) {
   EXPECT_EQ(t.choose(allreduce(2, 8)).reason, "order");  // one candidate left
 }
 
+TEST(Tuner, HierarchicalWithoutASecondLevelIsNotWeighed) {
+  EXPECT_TRUE(duplicates_flat(allreduce(4, 8), Layout::flat(4), Algorithm::kHierarchical));
+  EXPECT_TRUE(duplicates_flat(allreduce(4, 8), Layout::blocks(4, 1), Algorithm::kHierarchical));
+  EXPECT_FALSE(duplicates_flat(allreduce(4, 8), Layout::blocks(4, 2), Algorithm::kHierarchical));
+  EXPECT_FALSE(duplicates_flat(allreduce(4, 8), Layout::flat(4), Algorithm::kRing));
+  // Of ring and hierarchical on one node only the ring is weighed: one candidate (and one slice
+  // at 8 bytes), no model.
+  const Tuner t = model_tuner(Layout::flat(4), "allreduce:ring,hierarchical");
+  EXPECT_EQ(t.choose(allreduce(4, 8)).algorithm, Algorithm::kRing);
+  EXPECT_EQ(t.choose(allreduce(4, 8)).reason, "order");
+  // Forced, or named by a measured table, it runs.
+  EXPECT_EQ(model_tuner(Layout::flat(4), "allreduce:hierarchical").choose(allreduce(4, 8)).algorithm,
+            Algorithm::kHierarchical);
+  const Tuner u = model_tuner(Layout::flat(2), "", "shm allreduce 2 1 0 4096 hierarchical\n");
+  EXPECT_EQ(u.choose(allreduce(2, 8)).algorithm, Algorithm::kHierarchical);
+  EXPECT_EQ(u.choose(allreduce(2, 8)).reason, "table");
+}
+
 TEST(Tuner, MeasuredTableWinsOverTheModelWithinItsRange) {
   const Tuner t = model_tuner(Layout::flat(2), "", "shm allreduce 2 1 0 4096 ring\n");
   EXPECT_EQ(t.choose(allreduce(2, 8)).algorithm, Algorithm::kRing);
