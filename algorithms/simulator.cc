@@ -16,8 +16,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <future>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <queue>
 #include <thread>
 #include <unordered_map>
@@ -785,6 +788,15 @@ Status Engine::run(SimResult* out) {
   return Status();
 }
 
+// Connects and runs `engine`; its build time counts from t0.
+Result<SimResult> connect_and_run(Engine& engine, std::chrono::steady_clock::time_point t0) {
+  WEFT_TRY(engine.connect());
+  SimResult res;
+  res.build_seconds = seconds_since(t0);
+  WEFT_TRY(engine.run(&res));
+  return res;
+}
+
 // --- Symmetry ---
 
 // Whether `b` is `a` with every peer relabelled by (group, m): same steps, channels and (when
@@ -902,6 +914,44 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
   return {};
 }
 
+// What makes two runs of simulate_algorithm the same run: everything its engine is built from.
+std::string run_key(const Cluster& cluster, const Layout& layout, Algorithm algorithm, const CollectiveArgs& call,
+                    int fold, Group group, const SimOptions& options) {
+  std::string key = cluster.describe() + "|" + std::string(algorithm_name(algorithm)) + "|" + describe(call);
+  for (size_t v : {call.count, call.slice_count, static_cast<size_t>(call.root), static_cast<size_t>(call.in_place),
+                   static_cast<size_t>(fold), static_cast<size_t>(group), static_cast<size_t>(options.link_stats)})
+    key += "|" + std::to_string(v);
+  for (int d : layout.torus) key += "t" + std::to_string(d);
+  for (const auto& node : layout.nodes) {
+    key += ";";
+    for (int r : node) key += std::to_string(r) + ",";
+  }
+  return key;
+}
+
+// The runs made so far (SimOptions::reuse_runs). A caller asking for a run another thread is
+// making waits for that one.
+Result<SimResult> reuse_or_run(const std::string& key, const std::function<Result<SimResult>()>& run) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_future<Result<SimResult>>> runs;
+  std::promise<Result<SimResult>> mine;
+  std::shared_future<Result<SimResult>> made;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = runs.find(key);
+    if (it != runs.end()) made = it->second;
+    else runs.emplace(key, mine.get_future().share());
+  }
+  if (made.valid()) {
+    Result<SimResult> r = made.get();
+    if (r.ok()) r->reused = true;
+    return r;
+  }
+  Result<SimResult> r = run();
+  mine.set_value(r);
+  return r;
+}
+
 }  // namespace
 
 Layout layout_of(const topology::Cluster& cluster) {
@@ -954,11 +1004,7 @@ Result<SimResult> simulate(const topology::Cluster& cluster, const Layout& layou
                               std::to_string(programs[static_cast<size_t>(r)].rank) + "'s");
     engine.add({r, (*placed)[static_cast<size_t>(r)], 0, &shapes[static_cast<size_t>(r)]});
   }
-  WEFT_TRY(engine.connect());
-  SimResult res;
-  res.build_seconds = seconds_since(t0);
-  WEFT_TRY(engine.run(&res));
-  return res;
+  return connect_and_run(engine, t0);
 }
 
 Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
@@ -1033,6 +1079,7 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
     SimOptions o;
     o.use_symmetry = false;
     o.max_messages = budget;
+    o.reuse_runs = options.reuse_runs;
     auto tx = simulate_algorithm(x, small, algorithm, cluster, o);
     auto ty = simulate_algorithm(y, small, algorithm, cluster, o);
     return tx.ok() && ty.ok() && std::abs(ty->seconds - tx->seconds) <= 0.05 * tx->seconds;
@@ -1101,35 +1148,49 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
   p0 = std::move(p_chosen);
   const int sims = fold > 0 ? fold : n;
 
-  std::vector<Shape> shapes;
-  Engine engine(cluster, n, fold, sym.group, options);
-  if (fold > 0 && sym.q == 1) {
-    shapes.push_back(make_shape(p0));
-    for (int r = 0; r < fold; ++r) engine.add({r, r, r, &shapes[0]});
-  } else {
-    // Generating the programs is most of the cost at thousands of ranks (some generators are
-    // O(n) per rank); it is independent per rank, so it runs on up to options.threads threads.
-    shapes.resize(static_cast<size_t>(sims));
-    shapes[0] = make_shape(p0);
-    p0 = Program();
-    const int threads = std::max(1, std::min(options.threads, sims / 64));
-    auto work = [&](int t) {
-      for (int r = 1 + t; r < sims; r += threads) shapes[static_cast<size_t>(r)] = make_shape(plan(call, layout, algorithm, r).program);
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
-    work(0);
-    for (std::thread& th : pool) th.join();
-    for (int r = 0; r < sims; ++r)
-      engine.add({r, (*placed)[static_cast<size_t>(r)], 0, &shapes[static_cast<size_t>(r)]});
-  }
-  WEFT_TRY(engine.connect());
-  res.build_seconds = seconds_since(t0);
+  auto run = [&]() -> Result<SimResult> {
+    std::vector<Shape> shapes;
+    Engine engine(cluster, n, fold, sym.group, options);
+    if (fold > 0 && sym.q == 1) {
+      shapes.push_back(make_shape(p0));
+      for (int r = 0; r < fold; ++r) engine.add({r, r, r, &shapes[0]});
+    } else {
+      // Generating the programs is most of the cost at thousands of ranks (some generators are
+      // O(n) per rank); it is independent per rank, so it runs on up to options.threads threads.
+      shapes.resize(static_cast<size_t>(sims));
+      shapes[0] = make_shape(p0);
+      const int threads = std::max(1, std::min(options.threads, sims / 64));
+      auto work = [&](int t) {
+        for (int r = 1 + t; r < sims; r += threads)
+          shapes[static_cast<size_t>(r)] = make_shape(plan(call, layout, algorithm, r).program);
+      };
+      std::vector<std::thread> pool;
+      for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+      work(0);
+      for (std::thread& th : pool) th.join();
+      for (int r = 0; r < sims; ++r)
+        engine.add({r, (*placed)[static_cast<size_t>(r)], 0, &shapes[static_cast<size_t>(r)]});
+    }
+    return connect_and_run(engine, t0);
+  };
+  auto ran = options.reuse_runs
+                 ? reuse_or_run(run_key(cluster, layout, algorithm, call, fold, sym.group, options), run)
+                 : run();
+  WEFT_TRY(ran);
+  // The engine's outcome, with this call's own choices (padding, coarsening, folding).
+  res.seconds = ran->seconds;
+  res.rank_finish = std::move(ran->rank_finish);
+  res.messages = ran->messages;
+  res.events = ran->events;
+  res.run_seconds = ran->run_seconds;
+  res.bytes_by_kind = std::move(ran->bytes_by_kind);
+  res.busiest = std::move(ran->busiest);
+  res.reused = ran->reused;
+  res.build_seconds = ran->reused ? seconds_since(t0) : ran->build_seconds;
   res.period = fold;
   res.xor_symmetry = fold > 0 && sym.group == Group::kXor;
   res.slice_count = call.slice_count;
   res.count = call.count;
-  WEFT_TRY(engine.run(&res));
   return res;
 }
 

@@ -68,6 +68,10 @@ struct SimOptions {
   bool link_stats = false;
   // Threads that generate programs (the event loop itself is serial).
   int threads = 1;
+  // Reuse an identical run made earlier in this process (same cluster, layout, algorithm,
+  // count and slicing after rounding and coarsening, same folding): weft-sim's sizes below n
+  // elements round to one count. The runs are kept for the life of the process.
+  bool reuse_runs = false;
 };
 
 struct LinkUse {
@@ -90,6 +94,7 @@ struct SimResult {
   uint64_t events = 0;
   double build_seconds = 0;         // generating and converting programs (wall clock)
   double run_seconds = 0;           // the event loop (wall clock)
+  bool reused = false;              // the run was an identical earlier one's (reuse_runs)
   std::vector<double> bytes_by_kind;  // indexed by topology::LinkKind (with link_stats)
   std::vector<LinkUse> busiest;       // the most utilised links, at most 8 (with link_stats)
 };

@@ -42,7 +42,8 @@ constexpr const char* kUsage =
     "                   gather, scatter\n"
     "  -b, -e           smallest and largest size in bytes (K, M, G suffixes; default 8 and 1G)\n"
     "  -f F             multiply the size by F each step (default 4)\n"
-    "  --algo LIST      only these algorithms (comma-separated; default: every applicable one)\n"
+    "  --algo LIST      only these algorithms (comma-separated; default: every applicable one but\n"
+    "                   those that are another one here, e.g. hierarchical on one node)\n"
     "  -d TYPE, -o OP   element type (default float) and op (default sum)\n"
     "  -r ROOT          root for broadcast, reduce, gather, scatter (default 0)\n"
     "  --slice BYTES    pipeline slice (default 512K, as WEFT_SLICE_BYTES)\n"
@@ -327,6 +328,7 @@ struct Printer {
                std::to_string(r.period) + " ";
     if (r.coarsened) notes += "slice:" + weft::format_byte_size(slice_bytes) + " ";
     if (r.padded) notes += "count:" + std::to_string(r.count) + " ";
+    if (r.reused) notes += "reused ";
     char wall[32] = "";
     if (o.time) {
       std::snprintf(wall, sizeof(wall), "%7.3f ", j.wall);
@@ -371,6 +373,7 @@ int main(int argc, char** argv) {
   so.max_messages = o.exact ? 0 : o.budget;
   so.link_stats = o.links;
   so.threads = o.threads;
+  so.reuse_runs = true;
 
   const Printer printer{o, layout, *cluster, std::string(weft::algorithms::collective_name(o.coll))};
   printer.header();

@@ -237,6 +237,25 @@ TEST(Simulator, RoundingKeepsTheGeneratorsPath) {
   EXPECT_NEAR(rf.seconds, rx.seconds, rx.seconds * 1e-9);
 }
 
+TEST(Simulator, ReusesAnIdenticalRun) {
+  // A cluster no other test uses, so that this process has made none of these runs before.
+  const Cluster c = must_parse("nodes=3 ranks=2 intra=7GB/s,3us nics=1 nic=3GB/s,9us reduce=5GB/s copy=9GB/s");
+  const Layout l = layout_of(c);
+  SimOptions o;
+  o.reuse_runs = true;
+  const SimResult first = must_simulate(allreduce(6, 6000), l, Algorithm::kRing, c, o);
+  const SimResult again = must_simulate(allreduce(6, 6000), l, Algorithm::kRing, c, o);
+  const SimResult other = must_simulate(allreduce(6, 6006), l, Algorithm::kRing, c, o);
+  EXPECT_FALSE(first.reused);
+  EXPECT_TRUE(again.reused);
+  EXPECT_EQ(again.seconds, first.seconds);
+  EXPECT_EQ(again.events, first.events);
+  EXPECT_FALSE(other.reused);
+  EXPECT_GT(other.seconds, first.seconds);
+  o.reuse_runs = false;
+  EXPECT_FALSE(must_simulate(allreduce(6, 6000), l, Algorithm::kRing, c, o).reused);
+}
+
 // Where ranks differ only in which of their slices a step waits for, folding is approximate; it
 // is used only when the schedule is too big to simulate rank by rank. Its error here:
 TEST(Simulator, ApproximateFoldingIsClose) {
