@@ -471,8 +471,11 @@ void Engine::settle() {
     const int32_t delta = link_delta_[link];
     link_delta_[link] = 0;
     const LinkState& l = links_[link];
+    if (l.flows.empty()) continue;
     const double share = l.capacity / static_cast<double>(l.flows.size());
-    const double old_share = l.capacity / static_cast<double>(static_cast<int64_t>(l.flows.size()) - delta);
+    // Before the instant (only read where flows left: then it held more than it does now).
+    const double old_share =
+        delta < 0 ? l.capacity / static_cast<double>(static_cast<int64_t>(l.flows.size()) - delta) : share;
     for (uint32_t id : l.flows) {
       const Flow& g = flows_[id];
       if (g.fresh) continue;
