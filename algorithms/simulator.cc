@@ -802,32 +802,31 @@ Result<SimResult> connect_and_run(Engine& engine, std::chrono::steady_clock::tim
 
 // --- Symmetry ---
 
-// Whether `b` is `a` with every peer relabelled by (group, m): same steps, channels and (when
-// `strict`) dependencies, byte counts equal to within a chunk's rounding.
-bool relabelled_equal(const Program& a, const Program& b, Group g, int m, int n, bool strict) {
-  if (a.steps.size() != b.steps.size() || (strict && a.deps != b.deps)) return false;
-  for (size_t i = 0; i < a.steps.size(); ++i) {
-    const Step& x = a.steps[i];
-    const Step& y = b.steps[i];
-    if (x.kind != y.kind || x.channel != y.channel) return false;
-    if (strict && (x.deps_begin != y.deps_begin || x.deps_count != y.deps_count)) return false;
-    if (is_comm(x.kind) && relabel(g, x.peer, m, n) != y.peer) return false;
-    const size_t cx = x.kind == StepKind::kSend ? x.src.count : x.dst.count;
-    const size_t cy = y.kind == StepKind::kSend ? y.src.count : y.dst.count;
-    const size_t hi = std::max(cx, cy), lo = std::min(cx, cy);
-    if (hi - lo > 1 + hi / 100) return false;
-  }
-  return true;
-}
-
-// Whether two programs of one rank make the same steps in the same order (kinds, channels,
-// peers), whatever their byte counts.
-bool same_path(const Program& a, const Program& b) {
+// Whether `b` makes `a`'s steps with every peer relabelled by (group, m): the same kinds and
+// channels in the same order, whatever their byte counts (m = 0 under kShift: the same peers).
+bool same_steps(const Program& a, const Program& b, Group g, int m, int n) {
   if (a.steps.size() != b.steps.size()) return false;
   for (size_t i = 0; i < a.steps.size(); ++i) {
     const Step& x = a.steps[i];
     const Step& y = b.steps[i];
-    if (x.kind != y.kind || x.channel != y.channel || (is_comm(x.kind) && x.peer != y.peer)) return false;
+    if (x.kind != y.kind || x.channel != y.channel) return false;
+    if (is_comm(x.kind) && relabel(g, x.peer, m, n) != y.peer) return false;
+  }
+  return true;
+}
+
+// Whether `b` is `a` with every peer relabelled by (group, m): same_steps, and (when `strict`)
+// the same dependencies, byte counts equal to within a chunk's rounding.
+bool relabelled_equal(const Program& a, const Program& b, Group g, int m, int n, bool strict) {
+  if (!same_steps(a, b, g, m, n) || (strict && a.deps != b.deps)) return false;
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    const Step& x = a.steps[i];
+    const Step& y = b.steps[i];
+    if (strict && (x.deps_begin != y.deps_begin || x.deps_count != y.deps_count)) return false;
+    const size_t cx = x.kind == StepKind::kSend ? x.src.count : x.dst.count;
+    const size_t cy = y.kind == StepKind::kSend ? y.src.count : y.dst.count;
+    const size_t hi = std::max(cx, cy), lo = std::min(cx, cy);
+    if (hi - lo > 1 + hi / 100) return false;
   }
   return true;
 }
@@ -920,9 +919,10 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
 // What makes two runs of simulate_algorithm the same run: everything its engine is built from.
 std::string run_key(const Cluster& cluster, const Layout& layout, Algorithm algorithm, const CollectiveArgs& call,
                     int fold, Group group, const SimOptions& options) {
+  // describe() names the collective, count, type, op and root; the rest follows.
   std::string key = cluster.describe() + "|" + std::string(algorithm_name(algorithm)) + "|" + describe(call);
-  for (size_t v : {call.count, call.slice_count, static_cast<size_t>(call.root), static_cast<size_t>(call.in_place),
-                   static_cast<size_t>(fold), static_cast<size_t>(group), static_cast<size_t>(options.link_stats)})
+  for (size_t v : {call.slice_count, static_cast<size_t>(call.in_place), static_cast<size_t>(fold),
+                   static_cast<size_t>(group), static_cast<size_t>(options.link_stats)})
     key += "|" + std::to_string(v);
   for (int d : layout.torus) key += "t" + std::to_string(d);
   for (const auto& node : layout.nodes) {
@@ -1111,7 +1111,7 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
       Program pr = plan(rounded, layout, algorithm, 0).program;
       // A rounding of a few elements can still cross a generator's threshold (hierarchical picks
       // its inner algorithm by block size): the rounded count must take the same path.
-      if (call.count >= nn && !same_path(p0, pr)) continue;
+      if (call.count >= nn && !same_steps(p0, pr, Group::kShift, 0, n)) continue;
       found = find_symmetry(rounded, layout, algorithm, cluster, period, pr, strict);
       if (found.q > 0) {
         call = rounded;
@@ -1181,20 +1181,16 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
                  : run();
   WEFT_TRY(ran);
   // The engine's outcome, with this call's own choices (padding, coarsening, folding).
-  res.seconds = ran->seconds;
-  res.rank_finish = std::move(ran->rank_finish);
-  res.messages = ran->messages;
-  res.events = ran->events;
-  res.run_seconds = ran->run_seconds;
-  res.bytes_by_kind = std::move(ran->bytes_by_kind);
-  res.busiest = std::move(ran->busiest);
-  res.reused = ran->reused;
-  res.build_seconds = ran->reused ? seconds_since(t0) : ran->build_seconds;
-  res.period = fold;
-  res.xor_symmetry = fold > 0 && sym.group == Group::kXor;
-  res.slice_count = call.slice_count;
-  res.count = call.count;
-  return res;
+  SimResult out = std::move(*ran);
+  if (out.reused) out.build_seconds = seconds_since(t0);
+  out.padded = res.padded;
+  out.coarsened = res.coarsened;
+  out.approximate = res.approximate;
+  out.period = fold;
+  out.xor_symmetry = fold > 0 && sym.group == Group::kXor;
+  out.slice_count = call.slice_count;
+  out.count = call.count;
+  return out;
 }
 
 Prediction predict(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,

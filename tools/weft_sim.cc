@@ -377,8 +377,8 @@ int main(int argc, char** argv) {
 
   const Printer printer{o, layout, *cluster, std::string(weft::algorithms::collective_name(o.coll))};
   printer.header();
-  for (Algorithm t : twins)
-    if (!o.csv)
+  if (!o.csv)
+    for (Algorithm t : twins)
       std::printf("# %s: not simulated, its schedule on %s is a flat algorithm's (--algo %s runs it)\n",
                   std::string(weft::algorithms::algorithm_name(t)).c_str(), layout.describe().c_str(),
                   std::string(weft::algorithms::algorithm_name(t)).c_str());

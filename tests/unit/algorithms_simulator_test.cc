@@ -121,6 +121,28 @@ TEST(Simulator, AFlowSpeedsUpWhenItsBottleneckFrees) {
   EXPECT_NEAR(res.seconds, 6 * t + kAlpha, 1e-12);        // F1 lands
 }
 
+TEST(Simulator, FlowsOfOneInstantAreRatedTogether) {
+  // Eight ranks send to rank 0 at once: its in-port carries all eight at an eighth each, and they
+  // finish together at 8 units. Applied together, each flow is scheduled once when it starts and
+  // its data lands once: 16 events. (Re-rated after every single start and end it took 16 + 28
+  // + 28.)
+  const int k = 8;
+  const size_t unit = size_t{1} << 18;
+  std::vector<Program> programs;
+  ProgramBuilder root(0, k + 1, DataType::kFloat32, RedOp::kSum);
+  for (int r = 1; r <= k; ++r) root.recv(r, {kOut, static_cast<size_t>(r - 1) * unit, unit});
+  programs.push_back(root.finish());
+  for (int r = 1; r <= k; ++r) {
+    ProgramBuilder b(r, k + 1, DataType::kFloat32, RedOp::kSum);
+    b.send(0, {kIn, 0, unit});
+    programs.push_back(b.finish());
+  }
+  const SimResult res = must_simulate(uniform(k + 1), Layout::flat(k + 1), programs);
+  EXPECT_NEAR(res.seconds, k * 4.0 * unit / kBeta + kAlpha, 1e-12);
+  for (int r = 1; r <= k; ++r) EXPECT_EQ(res.rank_finish[static_cast<size_t>(r)], res.rank_finish[1]);
+  EXPECT_EQ(res.events, static_cast<uint64_t>(2 * k));
+}
+
 TEST(Simulator, UniformRingAllreduceMatchesTheFormula) {
   for (int n : {2, 3, 4, 7, 8}) {
     for (size_t per_chunk : {size_t{1}, size_t{1000}, size_t{250000}}) {
