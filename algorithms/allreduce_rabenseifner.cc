@@ -30,11 +30,7 @@ Program allreduce_rabenseifner(const CollectiveArgs& a, int r) {
   const Region out{kOut, 0, count};
   if (allreduce_trivial(b, a)) return b.finish();
   const hd::Fold fold(n);
-  hd::Stage stage;
-  stage.slice_count = a.slice_count;
-  for (int v = 0; v < n; ++v) stage.ranks.push_back(v);
-  for (int u = 0; u <= fold.p; ++u)
-    stage.bounds.push_back(split_offset(count, static_cast<size_t>(fold.p), static_cast<size_t>(u)));
+  const hd::Stage stage = hd::per_participant_pieces(n, 0, count, a.slice_count);
 
   hd::halving_reduce_scatter(b, stage, r, kIn, kOut);
   const int u = fold.participant(r);

@@ -16,10 +16,13 @@
 // Cost (each dimension d of size k_d): 2 sum_d (k_d - 1) latencies, against 2 (n-1) for a ring
 // over all n ranks; each rank sends 2 (n-1)/n * bytes in all, as the ring does, and with equal
 // dimensions the rotation spreads them evenly: each dimension's links carry 2 (n-1)/(n D) * bytes.
-// The parts are cut at multiples of n elements when the count has at least n: a part of k * n
-// elements splits evenly in every dimension, so only the last part can have a tail. (Cutting
-// count / D each would give every part a tail whenever n does not divide it; the imbalance of the
-// aligned cut, at most n elements, is bytes the latency-bound small calls do not notice.)
+// The parts are cut at multiples of n elements: a part of j * n elements splits evenly at every
+// level, down to equal blocks of the last dimension's ring, so every rank's program is the same
+// up to a shift along each dimension. The rest (count % n elements, all of a call below n) is
+// allreduced over all n ranks by recursive doubling, on a channel of its own, concurrently: about log2 n
+// latencies, under the parts' 2 sum_d (k_d - 1). (Cut into thirds, every part would have a tail
+// at each level, and uneven ring blocks at the last; the imbalance of the aligned cut, at most n
+// elements, is bytes the latency-bound small calls do not notice.)
 #include "algorithms/algorithms.h"
 #include "algorithms/grid.h"
 #include "algorithms/planner.h"
@@ -27,11 +30,9 @@
 namespace weft::algorithms {
 namespace {
 
-// Where part `part` of `parts` starts (part == parts: the end).
-size_t part_begin(size_t count, size_t parts, size_t n, size_t part) {
-  if (part == parts) return count;
-  if (count < n) return split_offset(count, parts, part);
-  return split_offset(count / n, parts, part) * n;
+// Where part `part` of `parts` of the first `whole` elements (a multiple of n) starts.
+size_t part_begin(size_t whole, size_t parts, size_t n, size_t part) {
+  return split_offset(whole / n, parts, part) * n;
 }
 
 }  // namespace
@@ -41,15 +42,19 @@ Program allreduce_torus(const CollectiveArgs& a, const Layout& l, int r) {
   const Grid grid = Grid::of_torus(l);
   const size_t dims = l.torus.size();
   const size_t n = static_cast<size_t>(a.nranks);
+  const size_t whole = a.count - a.count % n;
   size_t tmp_used = 0;
   for (size_t part = 0; part < dims; ++part) {
     // Part `part`: dimensions part, part+1, ... (mod D), on channel `part`.
     std::vector<int> order;
     for (size_t k = 0; k < dims; ++k) order.push_back(static_cast<int>((part + k) % dims));
-    const size_t begin = part_begin(a.count, dims, n, part), end = part_begin(a.count, dims, n, part + 1);
+    const size_t begin = part_begin(whole, dims, n, part), end = part_begin(whole, dims, n, part + 1);
     allreduce_over_grid(b, a, grid, r, order, Algorithm::kRing, begin, end - begin, static_cast<int>(part),
                         tmp_used);
   }
+  // The rest's channel: the one after the parts', or 0 when there are none (below n elements,
+  // where the program is then recursive doubling's, step for step: planner.h same_program_as).
+  allreduce_over_all(b, a, grid, r, whole, a.count - whole, whole > 0 ? static_cast<int>(dims) : 0, tmp_used);
   return b.finish();
 }
 

@@ -7,7 +7,7 @@
 // allow. Thread-safety: pure functions.
 #pragma once
 
-#include <vector>
+#include <span>
 
 #include "algorithms/schedule.h"
 
@@ -19,7 +19,7 @@ struct Placement {
 };
 
 struct Embedding {
-  std::vector<int> group;  // group[i]: the global rank of the stage's rank i
+  std::span<const int> group;  // group[i]: the global rank of the stage's rank i (outlives embed)
   Placement in{kIn, 0};    // where the stage's IN lives
   Placement out{kOut, 0};  // where the stage's OUT lives
   size_t tmp_offset = 0;   // the stage's TMP starts here in the outer TMP

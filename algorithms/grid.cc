@@ -56,6 +56,15 @@ std::vector<int> Grid::group(int rank, std::span<const int> dims) const {
   }
 }
 
+std::span<const int> Grid::all() const {
+  if (layout != nullptr) return layout->ring();
+  thread_local std::vector<int> identity;
+  size_t n = 1;
+  for (int k : extent) n *= static_cast<size_t>(k);
+  while (identity.size() < n) identity.push_back(static_cast<int>(identity.size()));
+  return std::span<const int>(identity).first(n);
+}
+
 namespace {
 
 // Layout::flat(n) is O(n); a generator builds one per stage, for every rank. Stages come in a few
@@ -76,16 +85,17 @@ struct Nest {
   int channel;
   size_t& tmp_used;
 
-  // Embeds the Program of this rank for stage call `coll` by `algorithm` over `group`.
-  void stage(Collective coll, Algorithm algorithm, const std::vector<int>& group, size_t count, bool in_place,
-             Placement in, Placement out) {
+  // Embeds the Program of this rank for stage call `coll` by `algorithm` over `group`, where this
+  // rank is member `index` (-1: find it).
+  void stage(Collective coll, Algorithm algorithm, std::span<const int> group, size_t count, bool in_place,
+             Placement in, Placement out, int index = -1) {
     CollectiveArgs s = a;
     s.coll = coll;
     s.nranks = static_cast<int>(group.size());
     s.count = count;
     s.in_place = in_place;
     if (s.op == RedOp::kAvg) s.op = RedOp::kSum;  // the outer program divides, by n, once
-    const int index = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
+    if (index < 0) index = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
     const Layout& flat = flat_layout(s.nranks);
     if (!applicable(s, flat, algorithm)) algorithm = Algorithm::kRing;
     const Program p = find_algorithm(coll, algorithm)->generate(s, flat, index);
@@ -97,6 +107,20 @@ struct Nest {
     if (a.op != RedOp::kAvg) return;
     const size_t slices = slices_for(count, a.slice_count);
     for (size_t s = 0; s < slices; ++s) b.divide(slice_of(kOut, offset, count, slices, s));
+  }
+
+  // The allreduce of src[offset, offset + count) into OUT over every rank `order` spans, in one
+  // stage by recursive doubling.
+  void flat(std::span<const int> order, BufferRef src, size_t offset, size_t count) {
+    const bool aliased = src == kOut || a.in_place;
+    if (order.size() == grid.extent.size()) {
+      stage(Collective::kAllReduce, Algorithm::kRecursiveDoubling, grid.all(), count, aliased, {src, offset},
+            {kOut, offset}, grid.index_of_rank(rank));
+    } else {
+      stage(Collective::kAllReduce, Algorithm::kRecursiveDoubling, grid.group(rank, order), count, aliased,
+            {src, offset}, {kOut, offset});
+    }
+    divide(offset, count);
   }
 
   // The allreduce of src[offset, offset + count) into OUT along `order`; src is IN or OUT.
@@ -112,12 +136,7 @@ struct Nest {
     const size_t m = line.size();
     const size_t i = static_cast<size_t>(std::find(line.begin(), line.end(), rank) - line.begin());
     const size_t block = count / m, tail = count - m * block;
-    if (tail > 0) {
-      const size_t at = offset + m * block;
-      stage(Collective::kAllReduce, Algorithm::kRecursiveDoubling, grid.group(rank, order), tail, aliased,
-            {src, at}, {kOut, at});
-      divide(at, tail);
-    }
+    if (tail > 0) flat(order, src, offset + m * block, tail);
     if (block == 0) return;
     // Reduce-scatter along order[0]: block i of this range, reduced over the line, lands in OUT.
     stage(Collective::kReduceScatter, Algorithm::kRing, line, block, aliased, {src, offset}, {kOut, offset + i * block});
@@ -134,6 +153,15 @@ void allreduce_over_grid(ProgramBuilder& b, const CollectiveArgs& a, const Grid&
                          size_t& tmp_used) {
   Nest nest{b, a, grid, rank, inner, channel, tmp_used};
   nest.level(order, kIn, offset, count);
+}
+
+void allreduce_over_all(ProgramBuilder& b, const CollectiveArgs& a, const Grid& grid, int rank, size_t offset,
+                        size_t count, int channel, size_t& tmp_used) {
+  if (count == 0) return;
+  std::vector<int> all(grid.extent.size());
+  for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int>(d);
+  Nest nest{b, a, grid, rank, Algorithm::kRecursiveDoubling, channel, tmp_used};
+  nest.flat(all, kIn, offset, count);
 }
 
 }  // namespace weft::algorithms

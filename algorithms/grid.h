@@ -43,6 +43,9 @@ struct Grid {
   // The ranks that differ from `rank` only in the dimensions `dims`, by increasing flat index
   // (the same list at each of them).
   std::vector<int> group(int rank, std::span<const int> dims) const;
+  // Every rank, by flat index: the group of all dimensions, in O(1) (a view of the layout's ring
+  // order, or of an identity table this thread keeps).
+  std::span<const int> all() const;
 };
 
 // Appends to `b` the allreduce of IN[offset, offset + count) into OUT[offset, offset + count)
@@ -54,5 +57,10 @@ struct Grid {
 void allreduce_over_grid(ProgramBuilder& b, const CollectiveArgs& a, const Grid& grid, int rank,
                          std::span<const int> order, Algorithm inner, size_t offset, size_t count, int channel,
                          size_t& tmp_used);
+
+// Appends to `b` the allreduce of IN[offset, offset + count) into OUT over every rank of `grid`
+// in one flat stage by recursive doubling (what the nesting does with a tail), on `channel`.
+void allreduce_over_all(ProgramBuilder& b, const CollectiveArgs& a, const Grid& grid, int rank, size_t offset,
+                        size_t count, int channel, size_t& tmp_used);
 
 }  // namespace weft::algorithms

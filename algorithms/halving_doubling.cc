@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <utility>
 
 #include "algorithms/algorithms.h"
 
@@ -30,23 +29,18 @@ void recv_reduce_sliced(ProgramBuilder& b, int peer, Region src, Region dst, siz
 
 Fold::Fold(int ranks) : n(ranks), p(static_cast<int>(std::bit_floor(static_cast<unsigned>(std::max(ranks, 1))))), extra(n - p) {}
 
-Stage per_rank_blocks(int n, size_t count, size_t slice_count) {
-  const Fold fold(n);
-  Stage s;
-  s.slice_count = slice_count;
-  for (int v = 0; v < n; ++v) s.ranks.push_back(v);
-  for (int u = 0; u < fold.p; ++u) s.bounds.push_back(static_cast<size_t>(fold.virtual_rank(u)) * count);
-  s.bounds.push_back(static_cast<size_t>(n) * count);
-  return s;
+size_t Stage::bound(int u) const {
+  const Fold f(n);
+  if (!per_rank) return split_offset(count, static_cast<size_t>(f.p), static_cast<size_t>(u));
+  return static_cast<size_t>(u == f.p ? n : f.virtual_rank(u)) * count;
 }
 
-Stage per_participant_pieces(std::vector<int> ranks, size_t count, size_t slice_count) {
-  Stage s;
-  s.ranks = std::move(ranks);
-  s.slice_count = slice_count;
-  const size_t p = static_cast<size_t>(s.fold().p);
-  for (size_t u = 0; u <= p; ++u) s.bounds.push_back(split_offset(count, p, u));
-  return s;
+Stage per_rank_blocks(int n, size_t count, size_t slice_count) {
+  return Stage{.n = n, .root = 0, .per_rank = true, .count = count, .slice_count = slice_count};
+}
+
+Stage per_participant_pieces(int n, int root, size_t count, size_t slice_count) {
+  return Stage{.n = n, .root = root, .per_rank = false, .count = count, .slice_count = slice_count};
 }
 
 void halving_reduce_scatter(ProgramBuilder& b, const Stage& s, int v, BufferRef in, BufferRef acc,
@@ -56,18 +50,18 @@ void halving_reduce_scatter(ProgramBuilder& b, const Stage& s, int v, BufferRef 
   const Region all = s.range(in, 0, f.p);
   // Fold: the odd rank of a pair hands everything to its even partner and is done.
   if (u < 0) {
-    send_sliced(b, s.ranks[static_cast<size_t>(v - 1)], all, s.slice_count);
+    send_sliced(b, s.rank(v - 1), all, s.slice_count);
     return;
   }
   BufferRef partial = in;  // where our partial sums of the current range live
   if (f.has_partner(v)) {
-    recv_reduce_sliced(b, s.ranks[static_cast<size_t>(v + 1)], all, s.range(acc, 0, f.p), s.slice_count);
+    recv_reduce_sliced(b, s.rank(v + 1), all, s.range(acc, 0, f.p), s.slice_count);
     partial = acc;
   }
   // Step d: our range is the 2d participants from `lo`; keep the half holding u, give the other.
   int lo = 0;
   for (int d = f.p / 2; d >= 1; d /= 2) {
-    const int peer = s.ranks[static_cast<size_t>(f.virtual_rank(u ^ d))];
+    const int peer = s.rank(f.virtual_rank(u ^ d));
     const bool lower = (u & d) == 0;
     const int keep = lower ? lo : lo + d, give = lower ? lo + d : lo;
     const Region dst = d == 1 && last ? *last : s.range(acc, keep, keep + d);
@@ -84,7 +78,7 @@ void doubling_allgather(ProgramBuilder& b, const Stage& s, int v, BufferRef out,
   // Step d: we hold the d participants' elements from u & ~(d-1); the partner holds the others'.
   for (int d = 1; d < f.p; d *= 2) {
     const int partner = u ^ d;
-    const int peer = s.ranks[static_cast<size_t>(f.virtual_rank(partner))];
+    const int peer = s.rank(f.virtual_rank(partner));
     const int mine = u & ~(d - 1), theirs = partner & ~(d - 1);
     send_sliced(b, peer, d == 1 && first ? *first : s.range(out, mine, mine + d), s.slice_count);
     recv_sliced(b, peer, s.range(out, theirs, theirs + d), s.slice_count);

@@ -4,8 +4,8 @@
 // Used by reduce_scatter_recursive_halving, allgather_recursive_doubling, reduce_rabenseifner,
 // broadcast_binomial, reduce_binomial and broadcast_scatter_allgather.
 //
-// Every stage works on virtual ranks 0..n-1 mapped to real ranks by a table, so a generator can
-// renumber (relative to a root, within a group) without the stage knowing. The stages emit
+// Every stage works on virtual ranks 0..n-1 rotated onto real ranks, so a generator can number
+// them relative to a root without the stage knowing. The stages emit
 // through the caller's ProgramBuilder, which derives the dependencies.
 // Thread-safety: pure functions.
 #pragma once
@@ -38,16 +38,23 @@ struct Fold {
   bool has_partner(int v) const { return v < 2 * extra && v % 2 == 0; }
 };
 
-// A recursive stage: virtual rank v is real rank ranks[v] (n = ranks.size() >= 1); participant
-// u of Fold(n) owns elements [bounds[u], bounds[u+1]) (p+1 entries, ascending).
+// A recursive stage over virtual ranks 0..n-1, virtual rank v being real rank (v + root) mod n
+// (a generator numbers ranks relative to its root). Participant u of Fold(n) owns elements
+// [bound(u), bound(u+1)): its virtual ranks' blocks of `count` each (per_rank_blocks), or piece u
+// of `count` elements cut into p (per_participant_pieces). Computed, not tabled: a generator
+// builds a stage for each of thousands of ranks, so its size must not grow with n.
 struct Stage {
-  std::vector<int> ranks;
-  std::vector<size_t> bounds;
+  int n = 1;
+  int root = 0;
+  bool per_rank = false;
+  size_t count = 0;
   size_t slice_count = 1;
-  Fold fold() const { return Fold(static_cast<int>(ranks.size())); }
+  Fold fold() const { return Fold(n); }
+  int rank(int v) const { return (v + root) % n; }
+  size_t bound(int u) const;
   Region range(BufferRef buf, int u_begin, int u_end) const {
-    const size_t lo = bounds[static_cast<size_t>(u_begin)], hi = bounds[static_cast<size_t>(u_end)];
-    return Region{buf, lo, hi - lo};
+    const size_t lo = bound(u_begin);
+    return Region{buf, lo, bound(u_end) - lo};
   }
 };
 
@@ -56,8 +63,8 @@ struct Stage {
 // participant's (blocks 2k and 2k+1 for a folding pair).
 Stage per_rank_blocks(int n, size_t count, size_t slice_count);
 // The stage of a vector of `count` elements cut into p pieces (the first count % p one element
-// longer), participant u owning piece u, over virtual ranks mapped by `ranks` (Rabenseifner).
-Stage per_participant_pieces(std::vector<int> ranks, size_t count, size_t slice_count);
+// longer), participant u owning piece u, over ranks numbered from `root` (Rabenseifner).
+Stage per_participant_pieces(int n, int root, size_t count, size_t slice_count);
 
 // Recursive-halving reduce-scatter of elements [bounds[0], bounds[p]) of `in` among the stage's
 // ranks; `acc` holds partial sums at the same offsets (OUT or TMP; it may alias `in`, as in an
@@ -69,7 +76,7 @@ Stage per_participant_pieces(std::vector<int> ranks, size_t count, size_t slice_
 //     acc) and reduces the half it keeps with what arrives, into acc.
 // After it, participant u holds its elements reduced over all n ranks in acc, or in `last` when
 // given (same count as its range): the last write goes straight there. Nothing is divided.
-// REQUIRES: ranks.size() >= 2; `v` is a virtual rank.
+// REQUIRES: n >= 2; `v` is a virtual rank.
 void halving_reduce_scatter(ProgramBuilder& b, const Stage& s, int v, BufferRef in, BufferRef acc,
                             std::optional<Region> last = std::nullopt);
 

@@ -4,6 +4,7 @@
 // placement); the verifier and the simulator build synthetic ones. Value type; thread-safe.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,7 @@ struct Layout {
   // With node-major numbering (every launcher's default) it is rank order.
   int ring_position(int rank) const { return ring_pos_[static_cast<size_t>(rank)]; }
   int ring_rank(int position) const { return ring_[static_cast<size_t>(position)]; }
+  std::span<const int> ring() const { return ring_; }
   // "2 nodes x 4 ranks", "3 nodes (2+2+1 ranks)", "torus 4x4".
   std::string describe() const;
 

@@ -89,6 +89,13 @@ bool duplicates_flat(const CollectiveArgs& call, const Layout& l, Algorithm a) {
          (l.node_count() == 1 || l.ranks_per_node() == 1);
 }
 
+std::optional<Algorithm> same_program_as(const CollectiveArgs& call, const Layout& l, Algorithm a) {
+  if (a == Algorithm::kTorus && call.coll == Collective::kAllReduce && call.op != RedOp::kAvg &&
+      call.count < static_cast<size_t>(call.nranks))
+    return Algorithm::kRecursiveDoubling;
+  return std::nullopt;
+}
+
 Plan plan(const CollectiveArgs& a, const Layout& l, Algorithm algorithm, int rank) {
   Plan p;
   p.algorithm = algorithm;

@@ -66,6 +66,11 @@ bool applicable(const CollectiveArgs& call, const Layout& l, Algorithm a);
 // doubling's for the tail below a node's size of elements). The tuner does not weigh it and
 // weft-sim leaves it out unless named; forced, it runs.
 bool duplicates_flat(const CollectiveArgs& call, const Layout& l, Algorithm a);
+// The entry of the table whose program `a` makes, step for step, at every rank for this call on
+// `l`, when it is another's: the torus allreduce below n elements (op other than avg, which the
+// torus divides once outside its stages) is one recursive doubling over all ranks. The simulator
+// runs that entry in its place, so weft-sim simulates the two once.
+std::optional<Algorithm> same_program_as(const CollectiveArgs& call, const Layout& l, Algorithm a);
 
 struct Plan {
   Algorithm algorithm = Algorithm::kRing;

@@ -11,9 +11,6 @@
 // Cost (B = count * elem bytes): 2 log2(p) latencies (+1 when n is not a power of two); each
 // participant sends about (p-1)/p * B in the reduce-scatter and the root receives (p-1)/p * B in
 // the gather, against the binomial tree's log2(n) * B into the root: for large messages.
-#include <utility>
-#include <vector>
-
 #include "algorithms/algorithms.h"
 #include "algorithms/halving_doubling.h"
 
@@ -31,9 +28,7 @@ Program reduce_rabenseifner(const CollectiveArgs& a, int r) {
   }
   const int v = (r - a.root + n) % n;
   const hd::Fold fold(n);
-  std::vector<int> ranks;  // relative to the root
-  for (int x = 0; x < n; ++x) ranks.push_back((x + a.root) % n);
-  const hd::Stage stage = hd::per_participant_pieces(std::move(ranks), count, a.slice_count);
+  const hd::Stage stage = hd::per_participant_pieces(n, a.root, count, a.slice_count);
   const BufferRef acc = v == 0 ? kOut : kTmp;
   if (v != 0) b.need_tmp(count);
 
@@ -43,7 +38,7 @@ Program reduce_rabenseifner(const CollectiveArgs& a, int r) {
   if (a.op == RedOp::kAvg && stage.range(acc, u, u + 1).count > 0) b.divide(stage.range(acc, u, u + 1));
 
   // Gather the pieces up the binomial tree over participants.
-  auto rank_of = [&](int w) { return stage.ranks[static_cast<size_t>(fold.virtual_rank(w))]; };
+  auto rank_of = [&](int w) { return stage.rank(fold.virtual_rank(w)); };
   const std::vector<int> children = hd::binomial_children(u, fold.p);
   for (auto c = children.rbegin(); c != children.rend(); ++c)
     hd::recv_sliced(b, rank_of(*c), stage.range(acc, *c, hd::binomial_subtree_end(*c, fold.p)), a.slice_count);

@@ -845,8 +845,10 @@ Layout small_instance(const Cluster& cluster, int period) {
 }
 
 struct Symmetry {
-  int q = 0;  // 0: none; 1: every rank derives from rank 0; P: ranks derive from ranks 0..P-1
+  int q = 0;  // 0: none; 1: every rank derives from rank 0; else ranks derive from ranks 0..q-1
   Group group = Group::kShift;
+  // The number of ranks the engine simulates.
+  int fold(int period) const { return q == 1 ? period : q; }
 };
 
 // The group elements to check for period q: shifts by q, or XORs by each power of two that is a
@@ -858,12 +860,15 @@ std::vector<int> generators(Group g, int q, int n) {
   return out;
 }
 
-// The schedule's symmetry: equivariance under shifts or XORs by multiples of q in {1, P}, probed on
-// sample ranks (around period boundaries and the root) of a smaller instance of the same shape (4
-// periods, the same count, so that count-dependent choices such as an inner algorithm stay the
-// same), then at full size on ranks q, the far end (n - q, or n/2 for XORs) and the root. XORs
-// only where they map the hardware onto itself: node clusters whose node and rank counts are
-// powers of two. Not `strict`: dependencies may differ (which of its slices a step waits for).
+// The schedule's symmetry: equivariance under shifts or XORs by multiples of q in {1, P}, or under
+// the shift by half the ranks (q = n/2; recursive doubling and halving over a power of two of
+// ranks on a torus, where a XOR by n/2 is that shift, the only XOR mapping the torus onto itself),
+// probed on sample ranks (around period boundaries and the root) of a smaller instance of the
+// same shape (4 periods, the same count, so that count-dependent choices such as an inner
+// algorithm stay the same; q = its ranks / 2 for the half shift), then at full size on ranks q,
+// the far end (n - q, or n/2 for XORs) and the root. XORs only where they map the hardware onto
+// itself: node clusters whose node and rank counts are powers of two. Not `strict`: dependencies
+// may differ (which of its slices a step waits for).
 Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm, const Cluster& cluster,
                        int period, const Program& p0, bool strict) {
   const int n = a.nranks;
@@ -881,9 +886,15 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
     return it->second;
   };
   const bool xor_ok = !cluster.is_torus() && power_of_two(n) && power_of_two(ns) && power_of_two(period);
+  const bool half_ok = (n / 2) % period == 0 && (ns / 2) % period == 0 && ns / 2 > period;
   for (Group g : {Group::kShift, Group::kXor}) {
     if (g == Group::kXor && !xor_ok) continue;
-    for (int q : {1, period}) {
+    for (int q : {1, period, 0}) {
+      const int q_full = q == 0 ? n / 2 : q;
+      if (q == 0) {
+        if (g == Group::kXor || !half_ok) continue;
+        q = ns / 2;
+      }
       if (q >= ns) continue;
       std::vector<int> sample = {0, 1, period - 1, period, 2 * period - 1, ns / 2 + 1, ns - q, ns - 1};
       if (has_root(a.coll)) {
@@ -902,6 +913,7 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
       }
       if (!ok) continue;
       if (!full) {
+        q = q_full;
         const int far = g == Group::kXor ? n / 2 : n - q;
         if (!relabelled_equal(p0, plan(a, layout, algorithm, relabel(g, 0, q, n)).program, g, q, n, strict)) continue;
         if (!relabelled_equal(p0, plan(a, layout, algorithm, far).program, g, far, n, strict)) continue;
@@ -914,6 +926,28 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
     }
   }
   return {};
+}
+
+// The largest ratio, over the messages rank p.rank sends, of the time its bytes take on the
+// route's slowest link to the latency per link of its route (0 for messages that cross no link):
+// per link, not per route, because a long route shares its links with as many others (every rank
+// of a torus line sending as far: each link carries that many flows).
+// REQUIRES: ranks are placed on the devices of their own number.
+double bytes_per_latency(const Program& p, const Cluster& cluster) {
+  double most = 0;
+  std::vector<uint32_t> route;
+  for (const Step& s : p.steps) {
+    if (s.kind != StepKind::kSend) continue;
+    double latency = 0;
+    route.clear();
+    cluster.route(p.rank, s.peer, &route, &latency);
+    if (route.empty() || latency <= 0) continue;
+    double capacity = kInfinity;
+    for (uint32_t l : route) capacity = std::min(capacity, cluster.link(l).capacity);
+    const double per_link = latency / static_cast<double>(route.size());
+    most = std::max(most, static_cast<double>(s.src.count * dtype_size(p.dtype)) / capacity / per_link);
+  }
+  return most;
 }
 
 // What makes two runs of simulate_algorithm the same run: everything its engine is built from.
@@ -1019,6 +1053,7 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
   if (!applicable(a, layout, algorithm))
     return invalid_argument("simulator: " + std::string(algorithm_name(algorithm)) + " does not run " + describe(a) +
                             " on " + layout.describe());
+  if (const auto same = same_program_as(a, layout, algorithm)) algorithm = *same;
   auto placed = place_ranks(cluster, layout);
   WEFT_TRY(placed);
   const int n = a.nranks;
@@ -1069,8 +1104,15 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
   // A rounding by more than 5% must not change the schedule's path (some generators take another
   // route for counts that do not split, e.g. recursive doubling for the remainder): on the small
   // instance, both counts (scaled to the same elements per rank) simulated in full must take
-  // times within 5% of each other.
-  auto rounding_keeps_time = [&](const CollectiveArgs& original, const CollectiveArgs& rounded) {
+  // times within 5% of each other; and at full size, no message of rank 0 in the rounded count
+  // may take more than 5% of a latency for its bytes (bytes_per_latency), so that however many
+  // messages a chain has, the rounding adds at most about 5% to it. The small instance
+  // keeps a ring's message sizes, but the first message of recursive halving or doubling is half
+  // or all of the vector whatever the rank count (8 B rounded to 16,384 floats sends 4 B against
+  // 32 KiB at 16,384 ranks, 2 KiB at 1,024).
+  auto rounding_keeps_time = [&](const CollectiveArgs& original, const CollectiveArgs& rounded,
+                                 const Program& rounded_p0) {
+    if (bytes_per_latency(rounded_p0, cluster) > 0.05) return false;
     const Layout small = small_instance(cluster, period);
     // The same elements per rank as at full size.
     CollectiveArgs x = original, y = rounded;
@@ -1102,13 +1144,13 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
       if (c == call.count || (call.count >= nn && change > tolerance) || (call.count < nn && k > 4)) continue;
       CollectiveArgs rounded = call;
       rounded.count = c;
-      if (change > 0.05 && !rounding_keeps_time(call, rounded)) {
+      Program pr = plan(rounded, layout, algorithm, 0).program;
+      if (change > 0.05 && !rounding_keeps_time(call, rounded, pr)) {
         // Below n elements the next candidates are further still from the call's count: they
         // would fail the same check, each costing two simulations of the small instance.
         if (call.count < nn) break;
         continue;
       }
-      Program pr = plan(rounded, layout, algorithm, 0).program;
       // A rounding of a few elements can still cross a generator's threshold (hierarchical picks
       // its inner algorithm by block size): the rounded count must take the same path.
       if (call.count >= nn && !same_steps(p0, pr, Group::kShift, 0, n)) continue;
@@ -1129,7 +1171,7 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
   CollectiveArgs chosen = call;
   Program p_chosen = p0;
   double gen_seconds = p0_seconds;
-  res.coarsened = coarsen(&chosen, &p_chosen, &gen_seconds, sym.q > 0 ? period : n);
+  res.coarsened = coarsen(&chosen, &p_chosen, &gen_seconds, sym.q > 0 ? sym.fold(period) : n);
   if (can_fold && sym.q == 0) {
     // Too large to simulate rank by rank even with coarser slices: fold by the symmetry the
     // schedule has but for which slice each step waits on, at a count within 50% if need be
@@ -1142,11 +1184,11 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
         res.approximate = true;
         chosen = call;
         p_chosen = p0;
-        res.coarsened = coarsen(&chosen, &p_chosen, &gen_seconds, period);
+        res.coarsened = coarsen(&chosen, &p_chosen, &gen_seconds, sym.fold(period));
       }
     }
   }
-  if (sym.q > 0) fold = period;
+  if (sym.q > 0) fold = sym.fold(period);
   call = chosen;
   p0 = std::move(p_chosen);
   const int sims = fold > 0 ? fold : n;

@@ -23,7 +23,8 @@
 //     rank r behaves as rank r mod P does, a shifted copy. The simulator then runs only ranks
 //     0..P-1, folding every peer and link onto its representative (exact under the assumption).
 //     The same holds for XORs by multiples of Q (recursive doubling/halving) on node clusters
-//     whose counts are powers of two. When a schedule is too large to simulate rank by rank even
+//     whose counts are powers of two, and for the shift by Q = n/2 alone (ranks 0..n/2-1 are
+//     simulated; recursive halving on a torus, where the XOR of the top bit is that shift). When a schedule is too large to simulate rank by rank even
 //     with coarser slices, and its ranks differ only in which earlier step (slice) a step waits
 //     for, the simulator folds anyway and says so (SimResult::approximate; an approximation, whose
 //     error the tests measure at small N).
@@ -36,7 +37,8 @@
 //     fold is approximate anyway), or, for calls of fewer elements than ranks (latency-bound,
 //     where a few bytes more per message change little), k * nranks for k <= 4; a rounding by
 //     more than 5% is taken only if, on a 4-period instance at the same elements per rank, both
-//     counts take times within 5% of each other (SimResult::padded, ::count).
+//     counts take times within 5% of each other, and at full size no message of rank 0 spends
+//     more than 5% of a latency per link of its route on its bytes (SimResult::padded, ::count).
 //   - Coarser slices: when the messages to simulate exceed SimOptions::max_messages, the pipeline
 //     slice is enlarged (SimResult::slice_count) until they fit or the slice covers the buffer.
 //

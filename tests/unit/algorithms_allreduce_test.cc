@@ -541,5 +541,33 @@ TEST(Torus, LatencyAndBalancedDimensions) {
   }
 }
 
+// What does not fill a multiple of n elements is one recursive doubling over all ranks, next to
+// the parts on the channel after theirs; below n elements it is recursive doubling's program.
+TEST(Torus, TheRestIsOneRecursiveDoublingOverAllRanks) {
+  const Layout l = Layout::torus_of({4, 2, 4});
+  const int n = l.nranks;
+  for (size_t count : {size_t{5}, static_cast<size_t>(n) * 3 + 5}) {
+    const CollectiveArgs a = allreduce(n, count);
+    CollectiveArgs rest = a;
+    rest.count = count % static_cast<size_t>(n);
+    const int channel = count < static_cast<size_t>(n) ? 0 : 3;
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::pair<int, StepKind>> torus_rest, doubling;
+      for (const Step& s : allreduce_torus(a, l, r).steps) {
+        if (is_comm(s.kind) && s.channel == channel) torus_rest.emplace_back(s.peer, s.kind);
+      }
+      for (const Step& s : allreduce_recursive_doubling(rest, r).steps) {
+        if (is_comm(s.kind)) doubling.emplace_back(s.peer, s.kind);
+      }
+      EXPECT_EQ(torus_rest, doubling) << "rank " << r << " count " << count;
+    }
+  }
+  const CollectiveArgs small = allreduce(n, 5);
+  ASSERT_EQ(same_program_as(small, l, Algorithm::kTorus), Algorithm::kRecursiveDoubling);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(allreduce_torus(small, l, r).to_string(), allreduce_recursive_doubling(small, r).to_string()) << r;
+  EXPECT_FALSE(same_program_as(allreduce(n, static_cast<size_t>(n)), l, Algorithm::kTorus));
+}
+
 }  // namespace
 }  // namespace weft::algorithms
