@@ -187,7 +187,6 @@ class Engine {
   };
   struct Flow {
     double remaining = 0, rate = 0, last = 0;
-    bool fresh = false;              // started this instant, rate not yet set
     uint64_t bytes = 0;
     double finish = 0;               // when the last byte leaves at the current rate
     uint32_t heap_pos = kNone;       // in flow_heap_, or kNone
@@ -445,9 +444,19 @@ void Engine::settle() {
   // weight (a rank's compute), takes the walk (rate_of). Both give the walk's result to the bit:
   // the same quotients, and min is exact.
   if (starting_.empty() && changed_links_.empty()) return;
+  if (++rerate_stamp_ == 0) {
+    std::fill(rerated_.begin(), rerated_.end(), 0);
+    rerate_stamp_ = 1;
+  }
+  if (rerated_.size() < flows_.size()) {
+    rerated_.resize(flows_.size(), 0);
+    new_rate_.resize(flows_.size(), 0.0);
+  }
   for (uint32_t id : starting_) {
+    // Marked visited and due for the walk: the link pass below leaves it, the last loop rates it.
+    rerated_[id] = rerate_stamp_;
+    new_rate_[id] = -1;
     Flow& f = flows_[id];
-    f.fresh = true;
     const Hop* h = hops(f);
     for (uint32_t i = 0; i < f.route_n; ++i) {
       links_[h[i].link].flows.push_back(id);
@@ -457,14 +466,6 @@ void Engine::settle() {
       links_[f.extra.link].flows.push_back(id);
       count_change(f.extra.link, 1);
     }
-  }
-  if (++rerate_stamp_ == 0) {
-    std::fill(rerated_.begin(), rerated_.end(), 0);
-    rerate_stamp_ = 1;
-  }
-  if (rerated_.size() < flows_.size()) {
-    rerated_.resize(flows_.size(), 0);
-    new_rate_.resize(flows_.size(), 0.0);
   }
   touched_.clear();
   for (uint32_t link : changed_links_) {
@@ -478,14 +479,13 @@ void Engine::settle() {
         delta < 0 ? l.capacity / static_cast<double>(static_cast<int64_t>(l.flows.size()) - delta) : share;
     for (uint32_t id : l.flows) {
       const Flow& g = flows_[id];
-      if (g.fresh) continue;
       if (rerated_[id] != rerate_stamp_) {
         rerated_[id] = rerate_stamp_;
         touched_.push_back(id);
         new_rate_[id] = g.rate;
       }
       double& rate = new_rate_[id];
-      if (rate < 0) continue;  // already due for the walk
+      if (rate < 0) continue;  // already due for the walk (or starting)
       if (weighted_[link] || (delta < 0 && g.rate >= old_share)) rate = -1;
       else rate = std::min(rate, share);
     }
@@ -504,7 +504,6 @@ void Engine::settle() {
   }
   for (uint32_t id : starting_) {
     Flow& g = flows_[id];
-    g.fresh = false;
     g.rate = rate_of(g);
     g.finish = now_ + g.remaining / g.rate;
     schedule(id);
@@ -889,12 +888,10 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
   const bool half_ok = (n / 2) % period == 0 && (ns / 2) % period == 0 && ns / 2 > period;
   for (Group g : {Group::kShift, Group::kXor}) {
     if (g == Group::kXor && !xor_ok) continue;
-    for (int q : {1, period, 0}) {
-      const int q_full = q == 0 ? n / 2 : q;
-      if (q == 0) {
-        if (g == Group::kXor || !half_ok) continue;
-        q = ns / 2;
-      }
+    // The periods to try, as (on the small instance, at full size).
+    std::vector<std::pair<int, int>> periods = {{1, 1}, {period, period}};
+    if (g == Group::kShift && half_ok) periods.emplace_back(ns / 2, n / 2);
+    for (const auto& [q, q_full] : periods) {
       if (q >= ns) continue;
       std::vector<int> sample = {0, 1, period - 1, period, 2 * period - 1, ns / 2 + 1, ns - q, ns - 1};
       if (has_root(a.coll)) {
@@ -913,16 +910,17 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
       }
       if (!ok) continue;
       if (!full) {
-        q = q_full;
-        const int far = g == Group::kXor ? n / 2 : n - q;
-        if (!relabelled_equal(p0, plan(a, layout, algorithm, relabel(g, 0, q, n)).program, g, q, n, strict)) continue;
+        const int far = g == Group::kXor ? n / 2 : n - q_full;
+        if (!relabelled_equal(p0, plan(a, layout, algorithm, relabel(g, 0, q_full, n)).program, g, q_full, n, strict))
+          continue;
         if (!relabelled_equal(p0, plan(a, layout, algorithm, far).program, g, far, n, strict)) continue;
         if (has_root(a.coll) &&
             !relabelled_equal(plan(a, layout, algorithm, a.root).program,
-                              plan(a, layout, algorithm, relabel(g, a.root, q, n)).program, g, q, n, strict))
+                              plan(a, layout, algorithm, relabel(g, a.root, q_full, n)).program, g, q_full, n,
+                              strict))
           continue;
       }
-      return {q, g};
+      return {q_full, g};
     }
   }
   return {};

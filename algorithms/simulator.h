@@ -24,10 +24,11 @@
 //     0..P-1, folding every peer and link onto its representative (exact under the assumption).
 //     The same holds for XORs by multiples of Q (recursive doubling/halving) on node clusters
 //     whose counts are powers of two, and for the shift by Q = n/2 alone (ranks 0..n/2-1 are
-//     simulated; recursive halving on a torus, where the XOR of the top bit is that shift). When a schedule is too large to simulate rank by rank even
-//     with coarser slices, and its ranks differ only in which earlier step (slice) a step waits
-//     for, the simulator folds anyway and says so (SimResult::approximate; an approximation, whose
-//     error the tests measure at small N).
+//     simulated; recursive halving on a torus, where the XOR of the top bit is that shift).
+//     When a schedule is too large to simulate rank by rank even with coarser slices, and its
+//     ranks differ only in which earlier step (slice) a step waits for, the simulator folds
+//     anyway and says so (SimResult::approximate; an approximation, whose error the tests
+//     measure at small N).
 //     Equivariance is checked on sample ranks of a 4-period instance of the same shape and, when
 //     rank 0's program is cheap to build, at full size; tests compare against full simulation.
 //   - Rounding the count: a count that does not split evenly (fewer elements than ranks, parts

@@ -306,6 +306,20 @@ TEST(Simulator, ReusesAnIdenticalRun) {
   EXPECT_FALSE(must_simulate(allreduce(6, 6000), l, Algorithm::kRing, c, o).reused);
 }
 
+TEST(Simulator, SimulatesTheProgramAnotherAlgorithmMakesAsThatOne) {
+  // Below n elements the torus algorithm's program is recursive doubling's (same_program_as): the
+  // run store hands the torus call recursive doubling's run. (A count no other test uses.)
+  const Cluster c = must_parse("torus:4x4x4");
+  const Layout l = layout_of(c);
+  SimOptions o;
+  o.reuse_runs = true;
+  const SimResult rd = must_simulate(allreduce(64, 37), l, Algorithm::kRecursiveDoubling, c, o);
+  const SimResult torus = must_simulate(allreduce(64, 37), l, Algorithm::kTorus, c, o);
+  EXPECT_TRUE(torus.reused);
+  EXPECT_EQ(torus.seconds, rd.seconds);
+  EXPECT_FALSE(must_simulate(allreduce(64, 64 * 3), l, Algorithm::kTorus, c, o).reused);
+}
+
 // Where ranks differ only in which of their slices a step waits for, folding is approximate; it
 // is used only when the schedule is too big to simulate rank by rank. Its error here:
 TEST(Simulator, ApproximateFoldingIsClose) {
