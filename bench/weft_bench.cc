@@ -226,8 +226,9 @@ int main(int argc, char** argv) {
     WEFT_TRY(weft::cuda::copy_async(recv_base, recvbuf.data(), recv_bytes, nullptr));
     return weft::cuda::stream_sync(nullptr);
   };
-  auto to_host = [&] {
+  auto to_host = [&] {  // both buffers: an in-place ReduceScatter leaves its result in the send buffer
     if (!o.device) return weft::Status();
+    WEFT_TRY(weft::cuda::copy_async(sendbuf.data(), send_base, send_bytes, nullptr));
     WEFT_TRY(weft::cuda::copy_async(recvbuf.data(), recv_base, recv_bytes, nullptr));
     return weft::cuda::stream_sync(nullptr);
   };

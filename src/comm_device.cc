@@ -3,6 +3,10 @@
 // connections, and releasing waiting streams on abort. See comm_state.h and docs/NCCL.md.
 #include "src/comm_state.h"
 
+#include <chrono>
+
+#include "src/backoff.h"
+
 namespace weft {
 namespace {
 // A cuda connection's records travel on the host connection of channel + this (transport/cuda).
@@ -56,7 +60,11 @@ Status CommState::device_setup(const Operation& op) {
   device_ = *dev;
   stream_ = *stream;
   done_flag_ = static_cast<uint32_t*>(*flag);
-  log_.info("GPU path on device " + std::to_string(device_));
+  device_stream_order_ = !cuda::lazy_loading();
+  log_.info("GPU path on device " + std::to_string(device_) +
+            (device_stream_order_ ? ""
+                                  : "; CUDA loads kernels lazily, so NCCL calls on device buffers block until done "
+                                    "(CUDA_MODULE_LOADING=EAGER makes them return at once, in stream order)"));
   return Status();
 }
 
@@ -78,7 +86,7 @@ Status CommState::execute_device(Operation& op, RunSpec& spec) {
   const algorithms::Program& p = *spec.program;
   if (!device_refusal_.empty())
     return invalid_usage(algorithms::describe(op.args) + " on device buffers " + device_refusal_);
-  WEFT_TRY(cuda::stream_wait_event(stream_, op.start));
+  WEFT_TRY(wait_for_caller_stream(op));
   if (p.tmp_count > 0) {
     auto tmp = device_scratch(p.tmp_count * dtype_size(p.dtype));
     WEFT_TRY(tmp);
@@ -105,6 +113,51 @@ Result<transport::Connection*> CommState::cuda_connection(int peer, int channel,
   log_.info("connected to rank " + std::to_string(peer) + ": " + raw->describe());
   cuda_connections_[{peer, channel}] = std::move(*conn);
   return raw;
+}
+
+Status CommState::wait_for_caller_stream(const Operation& op) {
+  // On the host, not with a wait queued on this communicator's stream, so that an abort ends it
+  // and nothing this communicator queues on the GPU can wait forever for the caller's stream. No
+  // time limit: earlier work on the caller's stream is the caller's, and may take any time.
+  Backoff backoff(oversubscribed_);
+  const auto since = std::chrono::steady_clock::now();
+  auto next_note = since + std::chrono::seconds(10);
+  log_.trace("device op " + std::to_string(op.ticket) + ": waiting for the caller's stream");
+  for (;;) {
+    auto done = cuda::event_done(op.start);
+    WEFT_TRY(done);
+    if (*done) break;
+    if (aborted()) return remote_error("aborted while waiting for earlier work on the caller's CUDA stream");
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_note) {
+      next_note = now + std::chrono::seconds(10);
+      log_.info("device op " + std::to_string(op.ticket) + " still waits for earlier work on the caller's stream (" +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - since).count()) + " s)");
+    }
+    backoff.pause();
+  }
+  log_.trace("device op " + std::to_string(op.ticket) + ": the caller's stream reached it");
+  return Status();
+}
+
+Status CommState::finish_device(const Operation& op) {
+  cuda::DeviceGuard guard(device_);
+  // The flag releases the caller's stream whatever the outcome (a failure reaches the caller
+  // through async_error()); the result is in place once this stream has run up to it.
+  WEFT_TRY(cuda::stream_write_value(stream_, done_flag_, op.ticket));
+  const Deadline deadline = Deadline::after(config_.timeout);
+  Backoff backoff(oversubscribed_);
+  for (;;) {
+    auto done = cuda::stream_idle(stream_);
+    WEFT_TRY(done);
+    if (*done) break;
+    if (deadline.expired())
+      return timeout_error("the communicator's CUDA stream did not finish device op " + std::to_string(op.ticket) +
+                           " within " + std::to_string(config_.timeout.count()) + " ms");
+    backoff.pause();
+  }
+  log_.trace("device op " + std::to_string(op.ticket) + ": done");
+  return Status();
 }
 
 void CommState::release_device_streams() {

@@ -322,6 +322,9 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       // Start after the work already on the caller's stream; with stream order, later work on
       // it waits for this op's ticket (written when the op finishes, also when it fails).
       s = device_setup(*op);
+      // With lazy loading, a stream held for a collective can deadlock the device (device.h):
+      // the call then blocks the caller until the result is in place instead.
+      if (s.ok() && !device_stream_order_) op->stream_ordered = false;
       if (s.ok()) {
         cuda::DeviceGuard guard(device_);
         auto e = cuda::event_create();
@@ -330,6 +333,9 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
         if (s.ok()) s = cuda::event_record(op->start, op->stream);
         if (s.ok()) op->ticket = ++device_submitted_;
         if (s.ok() && op->stream_ordered) s = cuda::stream_wait_value(op->stream, done_flag_, op->ticket);
+        if (s.ok() && log_.enabled(LogLevel::kTrace))
+          log_.trace("device op " + std::to_string(op->ticket) + " queued" +
+                     (op->stream_ordered ? ": the caller's stream waits for it" : ""));
       }
       if (!s.ok()) {
         cuda::event_destroy(op->start);
@@ -358,11 +364,9 @@ bool CommState::run_next() {
   if (op->device) {
     // Release the stream that waits for this op, whatever the outcome (a failure reaches the
     // caller through async_error()), and only then report: the result is in place on the device.
-    cuda::DeviceGuard guard(device_);
-    Status released = cuda::stream_write_value(stream_, done_flag_, op->ticket);
-    Status synced = cuda::stream_sync(stream_);
+    Status finished = finish_device(*op);
     cuda::event_destroy(op->start);
-    if (s.ok()) s = !released.ok() ? released : synced;
+    if (s.ok()) s = finished;
   }
   op->finish(std::move(s));
   return true;

@@ -92,6 +92,11 @@ class CommState : public ConnectionSource {
   // REQUIRES: queue_mu_ held. The stream, flag and device the first device op brings.
   Status device_setup(const Operation& op);
   Status execute_device(Operation& op, RunSpec& spec);
+  // Blocks until the work queued on the caller's stream before `op` has run (or an abort).
+  Status wait_for_caller_stream(const Operation& op);
+  // After a device op ran: writes its ticket to the flag and waits (bounded by the timeout) for
+  // this communicator's stream to finish.
+  Status finish_device(const Operation& op);
   Result<transport::Connection*> cuda_connection(int peer, int channel, Deadline deadline);
   Result<void*> device_scratch(size_t bytes);
   void release_device_streams();
@@ -132,6 +137,7 @@ class CommState : public ConnectionSource {
   cuda::Stream stream_ = nullptr;  // this communicator's kernels and copies
   uint32_t* done_flag_ = nullptr;  // device memory: the ticket of the last finished device op
   uint32_t device_submitted_ = 0;  // the last ticket handed out (queue_mu_)
+  bool device_stream_order_ = false; // NCCL calls return before a device op is done (not with lazy loading)
   void* device_scratch_ = nullptr; // TMP for device runs (exec_mu_), grown, never shrunk
   size_t device_scratch_bytes_ = 0;
   bool device_run_ = false;        // exec_mu_: connection() hands out cuda connections

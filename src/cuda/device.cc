@@ -21,12 +21,24 @@ Status check(cudaError_t e, const char* what) {
                 std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// A query's answer: done (success), not yet (NotReady), or the error.
+Result<bool> finished(cudaError_t r, const char* what) {
+  if (r == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  WEFT_TRY(check(r, what));
+  return true;
+}
+
 using StreamMemopFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using LoadingModeFn = CUresult (*)(CUmoduleLoadingMode*);
 using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
 struct Driver {
   StreamMemopFn wait_value = nullptr;
   StreamMemopFn write_value = nullptr;
+  LoadingModeFn loading_mode = nullptr;
   AddressRangeFn address_range = nullptr;
   bool device_present = false;
 };
@@ -50,6 +62,7 @@ const Driver& driver() {
     if (out.device_present) {
       load("cuStreamWaitValue32", out.wait_value);
       load("cuStreamWriteValue32", out.write_value);
+      load("cuModuleGetLoadingMode", out.loading_mode);
       load("cuMemGetAddressRange", out.address_range);
     }
     return out;
@@ -96,6 +109,7 @@ void stream_destroy(Stream s) {
   if (s != nullptr) cudaStreamDestroy(st(s));
 }
 Status stream_sync(Stream s) { return check(cudaStreamSynchronize(st(s)), "cudaStreamSynchronize"); }
+Result<bool> stream_idle(Stream s) { return finished(cudaStreamQuery(st(s)), "cudaStreamQuery"); }
 
 Result<Event> event_create() {
   cudaEvent_t e = nullptr;
@@ -108,18 +122,7 @@ void event_destroy(Event e) {
 Status event_record(Event e, Stream s) {
   return check(cudaEventRecord(static_cast<cudaEvent_t>(e), st(s)), "cudaEventRecord");
 }
-Result<bool> event_done(Event e) {
-  const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
-  if (r == cudaErrorNotReady) {
-    cudaGetLastError();
-    return false;
-  }
-  WEFT_TRY(check(r, "cudaEventQuery"));
-  return true;
-}
-Status stream_wait_event(Stream s, Event e) {
-  return check(cudaStreamWaitEvent(st(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
-}
+Result<bool> event_done(Event e) { return finished(cudaEventQuery(static_cast<cudaEvent_t>(e)), "cudaEventQuery"); }
 
 namespace {
 // cuStreamWaitValue32 / cuStreamWriteValue32, which share a signature.
@@ -138,6 +141,13 @@ Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
 
 Status stream_write_value(Stream s, uint32_t* flag, uint32_t value) {
   return stream_memop(driver().write_value, "cuStreamWriteValue32", s, flag, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+}
+
+bool lazy_loading() {
+  CUmoduleLoadingMode mode = CU_MODULE_EAGER_LOADING;
+  const Driver& d = driver();
+  // A driver too old to say loads eagerly (lazy loading came with CUDA 11.7 and is opt-out).
+  return d.loading_mode != nullptr && d.loading_mode(&mode) == CUDA_SUCCESS && mode == CU_MODULE_LAZY_LOADING;
 }
 
 Result<void*> device_alloc(size_t bytes) {

@@ -40,16 +40,23 @@ Result<int> current_device();
 Result<Stream> stream_create();
 void stream_destroy(Stream s);
 Status stream_sync(Stream s);
+// True once all work queued on `s` has finished (does not block).
+Result<bool> stream_idle(Stream s);
 Result<Event> event_create();
 void event_destroy(Event e);
 Status event_record(Event e, Stream s);
 // True once the work recorded in `e` has finished.
 Result<bool> event_done(Event e);
-Status stream_wait_event(Stream s, Event e);
 // Stream memory operations on a 32-bit word of device memory: the stream waits until
-// (int32_t)(*flag - value) >= 0 (cyclic, so the counter may wrap), or writes `value`.
+// (int32_t)(*flag - value) >= 0 (cyclic, so the counter may wrap), or writes `value` (fenced:
+// after the work before it on `s`).
 Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value);
 Status stream_write_value(Stream s, uint32_t* flag, uint32_t value);
+
+// True when CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2).
+// The first launch of a kernel then waits for all work on the device: a stream that waits for a
+// collective which needs a later launch on another stream never continues (docs/NCCL.md).
+bool lazy_loading();
 
 Result<void*> device_alloc(size_t bytes);
 void device_free(void* p);

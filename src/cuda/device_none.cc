@@ -15,13 +15,14 @@ Result<int> current_device() { return none(); }
 Result<Stream> stream_create() { return none(); }
 void stream_destroy(Stream) {}
 Status stream_sync(Stream) { return none(); }
+Result<bool> stream_idle(Stream) { return none(); }
 Result<Event> event_create() { return none(); }
 void event_destroy(Event) {}
 Status event_record(Event, Stream) { return none(); }
 Result<bool> event_done(Event) { return none(); }
-Status stream_wait_event(Stream, Event) { return none(); }
 Status stream_wait_value(Stream, const uint32_t*, uint32_t) { return none(); }
 Status stream_write_value(Stream, uint32_t*, uint32_t) { return none(); }
+bool lazy_loading() { return false; }
 Result<void*> device_alloc(size_t) { return none(); }
 void device_free(void*) {}
 Status copy_async(void*, const void*, size_t, Stream) { return none(); }

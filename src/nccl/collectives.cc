@@ -97,7 +97,14 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
     return r;
   }
   std::array<std::byte, 8> scalar = pre.value;
-  if (pre.pointer != nullptr) std::memcpy(scalar.data(), pre.pointer, elem);
+  if (pre.pointer != nullptr && cuda::is_device_pointer(pre.pointer)) {
+    // A device scalar with host buffers: read after the work queued on the stream before this
+    // call (which may write it).
+    WEFT_TRY(cuda::copy_async(scalar.data(), pre.pointer, elem, stream));
+    WEFT_TRY(cuda::stream_sync(stream));
+  } else if (pre.pointer != nullptr) {
+    std::memcpy(scalar.data(), pre.pointer, elem);
+  }
   r.scaled = free_premul_buffer(c, in_count * elem);
   scale(r.scaled->data(), static_cast<const std::byte*>(send), in_count, type, scalar.data());
   r.send = r.scaled->data();

@@ -56,7 +56,8 @@ void log_version(const ncclComm& c) {
   const Logger& log = c.comm->state().log();
   if (c.comm->rank() != 0 || (config.debug != "VERSION" && !log.enabled(LogLevel::kInfo))) return;
   log.log(LogLevel::kVersion, "NCCL version " + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) +
-                                  "." + std::to_string(NCCL_PATCH) + " (weft libnccl.so.2, host memory)" +
+                                  "." + std::to_string(NCCL_PATCH) + " (weft libnccl.so.2, " +
+                                  (cuda::available() ? "host and device memory" : "host memory") + ")" +
                                   (c.name.empty() ? "" : ", comm " + c.name));
 }
 

@@ -1,21 +1,53 @@
 #!/usr/bin/env bash
-# Reproduces what docs/NCCL.md ("The GPU path", status) reports of the hang seen on an H100 on
-# 2026-11-22: the GPU test at 1 and 2 ranks, with and without its stream-order part (a 300 ms kernel
-# queued ahead of the first collective), with the CUDA runtime linked static (ON) or shared (OFF).
-#   tools/gpu/diag.sh [ON|OFF]     (default ON; each run is cut after 60 s)
+# GPU path diagnostics in one call (for a lent GPU machine; logs under $OUT, else build-gpu/diag):
+#   1. build (the GPU test, libnccl.so.2, weft-run, weft-bench) and tools/gpu/primitives.cu,
+#   2. primitives: a held stream with a kernel launched behind it, with kernels loaded eagerly
+#      (`prim order`, see primitives.cu; with lazy loading it hangs),
+#   3. the GPU test at 1 and 2 ranks (lazy loading, the default: calls block) and at 2 ranks with
+#      CUDA_MODULE_LOADING=EAGER (stream order); a run still going at its limit gets every
+#      thread's backtrace (cuda-gdb) first.
+#   tools/gpu/diag.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-mode="${1:-ON}"
-b="build-gpu-cudart-$mode"
-log="${OUT:-$b}"
-mkdir -p "$log"
-cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_HOST_TESTS=OFF -DWEFT_CUDART_STATIC="$mode" \
-  -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" >/dev/null 2>&1 || exit 1
-ninja -C "$b" weft-run nccl nccl_device_test >"$log/build.log" 2>&1 || { tail -30 "$log/build.log"; exit 1; }
-for skip in "" 1; do
-  for n in 1 2; do
-    echo "== cudart static=$mode, $n rank(s), stream-order part ${skip:+skipped}${skip:-run}"
-    WEFT_GPU_TEST_SKIP_STREAM_ORDER=$skip timeout 60 "$b/tools/weft-run" -n "$n" --timeout 55 -- \
-      "$b/tests/capi/nccl_device_test" 2>&1 | tail -4
-  done
-done
+b="${1:-build-gpu}"
+out="${OUT:-$b/diag}"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
+t0=$(date +%s)
+cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_HOST_TESTS=OFF \
+  -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+ninja -C "$b" weft-run weft-bench nccl nccl_device_test >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+nvcc -std=c++20 -arch=sm_90 -o "$b/prim" tools/gpu/primitives.cu -lcuda >>"$out/build.log" 2>&1 || echo "primitives: no build"
+echo "== built in $(( $(date +%s) - t0 )) s"
+
+# case NAME LIMIT_S COMMAND...: runs it; at the limit, backtraces of every process it started.
+case_run() {
+  local name="$1" limit="$2"
+  shift 2
+  local log="/tmp/diag-$name.log" t=$(date +%s)
+  ( exec setsid "$@" ) >"$log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null && (( $(date +%s) - t < limit )); do sleep 1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "== $name: still running after $limit s; backtraces:" | tee -a "$log"
+    for p in $(pgrep -f "nccl_device_test|weft-bench" | head -4); do
+      echo "--- pid $p" >>"$log"
+      timeout 60 cuda-gdb -p "$p" -batch -ex "info threads" -ex "thread apply all bt 12" >>"$log" 2>&1
+    done
+    kill -- -"$pid" 2>/dev/null; sleep 1; kill -9 -- -"$pid" 2>/dev/null
+    pkill -9 -f "nccl_device_test|weft-bench" 2>/dev/null
+  fi
+  wait "$pid"
+  local rc=$?
+  echo "== $name: exit $rc after $(( $(date +%s) - t )) s"
+  grep -v "^\[.\] weft\[rank .\] \(TRACE\|INFO\)" "$log" | grep -v "^  " | tail -12
+  head -c 4000000 "$log" >"$out/$name.log"
+}
+
+for v in "0 1 0 0" "1 1 0 0"; do
+  echo "prim order $v, eager loading: $(CUDA_MODULE_LOADING=EAGER timeout 20 "$b/prim" order $v 2>&1 | tr '\n' ' ')"
+done | tee "$out/prim-order.log"
+case_run test-n1 60 env WEFT_DEBUG=INFO WEFT_TIMEOUT=15 "$b/tools/weft-run" -n 1 --timeout 55 -- "$b/tests/capi/nccl_device_test"
+case_run test-n2 90 env WEFT_TIMEOUT=15 "$b/tools/weft-run" -n 2 --timeout 85 -- "$b/tests/capi/nccl_device_test"
+case_run test-n2-eager 90 env CUDA_MODULE_LOADING=EAGER WEFT_TIMEOUT=15 "$b/tools/weft-run" -n 2 --timeout 85 -- "$b/tests/capi/nccl_device_test"
+echo "== diag done after $(( $(date +%s) - t0 )) s"

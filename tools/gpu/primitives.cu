@@ -1,9 +1,18 @@
 // Which CUDA primitive of the GPU path works on this machine: each step polls with a 5 s limit
-// and prints OK or HANG. Build and run: nvcc -std=c++20 -arch=sm_90 -o /tmp/prim tools/gpu/primitives.cu && /tmp/prim
+// and prints OK or HANG. Build and run: nvcc -std=c++20 -arch=sm_90 -o /tmp/prim tools/gpu/primitives.cu -lcuda && /tmp/prim
+// `/tmp/prim order E A P K`: the GPU path's order of calls on two threads (see order()).
+// `/tmp/prim xproc`: two processes on the GPU; does a stream of one, blocked in a wait on a
+// value, stop the other's kernels?
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
 
 using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
@@ -23,7 +32,96 @@ static const char* wait_for(cudaStream_t s) {
   }
 }
 
-int main() {
+// Child: blocks a stream on a value for 4 s. Parent, meanwhile: a 10 ms kernel, timed.
+static int xproc() {
+  const pid_t child = fork();
+  if (child == 0) {
+    cudaStream_t s, t;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking);
+    uint32_t* flag;
+    cudaMalloc(&flag, 4);
+    cudaMemset(flag, 0, 4);
+    cudaDeviceSynchronize();
+    cuStreamWaitValue32((CUstream)s, (CUdeviceptr)flag, 1, CU_STREAM_WAIT_VALUE_GEQ);
+    printf("child: stream blocked on a value\n");
+    fflush(stdout);
+    sleep(4);
+    cuStreamWriteValue32((CUstream)t, (CUdeviceptr)flag, 1, 0);
+    printf("child: released: %s\n", wait_for(s));
+    _exit(0);
+  }
+  sleep(2);
+  cudaStream_t a;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  int khz = 0;
+  cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+  spin<<<1, 32, 0, a>>>((long long)khz * 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  const char* r = wait_for(a);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  printf("parent: a 10 ms kernel while the child's stream is blocked: %s after %.1f ms\n", r, ms);
+  int st = 0;
+  waitpid(child, &st, 0);
+  return 0;
+}
+
+__global__ void touch(int* x) { *x += 1; }
+
+__global__ void wait_kernel(const volatile uint32_t* flag, uint32_t value) {
+  while (static_cast<int32_t>(*flag - value) < 0) __nanosleep(2000);
+}
+
+// The GPU path's order of calls, on two threads: the caller's stream a gets a 300 ms kernel, an
+// event, a wait for the flag (a stream memory wait, or a polling kernel with KERNEL_WAIT) and,
+// with `after`, one more kernel, launched for the first time; the worker thread makes its stream
+// b (before the kernel when `early`), waits on the host for the event, then writes the flag on b.
+// Prints whether b and a finish. Seen on an H100 (driver 580, 2026-11-24): with `after`, both
+// hang under CUDA's default lazy loading whatever the other settings, and finish with
+// CUDA_MODULE_LOADING=EAGER: loading the new kernel waits for the held stream a.
+static void order(bool early, bool after, int priority, bool kernel_wait) {
+  static uint32_t v = 100;
+  ++v;
+  cudaStream_t a, b = nullptr;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  auto make_b = [&] { cudaStreamCreateWithPriority(&b, cudaStreamNonBlocking, priority); };
+  if (early) make_b();
+  uint32_t* flag;
+  cudaMalloc(&flag, 4);
+  cudaMemset(flag, 0, 4);
+  int* x;
+  cudaMalloc(&x, 4);
+  cudaDeviceSynchronize();
+  int khz = 0;
+  cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0);
+  cudaEvent_t e;
+  cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  spin<<<1, 32, 0, a>>>((long long)khz * 300);
+  if (!early) make_b();
+  cudaEventRecord(e, a);
+  if (kernel_wait) wait_kernel<<<1, 1, 0, a>>>(flag, v);
+  else cuStreamWaitValue32((CUstream)a, (CUdeviceptr)flag, v, CU_STREAM_WAIT_VALUE_GEQ);
+  if (after) touch<<<1, 1, 0, a>>>(x);
+  std::thread worker([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (cudaEventQuery(e) == cudaErrorNotReady && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    }
+    cuStreamWriteValue32((CUstream)b, (CUdeviceptr)flag, v, 0);
+    printf("8 order early=%d after=%d priority=%d kernel_wait=%d: writer b %s", early, after, priority, kernel_wait,
+           wait_for(b));
+  });
+  worker.join();
+  printf(", caller a %s\n", wait_for(a));
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "xproc") == 0) return xproc();
+  if (argc > 5 && std::strcmp(argv[1], "order") == 0) {  // order EARLY AFTER HIGH_PRIORITY KERNEL_WAIT (0/1)
+    int lo = 0, hi = 0;
+    cudaDeviceGetStreamPriorityRange(&lo, &hi);
+    order(std::atoi(argv[2]) != 0, std::atoi(argv[3]) != 0, std::atoi(argv[4]) != 0 ? hi : 0, std::atoi(argv[5]) != 0);
+    return 0;
+  }
   void *wait_p = nullptr, *write_p = nullptr;
   cudaDriverEntryPointQueryResult q;
   printf("entry wait %d ", (int)cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wait_p, 12000, cudaEnableDefault, &q));

@@ -34,7 +34,10 @@ class CudaConnection final : public Connection {
   ~CudaConnection() override {
     for (cuda::Event e : events_) cuda::event_destroy(e);
     for (auto& s : sends_) cuda::event_destroy(s.event);
-    for (auto& r : recvs_) cuda::event_destroy(r.event);
+    for (auto& r : recvs_) {
+      cuda::event_destroy(r.event);
+      if (r.mapped) cache_.release(r.handle);
+    }
   }
 
   Status start() { return post_control_recv(); }
@@ -79,7 +82,8 @@ class CudaConnection final : public Connection {
 
   uint64_t sends_done() const override { return sends_done_; }
   uint64_t recvs_done() const override { return recvs_done_; }
-  bool idle() const override { return sends_.empty() && recvs_.empty() && out_.empty() && ctrl_->idle(); }
+  // The control connection always has the next record's receive posted: that is not work.
+  bool idle() const override { return sends_.empty() && recvs_.empty() && out_.empty(); }
   void abort(std::string_view reason) override { ctrl_->abort(reason); }
   std::string describe() const override {
     return "cuda to rank " + std::to_string(peer_) + " channel " + std::to_string(channel_);
@@ -100,6 +104,8 @@ class CudaConnection final : public Connection {
     DeviceReduce reduce;
     size_t bytes = 0;
     cuda::Event event = nullptr;  // the copy or reduce from the peer's buffer has finished
+    bool mapped = false;          // holds a mapping of `handle` in the IpcCache
+    uint8_t handle[64] = {};
     bool started = false;
     bool done = false;
   };
@@ -218,6 +224,8 @@ class CudaConnection final : public Connection {
           auto base = cache_.open(r.handle);
           WEFT_TRY(base);
           src = *base + r.offset;
+          op.mapped = true;
+          std::memcpy(op.handle, r.handle, sizeof op.handle);
         }
         if (op.sink.device_reduce != nullptr)
           WEFT_TRY(cuda::reduce(op.sink.dst, op.reduce.src, src, r.bytes / dtype_size(op.reduce.type), op.reduce.type,
@@ -240,6 +248,8 @@ class CudaConnection final : public Connection {
       WEFT_TRY(fin);
       if (!*fin) break;
       give_event(op.event);
+      if (op.mapped) cache_.release(op.handle);
+      op.mapped = false;
       Record ack;
       ack.kind = Kind::kAck;
       WEFT_TRY(send_record(ack));
@@ -273,18 +283,28 @@ class CudaConnection final : public Connection {
 }  // namespace
 
 IpcCache::~IpcCache() {
-  for (auto& [key, base] : mapped_) cuda::ipc_close(base);
+  for (auto& [key, m] : mapped_) cuda::ipc_close(m.base);
 }
 
 Result<char*> IpcCache::open(const uint8_t (&handle)[64]) {
-  std::string key(reinterpret_cast<const char*>(handle), 64);
-  auto it = mapped_.find(key);
-  if (it != mapped_.end()) return it->second;
-  auto base = cuda::ipc_open(handle);
-  WEFT_TRY(base);
-  char* p = static_cast<char*>(*base);
-  mapped_.emplace(std::move(key), p);
-  return p;
+  Mapping& m = mapped_[std::string(reinterpret_cast<const char*>(handle), 64)];
+  if (m.users == 0) {
+    auto base = cuda::ipc_open(handle);
+    if (!base.ok()) {
+      mapped_.erase(std::string(reinterpret_cast<const char*>(handle), 64));
+      return base.status();
+    }
+    m.base = static_cast<char*>(*base);
+  }
+  ++m.users;
+  return m.base;
+}
+
+void IpcCache::release(const uint8_t (&handle)[64]) {
+  auto it = mapped_.find(std::string(reinterpret_cast<const char*>(handle), 64));
+  if (it == mapped_.end() || --it->second.users > 0) return;
+  cuda::ipc_close(it->second.base);
+  mapped_.erase(it);
 }
 
 Result<std::unique_ptr<Connection>> make_cuda_connection(std::unique_ptr<Connection> control, cuda::Stream stream,

@@ -8,9 +8,9 @@
 //           complete on this rank's stream (an event recorded at post time);
 //   INLINE  a small host message (the executor's 64-byte headers), carried in the record;
 //   ACK     "I have finished reading your message k": the sender's send completes.
-// The receiver maps the handle (cached per handle, so a buffer reused call after call is opened
-// once), then copies the data into its buffer, or reduces it there, on its stream, and acks when
-// that work has finished. So a send completes only after the peer has read it, and a buffer is
+// The receiver maps the handle (IpcCache: while its receives from that allocation run), then
+// copies the data into its buffer, or reduces it there, on its stream, and acks when that work
+// has finished. So a send completes only after the peer has read it, and a buffer is
 // never read while a kernel of its owner may still write it (the executor orders those writes
 // after the send's completion).
 //
@@ -29,19 +29,27 @@
 
 namespace weft::transport {
 
-// Mappings of other processes' allocations, shared by every cuda connection of a communicator;
-// closed when the cache goes (with the communicator).
+// Mappings of other processes' allocations, shared by every cuda connection of a communicator.
+// A mapping is held while a receive reads from it and closed when the last one finishes: the
+// peer may free the buffer once its send completes, and CUDA maps an allocation only once per
+// process, so a mapping kept past that would be stale (or refused for the next buffer there).
 class IpcCache {
  public:
   IpcCache() = default;
   ~IpcCache();
   IpcCache(const IpcCache&) = delete;
   IpcCache& operator=(const IpcCache&) = delete;
-  // The base address of the allocation behind `handle`, mapped on first use.
+  // The base address of the allocation behind `handle` (mapped on first use; one more user).
   Result<char*> open(const uint8_t (&handle)[64]);
+  // One user fewer; the last one closes the mapping.
+  void release(const uint8_t (&handle)[64]);
 
  private:
-  std::unordered_map<std::string, char*> mapped_;
+  struct Mapping {
+    char* base = nullptr;
+    int users = 0;
+  };
+  std::unordered_map<std::string, Mapping> mapped_;
 };
 
 // `control` carries the records; `stream` orders this rank's copies and kernels (the

@@ -4,11 +4,13 @@
  * LD_PRELOAD it); a program built against this header runs on either. The names, enum values,
  * struct layout (ncclConfig_t), signatures and the version macros are NCCL's. See docs/NCCL.md.
  *
- * What this build does (host memory):
- *   - every buffer is host memory; every call completes before it returns (inside
+ * What weft does:
+ *   - buffers may be host memory: such a call completes before it returns (inside
  *     ncclGroupStart/End: by the time ncclGroupEnd returns), whatever stream is passed, NULL or
  *     not. A thread that drives several ranks of one communicator must therefore put their calls
  *     in a group, as NCCL's single-thread multi-GPU usage does anyway.
+ *   - or device memory (all ranks on one machine): the call follows its stream as NCCL's do; it
+ *     returns at once when CUDA loads kernels eagerly (CUDA_MODULE_LOADING=EAGER), else when done.
  *   - ranks may share a device (NCCL refuses that as "Duplicate GPU").
  *   - every function checks its arguments, returns an ncclResult_t and never exits or aborts the
  *     process; ncclGetLastError() names what was wrong ("rank 0: broadcast: root 7 is out of
