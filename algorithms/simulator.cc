@@ -1230,6 +1230,7 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
   out.xor_symmetry = fold > 0 && sym.group == Group::kXor;
   out.slice_count = call.slice_count;
   out.count = call.count;
+  out.simulated_as = algorithm;
   return out;
 }
 

@@ -98,6 +98,7 @@ struct SimResult {
   double build_seconds = 0;         // generating and converting programs (wall clock)
   double run_seconds = 0;           // the event loop (wall clock)
   bool reused = false;              // the run was an identical earlier one's (reuse_runs)
+  Algorithm simulated_as = Algorithm::kRing;  // whose program ran: another's where same_program_as says so
   std::vector<double> bytes_by_kind;  // indexed by topology::LinkKind (with link_stats)
   std::vector<LinkUse> busiest;       // the most utilised links, at most 8 (with link_stats)
 };

@@ -328,6 +328,7 @@ struct Printer {
                std::to_string(r.period) + " ";
     if (r.coarsened) notes += "slice:" + weft::format_byte_size(slice_bytes) + " ";
     if (r.padded) notes += "count:" + std::to_string(r.count) + " ";
+    if (r.simulated_as != j.algo) notes += "as:" + std::string(weft::algorithms::algorithm_name(r.simulated_as)) + " ";
     if (r.reused) notes += "reused ";
     char wall[32] = "";
     if (o.time) {

@@ -287,15 +287,23 @@ TEST(Simulator, RoundingKeepsMessageSizes) {
   expect_count_kept("torus:16x16x64", 16384, 2, Algorithm::kRabenseifner);
 }
 
+// The run store lives as long as the process: each repetition of a test (--gtest_repeat) takes
+// counts no earlier one used.
+size_t fresh_count(size_t base) {
+  static size_t repetition = 0;
+  return base + 1200 * repetition++;
+}
+
 TEST(Simulator, ReusesAnIdenticalRun) {
   // A cluster no other test uses, so that this process has made none of these runs before.
   const Cluster c = must_parse("nodes=3 ranks=2 intra=7GB/s,3us nics=1 nic=3GB/s,9us reduce=5GB/s copy=9GB/s");
   const Layout l = layout_of(c);
   SimOptions o;
   o.reuse_runs = true;
-  const SimResult first = must_simulate(allreduce(6, 6000), l, Algorithm::kRing, c, o);
-  const SimResult again = must_simulate(allreduce(6, 6000), l, Algorithm::kRing, c, o);
-  const SimResult other = must_simulate(allreduce(6, 6006), l, Algorithm::kRing, c, o);
+  const size_t count = fresh_count(6000);
+  const SimResult first = must_simulate(allreduce(6, count), l, Algorithm::kRing, c, o);
+  const SimResult again = must_simulate(allreduce(6, count), l, Algorithm::kRing, c, o);
+  const SimResult other = must_simulate(allreduce(6, count + 6), l, Algorithm::kRing, c, o);
   EXPECT_FALSE(first.reused);
   EXPECT_TRUE(again.reused);
   EXPECT_EQ(again.seconds, first.seconds);
@@ -303,7 +311,7 @@ TEST(Simulator, ReusesAnIdenticalRun) {
   EXPECT_FALSE(other.reused);
   EXPECT_GT(other.seconds, first.seconds);
   o.reuse_runs = false;
-  EXPECT_FALSE(must_simulate(allreduce(6, 6000), l, Algorithm::kRing, c, o).reused);
+  EXPECT_FALSE(must_simulate(allreduce(6, count), l, Algorithm::kRing, c, o).reused);
 }
 
 TEST(Simulator, SimulatesTheProgramAnotherAlgorithmMakesAsThatOne) {
@@ -313,11 +321,15 @@ TEST(Simulator, SimulatesTheProgramAnotherAlgorithmMakesAsThatOne) {
   const Layout l = layout_of(c);
   SimOptions o;
   o.reuse_runs = true;
-  const SimResult rd = must_simulate(allreduce(64, 37), l, Algorithm::kRecursiveDoubling, c, o);
-  const SimResult torus = must_simulate(allreduce(64, 37), l, Algorithm::kTorus, c, o);
+  const size_t below_n = fresh_count(37) % 64, above_n = fresh_count(64 * 3);
+  const SimResult rd = must_simulate(allreduce(64, below_n), l, Algorithm::kRecursiveDoubling, c, o);
+  const SimResult torus = must_simulate(allreduce(64, below_n), l, Algorithm::kTorus, c, o);
   EXPECT_TRUE(torus.reused);
+  EXPECT_EQ(torus.simulated_as, Algorithm::kRecursiveDoubling);
   EXPECT_EQ(torus.seconds, rd.seconds);
-  EXPECT_FALSE(must_simulate(allreduce(64, 64 * 3), l, Algorithm::kTorus, c, o).reused);
+  const SimResult big = must_simulate(allreduce(64, above_n), l, Algorithm::kTorus, c, o);
+  EXPECT_FALSE(big.reused);
+  EXPECT_EQ(big.simulated_as, Algorithm::kTorus);
 }
 
 // Where ranks differ only in which of their slices a step waits for, folding is approximate; it
