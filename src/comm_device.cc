@@ -60,11 +60,14 @@ Status CommState::device_setup(const Operation& op) {
   device_ = *dev;
   stream_ = *stream;
   done_flag_ = static_cast<uint32_t*>(*flag);
-  device_stream_order_ = !cuda::lazy_loading();
+  const bool lazy = cuda::lazy_loading();
+  device_stream_order_ = config_.cuda_stream_order && !lazy;
   log_.info("GPU path on device " + std::to_string(device_) +
-            (device_stream_order_ ? ""
-                                  : "; CUDA loads kernels lazily, so NCCL calls on device buffers block until done "
-                                    "(CUDA_MODULE_LOADING=EAGER makes them return at once, in stream order)"));
+            (device_stream_order_ ? ": NCCL calls on device buffers return at once, in stream order"
+             : config_.cuda_stream_order
+                 ? ": CUDA loads kernels lazily, so NCCL calls on device buffers block until done despite "
+                   "WEFT_CUDA_STREAM_ORDER=1 (it needs CUDA_MODULE_LOADING=EAGER)"
+                 : ": NCCL calls on device buffers block until done (WEFT_CUDA_STREAM_ORDER)"));
   return Status();
 }
 

@@ -322,8 +322,8 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       // Start after the work already on the caller's stream; with stream order, later work on
       // it waits for this op's ticket (written when the op finishes, also when it fails).
       s = device_setup(*op);
-      // With lazy loading, a stream held for a collective can deadlock the device (device.h):
-      // the call then blocks the caller until the result is in place instead.
+      // Unless stream order is asked for and safe from lazy loading (device.h), the call blocks
+      // the caller until the result is in place instead of holding its stream.
       if (s.ok() && !device_stream_order_) op->stream_ordered = false;
       if (s.ok()) {
         cuda::DeviceGuard guard(device_);

@@ -137,7 +137,7 @@ class CommState : public ConnectionSource {
   cuda::Stream stream_ = nullptr;  // this communicator's kernels and copies
   uint32_t* done_flag_ = nullptr;  // device memory: the ticket of the last finished device op
   uint32_t device_submitted_ = 0;  // the last ticket handed out (queue_mu_)
-  bool device_stream_order_ = false; // NCCL calls return before a device op is done (not with lazy loading)
+  bool device_stream_order_ = false; // NCCL calls return before a device op is done (Config::cuda_stream_order)
   void* device_scratch_ = nullptr; // TMP for device runs (exec_mu_), grown, never shrunk
   size_t device_scratch_bytes_ = 0;
   bool device_run_ = false;        // exec_mu_: connection() hands out cuda connections

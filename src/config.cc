@@ -71,6 +71,8 @@ Result<Config> Config::from_env() {
     WEFT_TRY(parse_size(name, v, 4096, &c.shm_fifo_bytes));
   }
   if (const char* v = env("WEFT_CMA")) WEFT_TRY(parse_flag("WEFT_CMA", v, &c.cma));
+  if (const char* v = env("WEFT_CUDA_STREAM_ORDER"))
+    WEFT_TRY(parse_flag("WEFT_CUDA_STREAM_ORDER", v, &c.cuda_stream_order));
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));
   if (const char* v = env("WEFT_ALGO", "NCCL_ALGO")) c.algo = v;

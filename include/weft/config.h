@@ -36,6 +36,11 @@ struct Config {
   // on the VMs weft is measured on, the two-copy FIFO pipelines across both cores and beats the
   // single CMA copy at every size (docs/PERFORMANCE.md); turn it on where CMA measures faster.
   bool cma = false;
+  // WEFT_CUDA_STREAM_ORDER: 1 lets NCCL calls on device buffers return at once, the caller's
+  // stream waiting on the GPU for the result, where CUDA loads kernels eagerly
+  // (CUDA_MODULE_LOADING=EAGER). Off by default: any call that waits for the whole device (a
+  // cudaFree, a kernel's lazy load) while such a stream waits can then deadlock (docs/NCCL.md).
+  bool cuda_stream_order = false;
   // WEFT_CMA_THRESHOLD: the message size from which shm uses CMA.
   size_t cma_threshold = size_t{64} << 10;
   // WEFT_SLICE_BYTES: collectives cut each chunk into slices of about this size so steps pipeline.

@@ -3,9 +3,9 @@
 // on host buffers. Host and device runs of one call use the same schedule, so the order of every
 // reduction is the same, and the device kernels promise the CPU kernels' bits: random inputs
 // (NaN, inf, subnormals included) must give identical bytes. Also: stream order (the collective
-// waits for earlier work on its stream, later work sees its result, the call returns before the
-// stream's work is done, or, with lazy kernel loading, only once it is done), PreMulSum with host
-// and device scalars, ncclMemAlloc buffers.
+// waits for earlier work on its stream, later work sees its result; the call returns once the
+// stream's work is done, or before, with WEFT_CUDA_STREAM_ORDER=1 and eager kernel loading),
+// PreMulSum with host and device scalars, ncclMemAlloc buffers.
 //
 // Exits 77 (CTest: skipped) with a message when no CUDA device is usable.
 // Run: weft-run -n N -- nccl_device_test
@@ -210,10 +210,11 @@ void stream_order() {
   NCCLCHECK(ncclAllReduce(x.d, x.d, n, ncclFloat32, ncclSum, comm, stream));
   std::fprintf(stderr, "rank %d: allreduce queued\n", rank);
   const cudaError_t busy = cudaStreamQuery(stream);
-  if (lazy_loading()) {
-    // weft blocks the call until the result is in place (a held stream could deadlock).
-    CHECK(busy == cudaSuccess, "with lazy kernel loading ncclAllReduce returned before the stream's work was done "
-          "(cudaStreamQuery: %s)", cudaGetErrorString(busy));
+  const char* order = std::getenv("WEFT_CUDA_STREAM_ORDER");
+  if (order == nullptr || std::strcmp(order, "1") != 0 || lazy_loading()) {
+    // weft blocks the call until the result is in place (docs/NCCL.md, "Stream order").
+    CHECK(busy == cudaSuccess, "ncclAllReduce returned before the stream's work was done (cudaStreamQuery: %s), "
+          "without stream order (WEFT_CUDA_STREAM_ORDER=1 and eager kernel loading)", cudaGetErrorString(busy));
   } else {
     CHECK(busy == cudaErrorNotReady, "ncclAllReduce on a busy stream returned after the stream's work had finished "
           "(cudaStreamQuery: %s): the call blocked the host", cudaGetErrorString(busy));

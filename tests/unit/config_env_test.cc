@@ -14,7 +14,7 @@ namespace {
 
 const char* const kVars[] = {
     "WEFT_TRANSPORT", "NCCL_SHM_DISABLE", "WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", "WEFT_DEBUG",
-    "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING",
+    "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -40,6 +40,14 @@ TEST_F(ConfigEnvTest, DefaultsWithoutVariables) {
   EXPECT_EQ(c.shm_fifo_bytes, size_t{4} << 20);
   EXPECT_EQ(c.debug, "WARN");
   EXPECT_FALSE(c.comm_blocking.has_value());
+}
+
+TEST_F(ConfigEnvTest, CudaStreamOrderIsOptIn) {
+  EXPECT_FALSE(ok().cuda_stream_order);
+  ::setenv("WEFT_CUDA_STREAM_ORDER", "1", 1);
+  EXPECT_TRUE(ok().cuda_stream_order);
+  ::setenv("WEFT_CUDA_STREAM_ORDER", "on", 1);
+  EXPECT_EQ(error(), "WEFT_CUDA_STREAM_ORDER='on' is not 0 or 1");
 }
 
 TEST_F(ConfigEnvTest, ShmDisableMeansTcpUnlessWeftTransportIsSet) {

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # GPU path diagnostics in one call (for a lent GPU machine; logs under $OUT, else build-gpu/diag):
 #   1. build (the GPU test, libnccl.so.2, weft-run, weft-bench) and tools/gpu/primitives.cu,
-#   2. primitives: a held stream with a kernel launched behind it, with kernels loaded eagerly
-#      (`prim order`, see primitives.cu; with lazy loading it hangs),
-#   3. the GPU test at 1 and 2 ranks (lazy loading, the default: calls block) and at 2 ranks with
-#      CUDA_MODULE_LOADING=EAGER (stream order); a run still going at its limit gets every
-#      thread's backtrace (cuda-gdb) first.
+#   2. primitives: a held stream with a kernel launched behind it, under lazy and eager kernel
+#      loading (`prim order`, see primitives.cu: it hangs under lazy loading),
+#   3. the GPU test at 2 ranks (calls block) and at 1, 2 and 4 ranks with the opt-in stream order
+#      (CUDA_MODULE_LOADING=EAGER WEFT_CUDA_STREAM_ORDER=1: calls return at once); a run still
+#      going at its limit gets every thread's backtrace (cuda-gdb) before it is stopped.
 #   tools/gpu/diag.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,10 +44,13 @@ case_run() {
   head -c 4000000 "$log" >"$out/$name.log"
 }
 
-for v in "0 1 0 0" "1 1 0 0"; do
-  echo "prim order $v, eager loading: $(CUDA_MODULE_LOADING=EAGER timeout 20 "$b/prim" order $v 2>&1 | tr '\n' ' ')"
+for mode in LAZY EAGER; do
+  echo "prim order 0 1 0 0, $mode loading: $(CUDA_MODULE_LOADING=$mode timeout 20 "$b/prim" order 0 1 0 0 2>&1 | tr '\n' ' ')"
 done | tee "$out/prim-order.log"
-case_run test-n1 60 env WEFT_DEBUG=INFO WEFT_TIMEOUT=15 "$b/tools/weft-run" -n 1 --timeout 55 -- "$b/tests/capi/nccl_device_test"
-case_run test-n2 90 env WEFT_TIMEOUT=15 "$b/tools/weft-run" -n 2 --timeout 85 -- "$b/tests/capi/nccl_device_test"
-case_run test-n2-eager 90 env CUDA_MODULE_LOADING=EAGER WEFT_TIMEOUT=15 "$b/tools/weft-run" -n 2 --timeout 85 -- "$b/tests/capi/nccl_device_test"
+# weft-run's own limit is past the case's, so a hang gets its backtraces before anything is killed.
+case_run test-n2 90 env WEFT_TIMEOUT=15 "$b/tools/weft-run" -n 2 --timeout 120 -- "$b/tests/capi/nccl_device_test"
+for n in 1 2 4; do
+  case_run test-n$n-stream-order 90 env CUDA_MODULE_LOADING=EAGER WEFT_CUDA_STREAM_ORDER=1 WEFT_DEBUG=INFO WEFT_TIMEOUT=15 \
+    "$b/tools/weft-run" -n $n --timeout 120 -- "$b/tests/capi/nccl_device_test"
+done
 echo "== diag done after $(( $(date +%s) - t0 )) s"

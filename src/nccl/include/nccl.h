@@ -9,8 +9,9 @@
  *     ncclGroupStart/End: by the time ncclGroupEnd returns), whatever stream is passed, NULL or
  *     not. A thread that drives several ranks of one communicator must therefore put their calls
  *     in a group, as NCCL's single-thread multi-GPU usage does anyway.
- *   - or device memory (all ranks on one machine): the call follows its stream as NCCL's do; it
- *     returns at once when CUDA loads kernels eagerly (CUDA_MODULE_LOADING=EAGER), else when done.
+ *   - or device memory (all ranks on one machine): the call starts after the work queued on its
+ *     stream and returns when done (WEFT_CUDA_STREAM_ORDER=1 with CUDA_MODULE_LOADING=EAGER:
+ *     at once, in stream order; experimental).
  *   - ranks may share a device (NCCL refuses that as "Duplicate GPU").
  *   - every function checks its arguments, returns an ncclResult_t and never exits or aborts the
  *     process; ncclGetLastError() names what was wrong ("rank 0: broadcast: root 7 is out of
