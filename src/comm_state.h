@@ -131,13 +131,14 @@ class CommState : public ConnectionSource {
   uint64_t submits_ = 0;  // ops submitted so far (under queue_mu_): the worker's idle clock
   std::atomic<bool> worker_deep_sleep_{false};  // the worker waits for a notify, not a nap
 
-  // GPU state (src/cuda/device.h), made by the first device operation. device_, stream_ and
-  // done_flag_ are written once under queue_mu_ before any device op is queued.
+  // GPU state (src/cuda/device.h), made by the first device operation. device_, stream_,
+  // done_flag_ and device_stream_order_ are written once under queue_mu_ before any device op is
+  // queued.
   int device_ = -1;
   cuda::Stream stream_ = nullptr;  // this communicator's kernels and copies
   uint32_t* done_flag_ = nullptr;  // device memory: the ticket of the last finished device op
   uint32_t device_submitted_ = 0;  // the last ticket handed out (queue_mu_)
-  bool device_stream_order_ = false; // NCCL calls return before a device op is done (Config::cuda_stream_order)
+  bool device_stream_order_ = false;  // NCCL calls return before a device op is done (see submit)
   void* device_scratch_ = nullptr; // TMP for device runs (exec_mu_), grown, never shrunk
   size_t device_scratch_bytes_ = 0;
   bool device_run_ = false;        // exec_mu_: connection() hands out cuda connections
