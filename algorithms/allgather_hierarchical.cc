@@ -46,8 +46,7 @@ Program allgather_hierarchical(const CollectiveArgs& a, const Layout& l, int r) 
     CollectiveArgs inter = a;
     inter.nranks = nodes;
     inter.in_place = mine == own_in;
-    std::vector<int> column;  // local index i of every node
-    for (int h = 0; h < nodes; ++h) column.push_back(l.nodes[static_cast<size_t>(h)][static_cast<size_t>(i)]);
+    const std::vector<int> column = l.column(i);
     Embedding e;
     e.group = column;
     e.in = Placement{own_in.buffer, own_in.offset};

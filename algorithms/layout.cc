@@ -66,6 +66,13 @@ bool Layout::uniform() const {
 int Layout::node_of(int rank) const { return node_of_[static_cast<size_t>(rank)]; }
 int Layout::local_of(int rank) const { return local_of_[static_cast<size_t>(rank)]; }
 
+std::vector<int> Layout::column(int i) const {
+  std::vector<int> out;
+  out.reserve(nodes.size());
+  for (const std::vector<int>& node : nodes) out.push_back(node[static_cast<size_t>(i)]);
+  return out;
+}
+
 std::string Layout::describe() const {
   std::string s = std::to_string(nodes.size()) + (nodes.size() == 1 ? " node" : " nodes");
   if (uniform()) {

@@ -39,6 +39,9 @@ struct Layout {
   // The node of `rank` and its local index there.
   int node_of(int rank) const;
   int local_of(int rank) const;
+  // The rank of local index `i` on every node, node by node (hierarchical stages between nodes).
+  // REQUIRES: every node has more than i ranks.
+  std::vector<int> column(int i) const;
   // The ring order: node by node, each node's ranks by local index, so a ring crosses between
   // nodes once per node whatever the rank numbering (ranks dealt round-robin over nodes included).
   // With node-major numbering (every launcher's default) it is rank order.

@@ -68,8 +68,7 @@ Program reduce_scatter_hierarchical(const CollectiveArgs& a, const Layout& l, in
   if (nodes > 1) {
     CollectiveArgs inter = stage_args;
     inter.nranks = nodes;
-    std::vector<int> column;  // local index i of every node
-    for (int h = 0; h < nodes; ++h) column.push_back(l.nodes[static_cast<size_t>(h)][static_cast<size_t>(i)]);
+    const std::vector<int> column = l.column(i);
     Embedding e;
     e.group = column;
     e.in = mid;

@@ -7,10 +7,10 @@
 Each run spawns N ranks (all on GPU 0 for backend nccl: weft allows ranks to share a GPU, stock
 NCCL does not, so the stock NCCL run uses N=1), runs all_reduce (sum, avg, max), all_gather,
 reduce_scatter and broadcast on integer-valued float tensors (exact in any order; their checksums
-are summed in float64, exact too), then 8 DDP
-steps of a small MLP whose global batch is split across the ranks. Rank 0 writes the collective
-results, the per-step global loss and a parameter checksum. --compare checks two such files:
-collectives identical, losses and checksum within 1e-4 relative (float sums in another order).
+are summed in float64, exact too), then 8 DDP steps of a small MLP whose global batch is split
+across the ranks. Rank 0 writes the collective results, the per-step global loss and a parameter
+checksum. --compare checks two such files: collectives identical, losses and checksum within 1e-4
+relative (float sums in another order).
 """
 import argparse
 import json
@@ -36,6 +36,9 @@ def worker(rank, world, backend, out, port):
     dist.init_process_group(backend, rank=rank, world_size=world)
     res = {}
 
+    def checksum(t):  # float64: exact for these integer values, in any order and on any device
+        return float(t.double().sum().item())
+
     def vec(n, base):
         return (torch.arange(n, dtype=torch.float32, device=dev) % 97 + base * 1000).contiguous()
 
@@ -43,25 +46,25 @@ def worker(rank, world, backend, out, port):
     for name, op in (("sum", dist.ReduceOp.SUM), ("max", dist.ReduceOp.MAX)):
         t = vec(n, rank + 1)
         dist.all_reduce(t, op=op)
-        res["all_reduce_" + name] = t[:64].tolist() + [float(t.double().sum().item())]
+        res["all_reduce_" + name] = t[:64].tolist() + [checksum(t)]
     if backend == "nccl":  # gloo has no AVG
         t = vec(n, rank + 1) * world
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
-        res["all_reduce_avg_scaled"] = float(t.double().sum().item())
+        res["all_reduce_avg_scaled"] = checksum(t)
     t = vec(n, rank + 1)
     g = torch.empty(n * world, device=dev)
     dist.all_gather_into_tensor(g, t)
-    res["all_gather"] = [float(x.double().sum().item()) for x in g.chunk(world)]
+    res["all_gather"] = [checksum(x) for x in g.chunk(world)]
     t = vec(n * world, rank + 1)
     o = torch.empty(n, device=dev)
     dist.reduce_scatter_tensor(o, t)
-    mine = torch.tensor([float(o.double().sum().item())], dtype=torch.float64, device=dev)
+    mine = torch.tensor([checksum(o)], dtype=torch.float64, device=dev)
     sums = [torch.zeros(1, dtype=torch.float64, device=dev) for _ in range(world)]
     dist.all_gather(sums, mine)
     res["reduce_scatter"] = [float(x.item()) for x in sums]
     t = vec(n, rank + 1)
     dist.broadcast(t, src=world - 1)
-    res["broadcast"] = float(t.double().sum().item())
+    res["broadcast"] = checksum(t)
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1)).to(dev)

@@ -286,22 +286,28 @@ IpcCache::~IpcCache() {
   for (auto& [key, m] : mapped_) cuda::ipc_close(m.base);
 }
 
+IpcCache::Handle IpcCache::key(const uint8_t (&handle)[64]) {
+  Handle k;
+  std::memcpy(k.data(), handle, k.size());
+  return k;
+}
+
 Result<char*> IpcCache::open(const uint8_t (&handle)[64]) {
-  Mapping& m = mapped_[std::string(reinterpret_cast<const char*>(handle), 64)];
-  if (m.users == 0) {
+  auto [it, added] = mapped_.try_emplace(key(handle));
+  if (added) {
     auto base = cuda::ipc_open(handle);
     if (!base.ok()) {
-      mapped_.erase(std::string(reinterpret_cast<const char*>(handle), 64));
+      mapped_.erase(it);
       return base.status();
     }
-    m.base = static_cast<char*>(*base);
+    it->second.base = static_cast<char*>(*base);
   }
-  ++m.users;
-  return m.base;
+  ++it->second.users;
+  return it->second.base;
 }
 
 void IpcCache::release(const uint8_t (&handle)[64]) {
-  auto it = mapped_.find(std::string(reinterpret_cast<const char*>(handle), 64));
+  auto it = mapped_.find(key(handle));
   if (it == mapped_.end() || --it->second.users > 0) return;
   cuda::ipc_close(it->second.base);
   mapped_.erase(it);

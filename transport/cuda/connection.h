@@ -18,10 +18,12 @@
 // Thread-safety: as any Connection (one thread at a time).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "src/cuda/device.h"
@@ -45,11 +47,18 @@ class IpcCache {
   void release(const uint8_t (&handle)[64]);
 
  private:
+  using Handle = std::array<uint8_t, 64>;  // a key copied on the stack: no allocation per message
+  static Handle key(const uint8_t (&handle)[64]);
   struct Mapping {
     char* base = nullptr;
     int users = 0;
   };
-  std::unordered_map<std::string, Mapping> mapped_;
+  struct HandleHash {
+    size_t operator()(const Handle& h) const {
+      return std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(h.data()), h.size()));
+    }
+  };
+  std::unordered_map<Handle, Mapping, HandleHash> mapped_;
 };
 
 // `control` carries the records; `stream` orders this rank's copies and kernels (the
