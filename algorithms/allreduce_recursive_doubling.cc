@@ -4,10 +4,12 @@
 //   fold in (n not a power of two): for k < n - p, rank 2k+1 sends its IN to rank 2k, which
 //     reduces it into its own and acts for both.
 //   round k = 0..log2(p)-1: send the current vector to participant u ^ 2^k, receive the
-//     partner's, and combine them, the lower participant's value always on the left: the lower
-//     side as RECV_REDUCE (own (op) incoming), the upper as RECV then REDUCE (incoming (op) own).
-//     After round k the 2^(k+1) participants of a block hold the same expression tree, so every
-//     rank ends with bitwise the same result, whatever the op and however it rounds.
+//     partner's, and combine them as the data arrives (RECV_REDUCE: own (op) incoming). The
+//     reduce kernels are exactly commutative (src/kernels/reduce.h: a (op) b and b (op) a are the
+//     same bits, NaN and signed zeros included), so both ranks of a pair compute the same bits,
+//     after round k the 2^(k+1) participants of a block hold the same value, and every rank ends
+//     with bitwise the same result, whatever the op and however it rounds. Both sides of a pair
+//     run the same steps (the simulator folds the pairs onto each other).
 //   avg: every participant divides its (identical) result by n.
 //   fold out: rank 2k sends the result to rank 2k+1.
 // Buffers: the value written in a round must not be the one being sent in it (with a large
@@ -61,7 +63,7 @@ Program allreduce_recursive_doubling(const CollectiveArgs& a, int r) {
   }
   const size_t slices = slices_for(count, a.slice_count);
   for (int k = 0; k < rounds; ++k) {
-    const int pu = u ^ (1 << k), peer = fold.virtual_rank(pu);
+    const int peer = fold.virtual_rank(u ^ (1 << k));
     Region next = written(w++);
     // In place with one round: IN is OUT, which is being sent; take TMP and copy at the end.
     if (a.in_place && cur.buffer == kIn && next.buffer == kOut) next = Region{kTmp, 0, count};
@@ -69,12 +71,7 @@ Program allreduce_recursive_doubling(const CollectiveArgs& a, int r) {
       const Region mine = slice_of(cur.buffer, cur.offset, count, slices, s);
       const Region into = slice_of(next.buffer, next.offset, count, slices, s);
       b.send(peer, mine);
-      if (u < pu) {
-        b.recv_reduce(peer, mine, into);  // into = mine (op) theirs
-      } else {
-        b.recv(peer, into);
-        b.reduce(mine, into);  // into = theirs (op) mine
-      }
+      b.recv_reduce(peer, mine, into);
     }
     cur = next;
   }

@@ -186,10 +186,9 @@ class Engine {
     bool matched = false;  // receives: some sender feeds this queue
   };
   struct Flow {
-    double remaining = 0, rate = 0, last = 0;
+    double remaining = 0, last = 0;  // its rate is rate_[id]
     uint64_t bytes = 0;
     double finish = 0;               // when the last byte leaves at the current rate
-    uint32_t heap_pos = kNone;       // in flow_heap_, or kNone
     uint32_t route_begin = 0, route_n = 0;
     Hop extra{kNone, 1};
     FlowType type = FlowType::kLocal;
@@ -221,11 +220,15 @@ class Engine {
   QState& qstate(uint32_t sim, uint32_t q) { return qstates_[ranks_[sim].queue_base + q]; }
   double copy_weight() const { return static_cast<float>(cluster_.spec().reduce_bandwidth / cluster_.spec().copy_bandwidth); }
 
-  // The indexed heap of flows by completion time.
-  bool heap_less(uint32_t a, uint32_t b) const { return flows_[a].finish < flows_[b].finish; }
-  void heap_place(size_t i, uint32_t id) {
-    flow_heap_[i] = id;
-    flows_[id].heap_pos = static_cast<uint32_t>(i);
+  // The indexed heap of flows by completion time. Entries carry their key, and positions live
+  // apart from the flows, so sifting touches no Flow (the heap holds thousands of them).
+  struct HeapEntry {
+    double finish;
+    uint32_t id;
+  };
+  void heap_place(size_t i, HeapEntry e) {
+    flow_heap_[i] = e;
+    heap_pos_[e.id] = static_cast<uint32_t>(i);
   }
   void sift_up(size_t i);
   void sift_down(size_t i);
@@ -268,6 +271,7 @@ class Engine {
   std::vector<QState> qstates_;
   std::vector<Hop> route_pool_;
   std::vector<LinkState> links_;
+  std::vector<double> share_;  // per link with flows: capacity / flows, as of the last settle()
   std::vector<uint32_t> rerated_;  // per flow: the settle() pass that last visited it
   uint32_t rerate_stamp_ = 0;
   std::vector<double> new_rate_;   // per flow, during settle(): its rate after the change, or -1
@@ -279,7 +283,10 @@ class Engine {
   std::vector<double> link_bytes_;
   std::vector<Flow> flows_;
   std::vector<uint32_t> free_flows_;
-  std::vector<uint32_t> flow_heap_;
+  std::vector<HeapEntry> flow_heap_;
+  std::vector<uint32_t> heap_pos_;  // per flow: its index in flow_heap_, or kNone
+  std::vector<double> rate_;        // per flow: bytes per second, kept apart from the Flow for
+                                    // settle(), which reads it for every flow of a changed link
   std::priority_queue<Arrival, std::vector<Arrival>, std::greater<Arrival>> arrivals_;
   std::vector<std::pair<uint32_t, uint32_t>> ready_stack_;
   std::vector<std::pair<uint32_t, uint32_t>> pending_sends_;
@@ -322,6 +329,7 @@ Status Engine::connect() {
     }
   }
   links_.assign(cluster_.link_count(), LinkState{});
+  share_.assign(links_.size(), 0.0);
   link_delta_.assign(links_.size(), 0);
   for (uint32_t l = 0; l < links_.size(); ++l) {
     double cap = cluster_.link(l).capacity;
@@ -418,8 +426,13 @@ double Engine::rate_of(const Flow& f) const {
   double rate = std::numeric_limits<double>::infinity();
   const Hop* h = hops(f);
   for (uint32_t i = 0; i < f.route_n; ++i) {
-    const LinkState& l = links_[h[i].link];
-    rate = std::min(rate, l.capacity / (static_cast<double>(l.flows.size()) * h[i].weight));
+    // share_ is the same quotient for weight 1 (and most hops are links, crossed at weight 1).
+    if (h[i].weight == 1.0f) {
+      rate = std::min(rate, share_[h[i].link]);
+    } else {
+      const LinkState& l = links_[h[i].link];
+      rate = std::min(rate, l.capacity / (static_cast<double>(l.flows.size()) * h[i].weight));
+    }
   }
   if (f.extra.link != kNone) {
     const LinkState& l = links_[f.extra.link];
@@ -474,38 +487,38 @@ void Engine::settle() {
     const LinkState& l = links_[link];
     if (l.flows.empty()) continue;
     const double share = l.capacity / static_cast<double>(l.flows.size());
+    share_[link] = share;
     // Before the instant (only read where flows left: then it held more than it does now).
     const double old_share =
         delta < 0 ? l.capacity / static_cast<double>(static_cast<int64_t>(l.flows.size()) - delta) : share;
     for (uint32_t id : l.flows) {
-      const Flow& g = flows_[id];
       if (rerated_[id] != rerate_stamp_) {
         rerated_[id] = rerate_stamp_;
         touched_.push_back(id);
-        new_rate_[id] = g.rate;
+        new_rate_[id] = rate_[id];
       }
       double& rate = new_rate_[id];
       if (rate < 0) continue;  // already due for the walk (or starting)
-      if (weighted_[link] || (delta < 0 && g.rate >= old_share)) rate = -1;
+      if (weighted_[link] || (delta < 0 && rate_[id] >= old_share)) rate = -1;
       else rate = std::min(rate, share);
     }
   }
   changed_links_.clear();
   for (uint32_t id : touched_) {
     Flow& g = flows_[id];
-    g.remaining = std::max(0.0, g.remaining - g.rate * (now_ - g.last));
-    g.last = now_;
     const double rate = new_rate_[id] < 0 ? rate_of(g) : new_rate_[id];
-    if (rate != g.rate) {
-      g.rate = rate;
-      g.finish = now_ + g.remaining / g.rate;
+    if (rate != rate_[id]) {
+      g.remaining = std::max(0.0, g.remaining - rate_[id] * (now_ - g.last));
+      g.last = now_;
+      rate_[id] = rate;
+      g.finish = now_ + g.remaining / rate;
       schedule(id);
     }
   }
   for (uint32_t id : starting_) {
     Flow& g = flows_[id];
-    g.rate = rate_of(g);
-    g.finish = now_ + g.remaining / g.rate;
+    rate_[id] = rate_of(g);
+    g.finish = now_ + g.remaining / rate_[id];
     schedule(id);
   }
   starting_.clear();
@@ -519,11 +532,14 @@ void Engine::start_flow(Flow f) {
   } else {
     id = static_cast<uint32_t>(flows_.size());
     flows_.emplace_back();
+    heap_pos_.push_back(kNone);
+    rate_.push_back(0);
   }
   f.remaining = static_cast<double>(f.bytes);
   f.last = now_;
   f.finish = now_;
-  f.heap_pos = kNone;
+  heap_pos_[id] = kNone;
+  rate_[id] = 0;
   f.registered = f.bytes > 0;
   flows_[id] = f;
   if (f.registered) starting_.push_back(id);
@@ -531,48 +547,50 @@ void Engine::start_flow(Flow f) {
 }
 
 void Engine::sift_up(size_t i) {
-  const uint32_t id = flow_heap_[i];
+  const HeapEntry e = flow_heap_[i];
   while (i > 0) {
     const size_t parent = (i - 1) / 2;
-    if (!heap_less(id, flow_heap_[parent])) break;
+    if (!(e.finish < flow_heap_[parent].finish)) break;
     heap_place(i, flow_heap_[parent]);
     i = parent;
   }
-  heap_place(i, id);
+  heap_place(i, e);
 }
 
 void Engine::sift_down(size_t i) {
-  const uint32_t id = flow_heap_[i];
+  const HeapEntry e = flow_heap_[i];
   const size_t n = flow_heap_.size();
   for (;;) {
     size_t child = 2 * i + 1;
     if (child >= n) break;
-    if (child + 1 < n && heap_less(flow_heap_[child + 1], flow_heap_[child])) ++child;
-    if (!heap_less(flow_heap_[child], id)) break;
+    if (child + 1 < n && flow_heap_[child + 1].finish < flow_heap_[child].finish) ++child;
+    if (!(flow_heap_[child].finish < e.finish)) break;
     heap_place(i, flow_heap_[child]);
     i = child;
   }
-  heap_place(i, id);
+  heap_place(i, e);
 }
 
 void Engine::schedule(uint32_t id) {
   ++event_count_;
-  Flow& f = flows_[id];
-  if (f.heap_pos == kNone) {
-    flow_heap_.push_back(id);
+  const double finish = flows_[id].finish;
+  const uint32_t pos = heap_pos_[id];
+  if (pos == kNone) {
+    flow_heap_.push_back({finish, id});
     sift_up(flow_heap_.size() - 1);
     return;
   }
-  sift_up(f.heap_pos);
-  sift_down(flows_[id].heap_pos);
+  flow_heap_[pos].finish = finish;
+  sift_up(pos);
+  sift_down(heap_pos_[id]);
 }
 
 uint32_t Engine::pop_flow() {
-  const uint32_t id = flow_heap_.front();
-  flows_[id].heap_pos = kNone;
-  const uint32_t last = flow_heap_.back();
+  const uint32_t id = flow_heap_.front().id;
+  heap_pos_[id] = kNone;
+  const HeapEntry last = flow_heap_.back();
   flow_heap_.pop_back();
-  if (!flow_heap_.empty() && last != id) {
+  if (!flow_heap_.empty() && last.id != id) {
     heap_place(0, last);
     sift_down(0);
   }
@@ -731,13 +749,17 @@ Status Engine::run(SimResult* out) {
   flush_sends();
   settle();
   for (;;) {
-    const double next_flow = flow_heap_.empty() ? kInfinity : flows_[flow_heap_.front()].finish;
+    const double next_flow = flow_heap_.empty() ? kInfinity : flow_heap_.front().finish;
     const double next_arrival = arrivals_.empty() ? kInfinity : arrivals_.top().t;
     if (next_flow == kInfinity && next_arrival == kInfinity) break;
     now_ = std::min(next_flow, next_arrival);
+    if (options_.stop_beyond != nullptr && now_ > options_.stop_beyond->load(std::memory_order_relaxed)) {
+      out->stopped = true;  // the last step ends at now_ or later
+      break;
+    }
     // Everything due now, then the sends it made ready.
     for (;;) {
-      if (!flow_heap_.empty() && flows_[flow_heap_.front()].finish <= now_) {
+      if (!flow_heap_.empty() && flow_heap_.front().finish <= now_) {
         finish_flow(pop_flow());
       } else if (!arrivals_.empty() && arrivals_.top().t <= now_) {
         const Arrival a = arrivals_.top();
@@ -752,7 +774,7 @@ Status Engine::run(SimResult* out) {
     flush_sends();
     settle();
   }
-  if (done_steps_ != total_steps_) {
+  if (done_steps_ != total_steps_ && !out->stopped) {
     for (uint32_t r = 0; r < ranks_.size(); ++r) {
       const Shape& sh = *ranks_[r].shape;
       for (uint32_t i = 0; i < sh.steps(); ++i) {
@@ -766,7 +788,7 @@ Status Engine::run(SimResult* out) {
       }
     }
   }
-  out->seconds = 0;
+  out->seconds = out->stopped ? now_ : 0;
   for (double f : finish_) out->seconds = std::max(out->seconds, f);
   out->rank_finish = finish_;
   out->messages = message_count_;
@@ -866,8 +888,10 @@ std::vector<int> generators(Group g, int q, int n) {
 // same shape (4 periods, the same count, so that count-dependent choices such as an inner
 // algorithm stay the same; q = its ranks / 2 for the half shift), then at full size on ranks q,
 // the far end (n - q, or n/2 for XORs) and the root. XORs only where they map the hardware onto
-// itself: node clusters whose node and rank counts are powers of two. Not `strict`: dependencies
-// may differ (which of its slices a step waits for).
+// itself: node clusters whose node and rank counts are powers of two. The first candidate that
+// holds wins, in the order of the ranks left to simulate: shifts by 1 and P, XORs by 1 and P (P
+// ranks each), then the half shift (n/2). Not `strict`: dependencies may differ (which of its
+// slices a step waits for).
 Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm, const Cluster& cluster,
                        int period, const Program& p0, bool strict) {
   const int n = a.nranks;
@@ -886,42 +910,47 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
   };
   const bool xor_ok = !cluster.is_torus() && power_of_two(n) && power_of_two(ns) && power_of_two(period);
   const bool half_ok = (n / 2) % period == 0 && (ns / 2) % period == 0 && ns / 2 > period;
-  for (Group g : {Group::kShift, Group::kXor}) {
-    if (g == Group::kXor && !xor_ok) continue;
-    // The periods to try, as (on the small instance, at full size).
-    std::vector<std::pair<int, int>> periods = {{1, 1}, {period, period}};
-    if (g == Group::kShift && half_ok) periods.emplace_back(ns / 2, n / 2);
-    for (const auto& [q, q_full] : periods) {
-      if (q >= ns) continue;
-      std::vector<int> sample = {0, 1, period - 1, period, 2 * period - 1, ns / 2 + 1, ns - q, ns - 1};
-      if (has_root(a.coll)) {
-        for (int d : {0, 1, -1, q, -q}) sample.push_back(mod(static_cast<int64_t>(a.root) + d, ns));
-      }
-      bool ok = true;
-      for (int m : generators(g, q, ns)) {
-        for (int r : sample) {
-          if (r < 0 || r >= ns) continue;
-          if (!relabelled_equal(gen(r), gen(relabel(g, r, m, ns)), g, m, ns, strict)) {
-            ok = false;
-            break;
-          }
-        }
-        if (!ok) break;
-      }
-      if (!ok) continue;
-      if (!full) {
-        const int far = g == Group::kXor ? n / 2 : n - q_full;
-        if (!relabelled_equal(p0, plan(a, layout, algorithm, relabel(g, 0, q_full, n)).program, g, q_full, n, strict))
-          continue;
-        if (!relabelled_equal(p0, plan(a, layout, algorithm, far).program, g, far, n, strict)) continue;
-        if (has_root(a.coll) &&
-            !relabelled_equal(plan(a, layout, algorithm, a.root).program,
-                              plan(a, layout, algorithm, relabel(g, a.root, q_full, n)).program, g, q_full, n,
-                              strict))
-          continue;
-      }
-      return {q_full, g};
+  // The candidates, fewest simulated ranks first: (group, q on the small instance, q at full size).
+  struct Candidate {
+    Group g;
+    int q, q_full;
+  };
+  std::vector<Candidate> candidates = {{Group::kShift, 1, 1}, {Group::kShift, period, period}};
+  if (xor_ok) {
+    candidates.push_back({Group::kXor, 1, 1});
+    candidates.push_back({Group::kXor, period, period});
+  }
+  if (half_ok) candidates.push_back({Group::kShift, ns / 2, n / 2});
+  for (const auto& [g, q, q_full] : candidates) {
+    if (q >= ns) continue;
+    std::vector<int> sample = {0, 1, period - 1, period, 2 * period - 1, ns / 2 + 1, ns - q, ns - 1};
+    if (has_root(a.coll)) {
+      for (int d : {0, 1, -1, q, -q}) sample.push_back(mod(static_cast<int64_t>(a.root) + d, ns));
     }
+    bool ok = true;
+    for (int m : generators(g, q, ns)) {
+      for (int r : sample) {
+        if (r < 0 || r >= ns) continue;
+        if (!relabelled_equal(gen(r), gen(relabel(g, r, m, ns)), g, m, ns, strict)) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) break;
+    }
+    if (!ok) continue;
+    if (!full) {
+      const int far = g == Group::kXor ? n / 2 : n - q_full;
+      if (!relabelled_equal(p0, plan(a, layout, algorithm, relabel(g, 0, q_full, n)).program, g, q_full, n, strict))
+        continue;
+      if (!relabelled_equal(p0, plan(a, layout, algorithm, far).program, g, far, n, strict)) continue;
+      if (has_root(a.coll) &&
+          !relabelled_equal(plan(a, layout, algorithm, a.root).program,
+                            plan(a, layout, algorithm, relabel(g, a.root, q_full, n)).program, g, q_full, n,
+                            strict))
+        continue;
+    }
+    return {q_full, g};
   }
   return {};
 }
@@ -979,11 +1008,16 @@ Result<SimResult> reuse_or_run(const std::string& key, const std::function<Resul
   }
   if (made.valid()) {
     Result<SimResult> r = made.get();
+    if (r.ok() && r->stopped) return run();  // a bound under another caller's limit: not this one's answer
     if (r.ok()) r->reused = true;
     return r;
   }
   Result<SimResult> r = run();
   mine.set_value(r);
+  if (r.ok() && r->stopped) {
+    std::lock_guard<std::mutex> lock(mu);
+    runs.erase(key);  // only complete runs are kept
+  }
   return r;
 }
 

@@ -47,6 +47,7 @@
 // which are pure, on that many threads of its own).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -75,6 +76,10 @@ struct SimOptions {
   // count and slicing after rounding and coarsening, same folding): weft-sim's sizes below n
   // elements round to one count. The runs are kept for the life of the process.
   bool reuse_runs = false;
+  // Stop the run once the simulated time passes *stop_beyond, read as the run goes (another
+  // thread may lower it; weft-sim --race sets it to the best time of the size so far): the result
+  // is then a lower bound (SimResult::stopped), and is never kept for reuse.
+  const std::atomic<double>* stop_beyond = nullptr;
 };
 
 struct LinkUse {
@@ -98,6 +103,7 @@ struct SimResult {
   double build_seconds = 0;         // generating and converting programs (wall clock)
   double run_seconds = 0;           // the event loop (wall clock)
   bool reused = false;              // the run was an identical earlier one's (reuse_runs)
+  bool stopped = false;             // stopped past *SimOptions::stop_beyond: seconds is a lower bound
   Algorithm simulated_as = Algorithm::kRing;  // whose program ran: another's where same_program_as says so
   std::vector<double> bytes_by_kind;  // indexed by topology::LinkKind (with link_stats)
   std::vector<LinkUse> busiest;       // the most utilised links, at most 8 (with link_stats)

@@ -6,12 +6,16 @@
 // Sizes are as weft-bench (and nccl-tests) count them: the bytes of the whole operation, so for
 // allgather, reduce_scatter, alltoall, gather and scatter the per-rank count is size / nranks /
 // typesize. Usage errors exit 2; a failed simulation exits 1.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -53,6 +57,8 @@ constexpr const char* kUsage =
     "  --threads N      threads generating programs, shared by the jobs (default: 2, or 1 on one core)\n"
     "  --links          report the busiest links of each run\n"
     "  --time           report how long each simulation and the whole sweep took\n"
+    "  --race           find each size's winner only: a simulation stops once its simulated time\n"
+    "                   passes the best finished one of its size, and its row shows that bound\n"
     "  --csv            comma-separated output, one row per size and algorithm\n"
     "  -h, --help       this help\n"
     "presets:\n";
@@ -68,7 +74,7 @@ struct Options {
   int root = 0;
   size_t slice_bytes = weft::algorithms::kDefaultSliceBytes;
   uint64_t budget = 1'000'000;
-  bool exact = false, links = false, time = false, csv = false;
+  bool exact = false, links = false, time = false, csv = false, race = false;
   int threads = std::max(1u, std::min(2u, std::thread::hardware_concurrency()));
   int jobs = threads;
 };
@@ -92,6 +98,7 @@ int parse_args(int argc, char** argv, Options* o) {
     if (flag == "--links") { o->links = true; continue; }
     if (flag == "--time") { o->time = true; continue; }
     if (flag == "--csv") { o->csv = true; continue; }
+    if (flag == "--race") { o->race = true; continue; }
     static constexpr const char* kWithValue[] = {"--cluster", "--coll", "-b", "-e", "-f", "--algo", "-d",
                                                  "-o", "-r", "--slice", "--budget", "--threads", "--jobs"};
     bool known = false;
@@ -176,6 +183,9 @@ struct Size {
   CollectiveArgs a;
   size_t total = 0;  // bytes as weft-bench counts them
   std::vector<Job> jobs;
+  // The best time a job of this size has finished with so far (--race stops the others past it).
+  std::shared_ptr<std::atomic<double>> best =
+      std::make_shared<std::atomic<double>>(std::numeric_limits<double>::infinity());
 };
 
 // The sizes from -b to -e, each with a job per algorithm (not applicable ones marked).
@@ -203,17 +213,37 @@ std::vector<Size> plan_sweep(const Options& o, const weft::algorithms::Layout& l
   return sizes;
 }
 
-// Runs the applicable jobs of a sweep on `workers` threads, in size order as threads free up;
-// wait_for(s) returns once every job of s is done. Every (size, algorithm) simulation is
-// independent, and each event loop is serial: running several at once is what uses the cores.
+// The fastest complete simulation of a size whose jobs have all finished; nullptr while one is
+// running, or if none succeeded.
+const Job* winner(const Size& s) {
+  const Job* best = nullptr;
+  for (const Job& j : s.jobs) {
+    if (!j.applicable) continue;
+    if (!j.r) return nullptr;
+    if (j.r->ok() && !(*j.r)->stopped && (best == nullptr || (*j.r)->seconds < (*best->r)->seconds)) best = &j;
+  }
+  return best;
+}
+
+// Runs the applicable jobs of a sweep on `workers` threads as threads free up; wait_for(s)
+// returns once every job of s is done. Every (size, algorithm) simulation is independent, and
+// each event loop is serial: running several at once is what uses the cores. The order: the
+// smallest size first (below n elements most sizes round to its count, and reuse its runs once
+// they are done instead of waiting for them), then from the largest size down (the long
+// simulations first, so that the short ones fill in at the end and the workers finish together).
+// Racing (`race`), sizes go up in order, and of a size's jobs the algorithm that won the last
+// size finished starts first: it is likely to win again, and its time stops the others early.
 class JobPool {
  public:
   JobPool(std::vector<Size>& sizes, int max_workers, const weft::algorithms::SimOptions& options,
-          const weft::algorithms::Layout& layout, const weft::topology::Cluster& cluster)
-      : layout_(layout), cluster_(cluster), options_(options) {
-    for (Size& s : sizes)
-      for (Job& j : s.jobs)
-        if (j.applicable) queue_.emplace_back(&s, &j);
+          const weft::algorithms::Layout& layout, const weft::topology::Cluster& cluster, bool race)
+      : layout_(layout), cluster_(cluster), options_(options), race_(race) {
+    std::vector<Size*> order;
+    for (Size& s : sizes) order.push_back(&s);
+    if (!race && order.size() > 1) std::reverse(order.begin() + 1, order.end());
+    for (Size* s : order)
+      for (Job& j : s->jobs)
+        if (j.applicable) queue_.emplace_back(s, &j);
     workers_ = std::max(1, std::min(max_workers, static_cast<int>(queue_.size())));
     options_.threads = std::max(1, options.threads / workers_);  // the generator threads, shared
     for (int t = 0; t < workers_; ++t) pool_.emplace_back([this] { work(); });
@@ -239,14 +269,27 @@ class JobPool {
         std::lock_guard<std::mutex> lock(mu_);
         if (next_ == queue_.size()) return;
         i = next_++;
+        if (race_) {
+          // The last winner's job of this size, if it is still queued, runs now.
+          for (size_t k = i + 1; k < queue_.size() && queue_[k].first == queue_[i].first; ++k)
+            if (last_winner_ && queue_[k].second->algo == *last_winner_) std::swap(queue_[i], queue_[k]);
+        }
       }
       auto [size, job] = queue_[i];
+      weft::algorithms::SimOptions options = options_;
+      if (race_) options.stop_beyond = size->best.get();
       const auto t0 = std::chrono::steady_clock::now();
-      auto r = weft::algorithms::simulate_algorithm(size->a, layout_, job->algo, cluster_, options_);
+      auto r = weft::algorithms::simulate_algorithm(size->a, layout_, job->algo, cluster_, options);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r.ok() && !r->stopped) {
+        double best = size->best->load();
+        while (r->seconds < best && !size->best->compare_exchange_weak(best, r->seconds)) {
+        }
+      }
       std::lock_guard<std::mutex> lock(mu_);
       job->r.emplace(std::move(r));
       job->wall = wall;
+      if (const Job* w = winner(*size)) last_winner_ = w->algo;
       done_cv_.notify_all();
     }
   }
@@ -254,7 +297,9 @@ class JobPool {
   const weft::algorithms::Layout& layout_;
   const weft::topology::Cluster& cluster_;
   weft::algorithms::SimOptions options_;
-  std::vector<std::pair<const Size*, Job*>> queue_;  // the applicable jobs, in print order
+  bool race_ = false;
+  std::optional<Algorithm> last_winner_;  // of the last size whose jobs all finished
+  std::vector<std::pair<const Size*, Job*>> queue_;  // the applicable jobs, in running order
   int workers_ = 1;
   std::mutex mu_;
   std::condition_variable done_cv_;
@@ -272,7 +317,7 @@ struct Printer {
   void header() const {
     if (o.csv) {
       std::printf("collective,cluster,nranks,bytes,count,algorithm,seconds,algbw_GBps,busbw_GBps,winner,sim_seconds,"
-                  "period,approximate,slice_bytes,coarsened,count_simulated,messages\n");
+                  "period,approximate,slice_bytes,coarsened,count_simulated,messages,stopped\n");
       return;
     }
     std::printf("# weft-sim %s on %s: %d ranks (%s), %s %s, slice %s\n", coll_name.c_str(), cluster.spec().name.c_str(),
@@ -286,7 +331,6 @@ struct Printer {
   // Prints the rows of a finished size; returns its fastest job (nullptr if none succeeded) and
   // sets *failed when a simulation failed.
   const Job* size_rows(const Size& s, bool* failed) const {
-    const Job* best = nullptr;
     for (const Job& j : s.jobs) {
       if (!j.applicable) {
         if (!o.csv && !o.algos.empty())
@@ -301,8 +345,8 @@ struct Printer {
         *failed = true;
         continue;
       }
-      if (best == nullptr || (*j.r)->seconds < (*best->r)->seconds) best = &j;
     }
+    const Job* best = winner(s);
     for (const Job& j : s.jobs)
       if (j.applicable && j.r->ok()) row(s, j, &j == best);
     return best;
@@ -316,10 +360,10 @@ struct Printer {
     const double busbw = algbw * weft::algorithms::bus_factor(o.coll, layout.nranks);
     const size_t slice_bytes = r.slice_count * weft::dtype_size(o.dtype);
     if (o.csv) {
-      std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%d,%zu,%d,%zu,%llu\n", coll_name.c_str(),
+      std::printf("%s,\"%s\",%d,%zu,%zu,%s,%.9g,%.6g,%.6g,%d,%.4g,%d,%d,%zu,%d,%zu,%llu,%d\n", coll_name.c_str(),
                   cluster.spec().name.c_str(), layout.nranks, s.total, s.a.count, name.c_str(), t, algbw, busbw, winner,
                   j.wall, r.period, r.approximate ? 1 : 0, slice_bytes, r.coarsened ? 1 : 0, r.count,
-                  static_cast<unsigned long long>(r.messages));
+                  static_cast<unsigned long long>(r.messages), r.stopped ? 1 : 0);
       return;
     }
     std::string notes = winner ? "* " : "  ";
@@ -330,13 +374,21 @@ struct Printer {
     if (r.padded) notes += "count:" + std::to_string(r.count) + " ";
     if (r.simulated_as != j.algo) notes += "as:" + std::string(weft::algorithms::algorithm_name(r.simulated_as)) + " ";
     if (r.reused) notes += "reused ";
+    if (r.stopped) notes += "stopped ";
     char wall[32] = "";
     if (o.time) {
       std::snprintf(wall, sizeof(wall), "%7.3f ", j.wall);
       notes += "(build " + std::to_string(r.build_seconds).substr(0, 5) + "s, events " + std::to_string(r.events) + ") ";
     }
-    std::printf(" %11zu %12zu  %-18s %12.2f %8.2f %8.2f  %s%s\n", s.total, s.a.count, name.c_str(), t * 1e6, algbw, busbw,
-                wall, notes.c_str());
+    if (r.stopped) {  // a lower bound: the winner's time had passed
+      char bound[32];
+      std::snprintf(bound, sizeof(bound), ">%.2f", t * 1e6);
+      std::printf(" %11zu %12zu  %-18s %12s %8s %8s  %s%s\n", s.total, s.a.count, name.c_str(), bound, "-", "-",
+                  wall, notes.c_str());
+    } else {
+      std::printf(" %11zu %12zu  %-18s %12.2f %8.2f %8.2f  %s%s\n", s.total, s.a.count, name.c_str(), t * 1e6, algbw,
+                  busbw, wall, notes.c_str());
+    }
     if (o.links) {
       for (const auto& use : r.busiest)
         std::printf("#%38s %-34s %6.1f%% busy, %.4g bytes\n", "", cluster.link_name(use.link).c_str(),
@@ -389,7 +441,7 @@ int main(int argc, char** argv) {
   bool failed = false;
   int workers = 1;
   {
-    JobPool pool(sizes, o.jobs, so, layout, *cluster);
+    JobPool pool(sizes, o.jobs, so, layout, *cluster, o.race);
     workers = pool.workers();
     for (const Size& s : sizes) {
       pool.wait_for(s);

@@ -22,6 +22,8 @@
 //              either input's payload for NaN + NaN; canonicalising makes the bits independent of
 //              operand order, instruction set and machine.)
 //   kAvg       reduce_fn(type, kAvg) is the kSum kernel; divide_by() finishes.
+//   Order      every kernel is exactly commutative: a (op) b and b (op) a are the same bits
+//              (recursive doubling relies on it: both ranks of a pair combine own (op) incoming).
 //
 // Pointers: no alignment requirement. dst may alias a or b exactly (same pointer); any other
 // overlap is not allowed. count may be 0 (pointers are then not touched).

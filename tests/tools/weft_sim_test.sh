@@ -1,6 +1,7 @@
 #!/bin/sh
 # weft-sim end to end: a sweep run two simulations at a time and three at a time predicts what one
-# at a time does, row for row in size order; the winners line; the exit codes of bad input.
+# at a time does, row for row in size order; --race finds the same winners with the same times,
+# every row it stopped past its size's winner; the winners line; the exit codes of bad input.
 #   sh weft_sim_test.sh WEFT_SIM
 set -u
 SIM=$1
@@ -22,6 +23,17 @@ awk -F, 'NR > 1 && $4 + 0 < last { exit 1 } NR > 1 { last = $4 + 0 }' "$TMP/cut2
 # One winner per size.
 [ "$(awk -F, 'NR > 1 && $10 == 1' "$TMP/cut2" | wc -l)" = "$(awk -F, 'NR > 1 { print $4 }' "$TMP/cut2" | sort -u | wc -l)" ] ||
   fail "not one winner per size"
+
+# --race: the winner rows (size, algorithm, seconds) of the full sweep, and stopped rows (column
+# 18) past the winner of their size (at the 9 digits printed, not below it).
+"$SIM" --cluster dgx-h100:4 -b 8 -e 64M -f 8 --csv --jobs 2 --race >"$TMP/race" 2>"$TMP/err" ||
+  fail "--race exited $?: $(cat "$TMP/err")"
+awk -F, 'NR > 1 && $10 == 1 { print $4, $6, $7 }' "$TMP/cut1" >"$TMP/won"
+awk -F, 'NR > 1 && $10 == 1 { print $4, $6, $7 }' "$TMP/race" >"$TMP/won_race"
+cmp -s "$TMP/won" "$TMP/won_race" || fail "--race winners differ: $(diff "$TMP/won" "$TMP/won_race" | head -4)"
+[ "$(awk -F, 'NR > 1 && $18 == 1' "$TMP/race" | wc -l)" -gt 0 ] || fail "--race stopped no simulation"
+awk -F, 'NR > 1 && $10 == 1 { best[$4] = $7 } NR > 1 && $18 == 1 { bound[$4 " " $6] = $7; size[$4 " " $6] = $4 }
+  END { for (k in bound) if (!(bound[k] >= best[size[k]])) exit 1 }' "$TMP/race" || fail "--race stopped a row below its winner"
 
 "$SIM" --cluster torus:4x4 -b 8 -e 1M -f 16 --algo torus,ring --jobs 2 >"$TMP/out" 2>"$TMP/err" || fail "torus sweep exited $?"
 grep -q '^# winners: 8:torus 128:torus 2K:torus 32K:torus 512K:torus$' "$TMP/out" || fail "torus winners: $(grep winners "$TMP/out")"

@@ -8,9 +8,11 @@
 // Latency, bytes and agreement come from a small dependency-driven simulator: a step runs as
 // soon as its dependencies are met, queues per (peer, channel) post in order, a message takes
 // one unit of time (optionally queueing behind the last one on its link), and every value is a
-// symbol: each input element a distinct one, each reduction a new one per (left, right) pair of
+// symbol: each input element a distinct one, each reduction a new one per unordered pair of
 // operands, so two ranks agree on an element exactly when they computed it by the same
-// expression tree, which is what bitwise agreement needs whatever the dtype and op.
+// expression tree up to the order of a reduction's two operands, which is what bitwise agreement
+// needs whatever the dtype and op: the kernels are exactly commutative (a (op) b and b (op) a are
+// the same bits; kernels_reduce_test checks it) but not associative.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -70,7 +72,7 @@ struct Sim {
     }
   }
   double combine(double x, double y) {
-    auto [it, fresh] = interned.emplace(std::make_pair(x, y), next_symbol);
+    auto [it, fresh] = interned.emplace(std::minmax(x, y), next_symbol);
     if (fresh) next_symbol += 1;
     return it->second;
   }

@@ -2,6 +2,7 @@
 // on a uniform ring: 2(n-1)(alpha + S/(n beta)); two flows on one link: twice the time), its
 // reductions (folding by symmetry equals the full simulation; coarsening and padding say so), and
 // its errors (schedules that would hang, layouts that do not fit).
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -268,16 +269,30 @@ TEST(Simulator, RoundingKeepsTheGeneratorsPath) {
 TEST(Simulator, FoldsByTheShiftOfHalfTheRanks) {
   // Recursive halving and doubling on a torus: no shift along the last dimension but the one by
   // half the ranks (which is the XOR of their top bit) maps every rank's program onto another's.
+  // Recursive doubling too, since both ranks of a pair run the same steps (each reduces as the
+  // data arrives).
   const Cluster c = must_parse("torus:8x8x8");
   const Layout l = layout_of(c);
   const CollectiveArgs a = allreduce(512, 512 * 64);
   SimOptions full;
   full.use_symmetry = false;
-  const SimResult rx = must_simulate(a, l, Algorithm::kRabenseifner, c, full);
-  const SimResult rf = must_simulate(a, l, Algorithm::kRabenseifner, c, SimOptions{});
-  EXPECT_EQ(rf.period, 256);
-  EXPECT_EQ(rx.period, 0);
-  EXPECT_NEAR(rf.seconds, rx.seconds, rx.seconds * 1e-9);
+  for (Algorithm algo : {Algorithm::kRabenseifner, Algorithm::kRecursiveDoubling}) {
+    SCOPED_TRACE(algorithm_name(algo));
+    const SimResult rx = must_simulate(a, l, algo, c, full);
+    const SimResult rf = must_simulate(a, l, algo, c, SimOptions{});
+    EXPECT_EQ(rf.period, 256);
+    EXPECT_EQ(rx.period, 0);
+    EXPECT_NEAR(rf.seconds, rx.seconds, rx.seconds * 1e-9);
+  }
+  // On nodes (a power of two of them), XORs by a node's ranks fold recursive doubling further:
+  // to one node.
+  const Cluster dgx = must_parse("dgx-h100:8");
+  const CollectiveArgs b = allreduce(64, 64 * 1000);
+  const SimResult dx = must_simulate(b, layout_of(dgx), Algorithm::kRecursiveDoubling, dgx, full);
+  const SimResult df = must_simulate(b, layout_of(dgx), Algorithm::kRecursiveDoubling, dgx, SimOptions{});
+  EXPECT_EQ(df.period, 8);
+  EXPECT_TRUE(df.xor_symmetry);
+  EXPECT_NEAR(df.seconds, dx.seconds, dx.seconds * 1e-9);
 }
 
 // 2 floats rounded to 16,384 would send 32 KiB in recursive halving's first step, 32 hops away
@@ -312,6 +327,39 @@ TEST(Simulator, ReusesAnIdenticalRun) {
   EXPECT_GT(other.seconds, first.seconds);
   o.reuse_runs = false;
   EXPECT_FALSE(must_simulate(allreduce(6, count), l, Algorithm::kRing, c, o).reused);
+}
+
+// A run stops once its simulated time passes the limit (weft-sim --race): it reports a lower
+// bound past the limit, is never kept for reuse, and a limit it does not reach changes nothing.
+TEST(Simulator, StopsPastTheLimitWithALowerBound) {
+  const Cluster c = must_parse("torus:4x4x8");
+  const Layout l = layout_of(c);
+  const CollectiveArgs a = allreduce(128, fresh_count(128 * 40));
+  SimOptions o;
+  o.reuse_runs = true;
+  std::atomic<double> limit{std::numeric_limits<double>::infinity()};
+  o.stop_beyond = &limit;
+  const SimResult whole = must_simulate(a, l, Algorithm::kRing, c, o);
+  EXPECT_FALSE(whole.stopped);
+  SimOptions plain;  // no limit
+  plain.reuse_runs = true;
+  EXPECT_TRUE(must_simulate(a, l, Algorithm::kRing, c, plain).reused);
+  limit = whole.seconds / 2;
+  CollectiveArgs b = a;
+  b.count += 128;  // a run not made before
+  plain.reuse_runs = false;
+  const SimResult whole_b = must_simulate(b, l, Algorithm::kRing, c, plain);
+  const SimResult stopped = must_simulate(b, l, Algorithm::kRing, c, o);
+  EXPECT_TRUE(stopped.stopped);
+  EXPECT_GT(stopped.seconds, limit.load());
+  EXPECT_LE(stopped.seconds, whole_b.seconds);
+  EXPECT_LT(stopped.events, whole_b.events);
+  limit = whole_b.seconds * 2;
+  const SimResult after = must_simulate(b, l, Algorithm::kRing, c, o);
+  EXPECT_FALSE(after.stopped);
+  EXPECT_FALSE(after.reused);  // the stopped run was not kept
+  EXPECT_EQ(after.seconds, whole_b.seconds);
+  EXPECT_EQ(after.events, whole_b.events);
 }
 
 TEST(Simulator, SimulatesTheProgramAnotherAlgorithmMakesAsThatOne) {

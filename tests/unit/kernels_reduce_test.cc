@@ -391,6 +391,23 @@ TEST_P(ReduceTest, LargeCallsStreamTheSameResult) {
   }
 }
 
+// a (op) b and b (op) a are the same bits on every path (NaN, signed zeros and infinities
+// included): the algorithms rely on it where the two ranks of a pair each combine their own value
+// with the other's and must end bitwise equal (recursive doubling).
+TEST_P(ReduceTest, OperandOrderDoesNotChangeTheBits) {
+  const auto [type, op] = GetParam();
+  const size_t n = 1023;
+  const size_t bytes = n * dtype_size(type);
+  const Inputs& in = cached_inputs(type, n);
+  Bytes ab(bytes), ba(bytes);
+  for (const KernelTable* t : tables()) {
+    const ReduceFn fn = t->reduce[static_cast<int>(type)][kernel_op_index(op)];
+    fn(ab.data(), in.a.data(), in.b.data(), n);
+    fn(ba.data(), in.b.data(), in.a.data(), n);
+    ASSERT_TRUE(ab == ba) << t->isa << " " << first_difference(ba, ab, dtype_size(type));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceTest, testing::ValuesIn(all_cases()), case_name);
 
 // ---- specific semantics ----
