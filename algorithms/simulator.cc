@@ -186,9 +186,10 @@ class Engine {
     bool matched = false;  // receives: some sender feeds this queue
   };
   struct Flow {
-    double remaining = 0, last = 0;  // its rate is rate_[id]
+    // Bytes left as of `last`. Its rate is rate_[id] and its completion time sits in the heap
+    // (flow_heap_), both apart from the Flow so that re-rating and sifting touch no Flow.
+    double remaining = 0, last = 0;
     uint64_t bytes = 0;
-    double finish = 0;               // when the last byte leaves at the current rate
     uint32_t route_begin = 0, route_n = 0;
     Hop extra{kNone, 1};
     FlowType type = FlowType::kLocal;
@@ -232,7 +233,7 @@ class Engine {
   }
   void sift_up(size_t i);
   void sift_down(size_t i);
-  void schedule(uint32_t id);  // (re)places flow `id` at flows_[id].finish
+  void schedule(uint32_t id, double finish);  // (re)places flow `id` to end at `finish`
   uint32_t pop_flow();
   void complete(uint32_t sim, uint32_t step);
   void ready(uint32_t sim, uint32_t step);
@@ -249,6 +250,7 @@ class Engine {
   void start_flow(Flow f);
   void finish_flow(uint32_t id);
   double rate_of(const Flow& f) const;
+  double hop_rate(const Hop& h) const;  // the rate one hop allows, as of the last settle()
   // Flow counts change per link as flows start and end; `delta` counts them until settle().
   void count_change(uint32_t link, int delta);
   // At the end of an instant: the flows that started in it join their links, and every flow on
@@ -422,22 +424,18 @@ Status Engine::connect() {
   return Status();
 }
 
+double Engine::hop_rate(const Hop& h) const {
+  // share_ is the same quotient for weight 1 (most hops are links, crossed at weight 1).
+  if (h.weight == 1.0f) return share_[h.link];
+  const LinkState& l = links_[h.link];
+  return l.capacity / (static_cast<double>(l.flows.size()) * h.weight);
+}
+
 double Engine::rate_of(const Flow& f) const {
   double rate = std::numeric_limits<double>::infinity();
   const Hop* h = hops(f);
-  for (uint32_t i = 0; i < f.route_n; ++i) {
-    // share_ is the same quotient for weight 1 (and most hops are links, crossed at weight 1).
-    if (h[i].weight == 1.0f) {
-      rate = std::min(rate, share_[h[i].link]);
-    } else {
-      const LinkState& l = links_[h[i].link];
-      rate = std::min(rate, l.capacity / (static_cast<double>(l.flows.size()) * h[i].weight));
-    }
-  }
-  if (f.extra.link != kNone) {
-    const LinkState& l = links_[f.extra.link];
-    rate = std::min(rate, l.capacity / (static_cast<double>(l.flows.size()) * f.extra.weight));
-  }
+  for (uint32_t i = 0; i < f.route_n; ++i) rate = std::min(rate, hop_rate(h[i]));
+  if (f.extra.link != kNone) rate = std::min(rate, hop_rate(f.extra));
   return rate;
 }
 
@@ -511,15 +509,13 @@ void Engine::settle() {
       g.remaining = std::max(0.0, g.remaining - rate_[id] * (now_ - g.last));
       g.last = now_;
       rate_[id] = rate;
-      g.finish = now_ + g.remaining / rate;
-      schedule(id);
+      schedule(id, now_ + g.remaining / rate);
     }
   }
   for (uint32_t id : starting_) {
     Flow& g = flows_[id];
     rate_[id] = rate_of(g);
-    g.finish = now_ + g.remaining / rate_[id];
-    schedule(id);
+    schedule(id, now_ + g.remaining / rate_[id]);
   }
   starting_.clear();
 }
@@ -537,13 +533,12 @@ void Engine::start_flow(Flow f) {
   }
   f.remaining = static_cast<double>(f.bytes);
   f.last = now_;
-  f.finish = now_;
   heap_pos_[id] = kNone;
   rate_[id] = 0;
   f.registered = f.bytes > 0;
   flows_[id] = f;
   if (f.registered) starting_.push_back(id);
-  else schedule(id);
+  else schedule(id, now_);
 }
 
 void Engine::sift_up(size_t i) {
@@ -571,9 +566,8 @@ void Engine::sift_down(size_t i) {
   heap_place(i, e);
 }
 
-void Engine::schedule(uint32_t id) {
+void Engine::schedule(uint32_t id, double finish) {
   ++event_count_;
-  const double finish = flows_[id].finish;
   const uint32_t pos = heap_pos_[id];
   if (pos == kNone) {
     flow_heap_.push_back({finish, id});

@@ -281,12 +281,8 @@ class JobPool {
       const auto t0 = std::chrono::steady_clock::now();
       auto r = weft::algorithms::simulate_algorithm(size->a, layout_, job->algo, cluster_, options);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (r.ok() && !r->stopped) {
-        double best = size->best->load();
-        while (r->seconds < best && !size->best->compare_exchange_weak(best, r->seconds)) {
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<std::mutex> lock(mu_);  // every writer of size->best holds it
+      if (r.ok() && !r->stopped && r->seconds < size->best->load()) size->best->store(r->seconds);
       job->r.emplace(std::move(r));
       job->wall = wall;
       if (const Job* w = winner(*size)) last_winner_ = w->algo;
@@ -380,15 +376,15 @@ struct Printer {
       std::snprintf(wall, sizeof(wall), "%7.3f ", j.wall);
       notes += "(build " + std::to_string(r.build_seconds).substr(0, 5) + "s, events " + std::to_string(r.events) + ") ";
     }
-    if (r.stopped) {  // a lower bound: the winner's time had passed
-      char bound[32];
-      std::snprintf(bound, sizeof(bound), ">%.2f", t * 1e6);
-      std::printf(" %11zu %12zu  %-18s %12s %8s %8s  %s%s\n", s.total, s.a.count, name.c_str(), bound, "-", "-",
-                  wall, notes.c_str());
-    } else {
-      std::printf(" %11zu %12zu  %-18s %12.2f %8.2f %8.2f  %s%s\n", s.total, s.a.count, name.c_str(), t * 1e6, algbw,
-                  busbw, wall, notes.c_str());
+    // A stopped run's time is a lower bound (the winner's had passed), with no bandwidths.
+    char time_us[32], alg[16] = "-", bus[16] = "-";
+    std::snprintf(time_us, sizeof(time_us), r.stopped ? ">%.2f" : "%.2f", t * 1e6);
+    if (!r.stopped) {
+      std::snprintf(alg, sizeof(alg), "%.2f", algbw);
+      std::snprintf(bus, sizeof(bus), "%.2f", busbw);
     }
+    std::printf(" %11zu %12zu  %-18s %12s %8s %8s  %s%s\n", s.total, s.a.count, name.c_str(), time_us, alg, bus, wall,
+                notes.c_str());
     if (o.links) {
       for (const auto& use : r.busiest)
         std::printf("#%38s %-34s %6.1f%% busy, %.4g bytes\n", "", cluster.link_name(use.link).c_str(),
