@@ -3,6 +3,7 @@
 // connections, and releasing waiting streams on abort. See comm_state.h and docs/NCCL.md.
 #include "src/comm_state.h"
 
+#include <bit>
 #include <chrono>
 
 #include "src/backoff.h"
@@ -74,13 +75,18 @@ Status CommState::device_setup(const Operation& op) {
 Result<void*> CommState::device_scratch(size_t bytes) {
   if (bytes <= device_scratch_bytes_) return device_scratch_;
   // The previous run finished on the stream (run_next synchronises), so the old block is free.
-  cuda::device_free(device_scratch_);
+  // But cudaFree waits for the whole device, a caller's stream held for a result included
+  // (docs/NCCL.md, "Stream order"): with stream order the old block waits for destruction, and
+  // blocks grow by powers of two so that few do.
+  if (device_stream_order_) retired_scratch_.push_back(device_scratch_);
+  else cuda::device_free(device_scratch_);
   device_scratch_ = nullptr;
   device_scratch_bytes_ = 0;
-  auto p = cuda::device_alloc(bytes);
+  const size_t size = std::bit_ceil(bytes);
+  auto p = cuda::device_alloc(size);
   WEFT_TRY(p);
   device_scratch_ = *p;
-  device_scratch_bytes_ = bytes;
+  device_scratch_bytes_ = size;
   return *p;
 }
 
@@ -110,7 +116,7 @@ Result<transport::Connection*> CommState::cuda_connection(int peer, int channel,
   auto control = host->connect(peer, channel + kCudaControlChannel, deadline);
   if (!control.ok())
     return control.status().with_context("connecting to rank " + std::to_string(peer) + " over cuda");
-  auto conn = transport::make_cuda_connection(std::move(*control), stream_, ipc_cache_, peer, channel);
+  auto conn = transport::make_cuda_connection(std::move(*control), stream_, peer, channel, config_.timeout);
   WEFT_TRY(conn);
   transport::Connection* raw = conn->get();
   log_.info("connected to rank " + std::to_string(peer) + ": " + raw->describe());

@@ -272,6 +272,7 @@ CommState::~CommState() {
     (void)cuda::stream_sync(stream_);
     cuda_connections_.clear();
     cuda::device_free(device_scratch_);
+    for (void* p : retired_scratch_) cuda::device_free(p);
     cuda::device_free(done_flag_);
     cuda::stream_destroy(stream_);
   }
@@ -463,13 +464,18 @@ Status CommState::execute(Operation& op) {
     spec.bindings.user = op.buffers;
   } else {
     auto key = std::make_tuple(static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype),
-                               static_cast<int>(a.op), a.root, a.in_place);
+                               static_cast<int>(a.op), a.root, a.in_place, op.device);
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       if (plans_.size() >= kPlanCacheEntries) plans_.clear();
       const algorithms::TunedCall pick = tuned_for(a);
       algorithms::CollectiveArgs tuned = a;
       tuned.slice_count = pick.slice_count;
+      // The tuner's slices are the host's; on the device each message chunk costs a round trip
+      // of the cuda transport, so slices are no finer than its chunk (unless WEFT_SLICE_BYTES).
+      if (op.device && config_.slice_bytes == 0 && tuned.slice_count > 0)
+        tuned.slice_count =
+            std::max(tuned.slice_count, algorithms::slice_elements(transport::kCudaChunkBytes, a.dtype));
       it = plans_.emplace(key, algorithms::plan(tuned, layout_, pick.algorithm, rank_)).first;
     }
     plan = &it->second;

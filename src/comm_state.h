@@ -117,7 +117,7 @@ class CommState : public ConnectionSource {
   std::mutex exec_mu_;
   Executor executor_;
   Scratch scratch_;
-  std::map<std::tuple<int, size_t, int, int, int, bool>, algorithms::Plan> plans_;
+  std::map<std::tuple<int, size_t, int, int, int, bool, bool>, algorithms::Plan> plans_;  // ..., device
   uint64_t coll_seq_ = 0;
   std::vector<uint64_t> peer_seq_;
   Status broken_;  // the first non-argument failure (also copied to async_error_ under queue_mu_)
@@ -141,9 +141,9 @@ class CommState : public ConnectionSource {
   bool device_stream_order_ = false;  // NCCL calls return before a device op is done (see submit)
   void* device_scratch_ = nullptr; // TMP for device runs (exec_mu_), grown, never shrunk
   size_t device_scratch_bytes_ = 0;
+  std::vector<void*> retired_scratch_;  // outgrown while a caller's stream may be held: freed at destruction
   bool device_run_ = false;        // exec_mu_: connection() hands out cuda connections
   std::string device_refusal_;     // why device buffers cannot run here (set at init), or empty
-  transport::IpcCache ipc_cache_;  // before the connections, so they close first
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> cuda_connections_;
 
   GroupState group_;

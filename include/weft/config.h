@@ -38,8 +38,8 @@ struct Config {
   bool cma = false;
   // WEFT_CUDA_STREAM_ORDER: 1 lets NCCL calls on device buffers return at once, the caller's
   // stream waiting on the GPU for the result, where CUDA loads kernels eagerly
-  // (CUDA_MODULE_LOADING=EAGER). Off by default: any call that waits for the whole device (a
-  // cudaFree, a kernel's lazy load) while such a stream waits can then deadlock (docs/NCCL.md).
+  // (CUDA_MODULE_LOADING=EAGER). Off by default: a kernel's lazy load waits for the whole device,
+  // so under CUDA's default lazy loading a held stream can deadlock (docs/NCCL.md).
   bool cuda_stream_order = false;
   // WEFT_CMA_THRESHOLD: the message size from which shm uses CMA.
   size_t cma_threshold = size_t{64} << 10;

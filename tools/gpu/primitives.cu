@@ -3,11 +3,14 @@
 // `/tmp/prim order E A P K`: the GPU path's order of calls on two threads (see order()).
 // `/tmp/prim xproc`: two processes on the GPU; does a stream of one, blocked in a wait on a
 // value, stop the other's kernels?
+// `/tmp/prim ipc`: which calls of the GPU path wait for the whole device? Each is timed while a
+// stream is held by a kernel polling host memory, released from the host after 3 s.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -114,8 +117,93 @@ static void order(bool early, bool after, int priority, bool kernel_wait) {
   printf(", caller a %s\n", wait_for(a));
 }
 
+// held(name, fn): a kernel on its own stream polls a mapped host flag; fn() runs meanwhile and a
+// watchdog sets the flag after 3 s. A call that returns only then waited for the held stream.
+template <typename Fn>
+static void held(const char* name, Fn fn) {
+  static volatile uint32_t* flag = nullptr;
+  static uint32_t* flag_dev = nullptr;
+  static cudaStream_t a = nullptr;
+  if (flag == nullptr) {
+    cudaHostAlloc((void**)&flag, 4, cudaHostAllocMapped);
+    cudaHostGetDevicePointer((void**)&flag_dev, (void*)flag, 0);
+    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  }
+  *flag = 0;
+  wait_kernel<<<1, 1, 0, a>>>(flag_dev, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!done.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    *flag = 1;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const cudaError_t e = fn();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  done = true;
+  watchdog.join();
+  printf("ipc %-34s %-8s %8.1f ms  %s\n", name, ms > 2900 ? "WAITS" : "ok", ms, cudaGetErrorString(e));
+  fflush(stdout);
+  cudaStreamSynchronize(a);
+}
+
+// The child exports a 4 MiB allocation and waits; the parent opens, reads and closes it (and
+// allocates, frees, exports) while one of its streams is held.
+static int ipc() {
+  int to_parent[2], to_child[2];
+  if (pipe(to_parent) != 0 || pipe(to_child) != 0) return 1;
+  const pid_t child = fork();
+  if (child == 0) {
+    void* p = nullptr;
+    cudaMalloc(&p, 4 << 20);
+    cudaIpcMemHandle_t h;
+    cudaIpcGetMemHandle(&h, p);
+    if (write(to_parent[1], &h, sizeof h) != (ssize_t)sizeof h) _exit(1);
+    char c;
+    if (read(to_child[0], &c, 1) != 1) _exit(1);
+    _exit(0);
+  }
+  cudaIpcMemHandle_t h;
+  if (read(to_parent[0], &h, sizeof h) != (ssize_t)sizeof h) return 1;
+  cudaStream_t b;
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  void* mine = nullptr;
+  cudaMalloc(&mine, 4 << 20);
+  cudaDeviceSynchronize();
+  void* peer = nullptr;
+  held("cudaIpcOpenMemHandle", [&] { return cudaIpcOpenMemHandle(&peer, h, cudaIpcMemLazyEnablePeerAccess); });
+  held("copy from the mapping + sync b", [&] {
+    cudaMemcpyAsync(mine, peer, 4 << 20, cudaMemcpyDefault, b);
+    return cudaStreamSynchronize(b);
+  });
+  held("cudaIpcCloseMemHandle", [&] { return cudaIpcCloseMemHandle(peer); });
+  held("cudaIpcOpenMemHandle again", [&] { return cudaIpcOpenMemHandle(&peer, h, cudaIpcMemLazyEnablePeerAccess); });
+  held("cudaIpcCloseMemHandle again", [&] { return cudaIpcCloseMemHandle(peer); });
+  void* fresh = nullptr;
+  held("cudaMalloc 64 MiB", [&] { return cudaMalloc(&fresh, 64 << 20); });
+  cudaIpcMemHandle_t mh;
+  held("cudaIpcGetMemHandle", [&] { return cudaIpcGetMemHandle(&mh, fresh); });
+  held("cudaFree", [&] { return cudaFree(fresh); });
+  cudaEvent_t ev;
+  held("cudaEventCreate", [&] { return cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); });
+  held("cudaEventDestroy", [&] { return cudaEventDestroy(ev); });
+  cudaStream_t s2;
+  held("cudaStreamCreate", [&] { return cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking); });
+  held("cudaStreamDestroy", [&] { return cudaStreamDestroy(s2); });
+  void* pinned = nullptr;
+  held("cudaMallocHost 1 MiB", [&] { return cudaMallocHost(&pinned, 1 << 20); });
+  held("cudaFreeHost", [&] { return cudaFreeHost(pinned); });
+  if (write(to_child[1], "x", 1) != 1) return 1;
+  int st = 0;
+  waitpid(child, &st, 0);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "xproc") == 0) return xproc();
+  if (argc > 1 && std::strcmp(argv[1], "ipc") == 0) return ipc();
   if (argc > 5 && std::strcmp(argv[1], "order") == 0) {  // order EARLY AFTER HIGH_PRIORITY KERNEL_WAIT (0/1)
     int lo = 0, hi = 0;
     cudaDeviceGetStreamPriorityRange(&lo, &hi);

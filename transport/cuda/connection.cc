@@ -1,70 +1,89 @@
 #include "transport/cuda/connection.h"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <deque>
 #include <vector>
+
+#include "src/deadline.h"
 
 namespace weft::transport {
 namespace {
 
 constexpr size_t kInlineBytes = 64;
-constexpr uint64_t kNotShareable = ~uint64_t{0};  // Record::offset when the sender has no IPC handle
+constexpr size_t kSlotBytes = kCudaChunkBytes;  // a multiple of every element size
+constexpr uint32_t kSlots = 4;
 
-enum class Kind : uint32_t { kData = 1, kInline = 2, kAck = 3 };
+enum class Kind : uint32_t { kFifo = 1, kData = 2, kInline = 3, kAck = 4, kClose = 5 };
 
 struct Record {
   Kind kind = Kind::kData;
   uint32_t inline_bytes = 0;
-  uint64_t bytes = 0;
-  uint64_t offset = 0;   // kData: offset in the allocation
-  uint64_t address = 0;  // kData from a rank of the same process: the buffer itself
-  int64_t pid = 0;
+  uint64_t bytes = 0;    // kData: the chunk's bytes
+  uint64_t address = 0;  // kFifo: the FIFO's address (for a rank of the same process)
+  int64_t pid = 0;       // kFifo
   uint8_t handle[64] = {};
   uint8_t payload[kInlineBytes] = {};
-  uint8_t pad[24] = {};
+  uint8_t pad[32] = {};
 };
 static_assert(sizeof(Record) == 192);
 
 class CudaConnection final : public Connection {
  public:
-  CudaConnection(std::unique_ptr<Connection> control, cuda::Stream stream, IpcCache& cache, int peer, int channel)
-      : ctrl_(std::move(control)), stream_(stream), cache_(cache), peer_(peer), channel_(channel), pid_(getpid()) {}
+  CudaConnection(std::unique_ptr<Connection> control, cuda::Stream stream, int peer, int channel,
+                 std::chrono::milliseconds close_wait)
+      : ctrl_(std::move(control)),
+        stream_(stream),
+        peer_(peer),
+        channel_(channel),
+        pid_(getpid()),
+        close_wait_(close_wait) {}
 
   ~CudaConnection() override {
+    close();
     for (cuda::Event e : events_) cuda::event_destroy(e);
-    for (auto& s : sends_) cuda::event_destroy(s.event);
-    for (auto& r : recvs_) {
-      cuda::event_destroy(r.event);
-      if (r.mapped) cache_.release(r.handle);
-    }
+    for (auto& c : outbound_) cuda::event_destroy(c.event);
+    for (auto& c : inbound_) cuda::event_destroy(c.event);
+    cuda::device_free(fifo_);
   }
 
-  Status start() { return post_control_recv(); }
+  // Allocates this side's FIFO and announces it.
+  Status start() {
+    auto fifo = cuda::device_alloc(kSlots * kSlotBytes);
+    WEFT_TRY(fifo);
+    fifo_ = static_cast<char*>(*fifo);
+    Record r;
+    r.kind = Kind::kFifo;
+    r.address = reinterpret_cast<uint64_t>(fifo_);
+    r.pid = pid_;
+    auto ex = cuda::ipc_export(fifo_);
+    WEFT_TRY(ex);
+    std::memcpy(r.handle, ex->handle, sizeof r.handle);
+    WEFT_TRY(post_control_recv());
+    return send_record(r);
+  }
 
   Result<uint64_t> post_send(const void* src, size_t bytes) override {
     WEFT_TRY(failed_);
     SendOp op;
-    op.src = src;
+    op.src = static_cast<const char*>(src);
     op.bytes = bytes;
-    op.device = cuda::is_device_pointer(src);
-    if (!op.device && bytes > kInlineBytes)
+    op.inline_ = bytes == 0 || !cuda::is_device_pointer(src);
+    if (op.inline_ && bytes > kInlineBytes)
       return internal_error(describe() + ": a host message of " + std::to_string(bytes) +
                             " bytes (device buffers only, or host messages up to 64 bytes)");
-    if (op.device) {
-      auto e = take_event();
-      WEFT_TRY(e);
-      op.event = *e;
-      WEFT_TRY(cuda::event_record(op.event, stream_));
-    } else {
-      std::memcpy(op.copy, src, bytes);
-    }
+    if (op.inline_ && bytes > 0) std::memcpy(op.copy, src, bytes);
     sends_.push_back(op);
     return ++sends_posted_;
   }
 
   Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override {
     WEFT_TRY(failed_);
+    if (sink.reduce != nullptr && sink.device_reduce == nullptr)
+      return internal_error(describe() + ": a receive that reduces on the host (device reductions only)");
     RecvOp op;
     op.sink = sink;
     if (sink.device_reduce != nullptr) op.reduce = *sink.device_reduce;
@@ -83,7 +102,9 @@ class CudaConnection final : public Connection {
   uint64_t sends_done() const override { return sends_done_; }
   uint64_t recvs_done() const override { return recvs_done_; }
   // The control connection always has the next record's receive posted: that is not work.
-  bool idle() const override { return sends_.empty() && recvs_.empty() && out_.empty(); }
+  bool idle() const override {
+    return sends_.empty() && recvs_.empty() && outbound_.empty() && inbound_.empty() && out_.empty();
+  }
   void abort(std::string_view reason) override { ctrl_->abort(reason); }
   std::string describe() const override {
     return "cuda to rank " + std::to_string(peer_) + " channel " + std::to_string(channel_);
@@ -91,23 +112,28 @@ class CudaConnection final : public Connection {
 
  private:
   struct SendOp {
-    const void* src = nullptr;
+    const char* src = nullptr;
     size_t bytes = 0;
-    bool device = false;
-    cuda::Event event = nullptr;  // device: the data is complete on our stream
+    size_t issued = 0;  // bytes copied (or being copied) into the peer's FIFO
+    bool inline_ = false;
     uint8_t copy[kInlineBytes] = {};
-    bool announced = false;
-    bool done = false;
   };
   struct RecvOp {
     RecvSink sink;
     DeviceReduce reduce;
     size_t bytes = 0;
-    cuda::Event event = nullptr;  // the copy or reduce from the peer's buffer has finished
-    bool mapped = false;          // holds a mapping of `handle` in the IpcCache
-    uint8_t handle[64] = {};
-    bool started = false;
-    bool done = false;
+    size_t issued = 0;  // bytes copied (or being copied) out of this side's FIFO
+  };
+  // A chunk on its way into the peer's FIFO (or an inline message), in send order.
+  struct Outbound {
+    cuda::Event event = nullptr;  // the copy has finished (none: inline)
+    Record rec;
+    bool last = false;  // the send's last chunk
+  };
+  // A chunk being read out of this side's FIFO, in receive order.
+  struct Inbound {
+    cuda::Event event = nullptr;  // the copy or reduce has finished (none: inline, done)
+    bool last = false;
   };
   struct Outgoing {
     Record rec;
@@ -122,9 +148,16 @@ class CudaConnection final : public Connection {
     }
     return cuda::event_create();
   }
-  void give_event(cuda::Event& e) {
-    if (e != nullptr) events_.push_back(e);
+  // True once the work `e` marks has finished (no event: nothing to wait for); the event then
+  // goes back to the pool.
+  Result<bool> finished(cuda::Event& e) {
+    if (e == nullptr) return true;
+    auto done = cuda::event_done(e);
+    WEFT_TRY(done);
+    if (!*done) return false;
+    events_.push_back(e);
     e = nullptr;
+    return true;
   }
 
   Status post_control_recv() {
@@ -144,178 +177,204 @@ class CudaConnection final : public Connection {
     return Status();
   }
 
+  Status take_record() {
+    switch (in_.kind) {
+      case Kind::kFifo:
+        if (peer_fifo_ != nullptr) return internal_error(describe() + ": a second FIFO record");
+        if (in_.pid == pid_) {
+          peer_fifo_ = reinterpret_cast<char*>(in_.address);
+        } else {
+          auto base = cuda::ipc_open(in_.handle);
+          if (!base.ok()) return base.status().with_context("mapping rank " + std::to_string(peer_) + "'s FIFO");
+          peer_fifo_ = static_cast<char*>(*base);
+          peer_mapped_ = true;
+        }
+        return Status();
+      case Kind::kAck:
+        if (unacked_ == 0) return internal_error(describe() + ": an acknowledgement for no chunk");
+        --unacked_;
+        return Status();
+      case Kind::kData:
+      case Kind::kInline: incoming_.push_back(in_); return Status();
+      case Kind::kClose: peer_closed_ = true; return Status();
+    }
+    return internal_error(describe() + ": a malformed record (stream out of step)");
+  }
+
   Status step() {
     WEFT_TRY(ctrl_->progress());
-    // Records from the peer.
     while (ctrl_->recvs_done() >= in_ticket_) {
-      if (in_.kind == Kind::kAck) {
-        bool matched = false;
-        for (SendOp& op : sends_) {
-          if (op.device && op.announced && !op.done) {
-            op.done = matched = true;
-            break;
-          }
-        }
-        if (!matched) return internal_error(describe() + ": an acknowledgement for no message");
-      } else if (in_.kind == Kind::kData || in_.kind == Kind::kInline) {
-        incoming_.push_back(in_);
-      } else {
-        return internal_error(describe() + ": a malformed record (stream out of step)");
-      }
+      WEFT_TRY(take_record());
       WEFT_TRY(post_control_recv());
       WEFT_TRY(ctrl_->progress());
     }
-    // Announce sends in order, each once its data is complete.
-    for (SendOp& op : sends_) {
-      if (op.announced) continue;
-      Record r;
-      r.bytes = op.bytes;
-      r.pid = pid_;
-      if (op.device) {
-        auto ready = cuda::event_done(op.event);
-        WEFT_TRY(ready);
-        if (!*ready) break;
-        give_event(op.event);
-        r.kind = Kind::kData;
-        r.address = reinterpret_cast<uint64_t>(op.src);
-        // The receiver decides: a rank of this process uses the address (CUDA refuses to open
-        // a process's own handle), any other maps the handle.
-        auto ex = cuda::ipc_export(op.src);
-        if (ex.ok()) {
-          std::memcpy(r.handle, ex->handle, sizeof r.handle);
-          r.offset = ex->offset;
-        } else {
-          r.offset = kNotShareable;
-        }
-      } else {
-        r.kind = Kind::kInline;
-        r.inline_bytes = static_cast<uint32_t>(op.bytes);
-        std::memcpy(r.payload, op.copy, op.bytes);
-        op.done = true;  // the record carries the data
-      }
-      WEFT_TRY(send_record(r));
-      op.announced = true;
-    }
-    while (!sends_.empty() && sends_.front().done) {
-      sends_.pop_front();
-      ++sends_done_;
-    }
-    // Start receives in order as their records arrive.
-    for (RecvOp& op : recvs_) {
-      if (op.started) continue;
-      if (incoming_.empty()) break;
-      const Record& r = incoming_.front();
-      if (r.bytes != op.bytes)
-        return internal_error(describe() + ": rank " + std::to_string(peer_) + " sent " + std::to_string(r.bytes) +
-                              " bytes where " + std::to_string(op.bytes) + " were expected");
-      if (r.kind == Kind::kInline) {
-        if (cuda::is_device_pointer(op.sink.dst)) WEFT_TRY(cuda::copy_async(op.sink.dst, r.payload, r.bytes, stream_));
-        else std::memcpy(op.sink.dst, r.payload, r.bytes);
-        op.done = true;
-      } else {
-        const char* src = nullptr;
-        if (r.pid == pid_) {
-          src = reinterpret_cast<const char*>(r.address);
-        } else if (r.offset == kNotShareable) {
-          return invalid_argument("rank " + std::to_string(peer_) +
-                                  "'s device buffer cannot be shared with other processes (CUDA IPC needs memory "
-                                  "from cudaMalloc or ncclMemAlloc, not managed or pool memory)");
-        } else {
-          auto base = cache_.open(r.handle);
-          WEFT_TRY(base);
-          src = *base + r.offset;
-          op.mapped = true;
-          std::memcpy(op.handle, r.handle, sizeof op.handle);
-        }
-        if (op.sink.device_reduce != nullptr)
-          WEFT_TRY(cuda::reduce(op.sink.dst, op.reduce.src, src, r.bytes / dtype_size(op.reduce.type), op.reduce.type,
-                                op.reduce.op, stream_));
-        else
-          WEFT_TRY(cuda::copy_async(op.sink.dst, src, r.bytes, stream_));
-        auto e = take_event();
-        WEFT_TRY(e);
-        op.event = *e;
-        WEFT_TRY(cuda::event_record(op.event, stream_));
-      }
-      op.started = true;
-      incoming_.pop_front();
-    }
-    // Finish receives in order: data in place, then the ack releases the sender's buffer.
-    for (RecvOp& op : recvs_) {
-      if (!op.started) break;
-      if (op.done) continue;
-      auto fin = cuda::event_done(op.event);
-      WEFT_TRY(fin);
-      if (!*fin) break;
-      give_event(op.event);
-      if (op.mapped) cache_.release(op.handle);
-      op.mapped = false;
-      Record ack;
-      ack.kind = Kind::kAck;
-      WEFT_TRY(send_record(ack));
-      op.done = true;
-    }
-    while (!recvs_.empty() && recvs_.front().done) {
-      recvs_.pop_front();
-      ++recvs_done_;
-    }
+    WEFT_TRY(issue_sends());
+    WEFT_TRY(announce_chunks());
+    WEFT_TRY(issue_recvs());
+    WEFT_TRY(finish_chunks());
     while (!out_.empty() && ctrl_->sends_done() >= out_.front().ticket) out_.pop_front();
     return Status();
   }
 
+  // Copies the sends' chunks into free slots of the peer's FIFO, in order.
+  Status issue_sends() {
+    for (size_t i = issuing_; i < sends_.size(); i = ++issuing_) {
+      SendOp& op = sends_[i];
+      if (op.inline_) {
+        Outbound o;
+        o.rec.kind = Kind::kInline;
+        o.rec.bytes = op.bytes;
+        o.rec.inline_bytes = static_cast<uint32_t>(op.bytes);
+        std::memcpy(o.rec.payload, op.copy, op.bytes);
+        o.last = true;
+        outbound_.push_back(o);
+        continue;
+      }
+      while (op.issued < op.bytes) {
+        if (peer_fifo_ == nullptr || unacked_ == kSlots) return Status();
+        const size_t n = std::min(kSlotBytes, op.bytes - op.issued);
+        char* slot = peer_fifo_ + (out_chunks_ % kSlots) * kSlotBytes;
+        WEFT_TRY(cuda::copy_async(slot, op.src + op.issued, n, stream_));
+        auto e = take_event();
+        WEFT_TRY(e);
+        Outbound o;
+        o.event = *e;
+        WEFT_TRY(cuda::event_record(o.event, stream_));
+        o.rec.kind = Kind::kData;
+        o.rec.bytes = n;
+        op.issued += n;
+        o.last = op.issued == op.bytes;
+        outbound_.push_back(o);
+        ++out_chunks_;
+        ++unacked_;
+      }
+    }
+    return Status();
+  }
+
+  // Tells the peer about each chunk once its copy has finished; a send is done with its last.
+  Status announce_chunks() {
+    while (!outbound_.empty()) {
+      Outbound& o = outbound_.front();
+      auto done = finished(o.event);
+      WEFT_TRY(done);
+      if (!*done) break;
+      WEFT_TRY(send_record(o.rec));
+      if (o.last) {
+        sends_.pop_front();
+        --issuing_;
+        ++sends_done_;
+      }
+      outbound_.pop_front();
+    }
+    return Status();
+  }
+
+  // Reads the chunks the peer announced out of this side's FIFO into the receives, in order.
+  Status issue_recvs() {
+    while (!incoming_.empty() && receiving_ < recvs_.size()) {
+      RecvOp& op = recvs_[receiving_];
+      const Record& r = incoming_.front();
+      const size_t want = r.kind == Kind::kInline ? op.bytes : std::min(kSlotBytes, op.bytes - op.issued);
+      if (r.bytes != want || (r.kind == Kind::kInline && op.issued != 0))
+        return internal_error(describe() + ": rank " + std::to_string(peer_) + " sent " + std::to_string(r.bytes) +
+                              " bytes where " + std::to_string(want) + " were expected");
+      char* dst = static_cast<char*>(op.sink.dst) + op.issued;
+      Inbound in;
+      if (r.kind == Kind::kInline) {
+        if (r.bytes > 0 && cuda::is_device_pointer(op.sink.dst)) WEFT_TRY(cuda::copy_async(dst, r.payload, r.bytes, stream_));
+        else if (r.bytes > 0) std::memcpy(dst, r.payload, r.bytes);
+      } else {
+        const char* slot = fifo_ + (in_chunks_ % kSlots) * kSlotBytes;
+        if (op.sink.device_reduce != nullptr)
+          WEFT_TRY(cuda::reduce(dst, static_cast<const char*>(op.reduce.src) + op.issued, slot,
+                                r.bytes / dtype_size(op.reduce.type), op.reduce.type, op.reduce.op, stream_));
+        else
+          WEFT_TRY(cuda::copy_async(dst, slot, r.bytes, stream_));
+        auto e = take_event();
+        WEFT_TRY(e);
+        in.event = *e;
+        WEFT_TRY(cuda::event_record(in.event, stream_));
+        ++in_chunks_;
+      }
+      op.issued += r.bytes;
+      in.last = op.issued == op.bytes;
+      if (in.last) ++receiving_;
+      inbound_.push_back(in);
+      incoming_.pop_front();
+    }
+    return Status();
+  }
+
+  // Frees each slot once its chunk has been read out (the ACK); a receive is done with its last.
+  Status finish_chunks() {
+    while (!inbound_.empty()) {
+      Inbound& in = inbound_.front();
+      const bool slot = in.event != nullptr;  // inline messages use none
+      auto done = finished(in.event);
+      WEFT_TRY(done);
+      if (!*done) break;
+      if (slot) {
+        Record ack;
+        ack.kind = Kind::kAck;
+        WEFT_TRY(send_record(ack));
+      }
+      if (in.last) {
+        recvs_.pop_front();
+        --receiving_;
+        ++recvs_done_;
+      }
+      inbound_.pop_front();
+    }
+    return Status();
+  }
+
+  // Unmaps the peer's FIFO and tells the peer; then, where the peer is another process, waits
+  // (up to close_wait_) for it to do the same before this side's FIFO is freed. Unmapping waits
+  // for the whole device: the communicator is being destroyed and its stream is idle.
+  void close() {
+    if (peer_mapped_) cuda::ipc_close(peer_fifo_);
+    peer_fifo_ = nullptr;
+    if (!failed_.ok() || fifo_ == nullptr || !peer_mapped_) return;
+    Record r;
+    r.kind = Kind::kClose;
+    if (!send_record(r).ok()) return;
+    const Deadline deadline = Deadline::after(close_wait_);
+    while (!peer_closed_ && !deadline.expired() && step().ok()) sched_yield();
+  }
+
   std::unique_ptr<Connection> ctrl_;
   cuda::Stream stream_;
-  IpcCache& cache_;
   const int peer_;
   const int channel_;
   const int64_t pid_;
+  const std::chrono::milliseconds close_wait_;
   Status failed_;
+  char* fifo_ = nullptr;       // this side's receive FIFO (device memory it owns)
+  char* peer_fifo_ = nullptr;  // the peer's FIFO, once its record came
+  bool peer_mapped_ = false;   // peer_fifo_ is an IPC mapping (the peer is another process)
+  bool peer_closed_ = false;   // the peer no longer maps this side's FIFO
   std::vector<cuda::Event> events_;  // idle events, reused
   std::deque<SendOp> sends_;
+  size_t issuing_ = 0;  // sends_[issuing_] is the first not yet wholly issued
   std::deque<RecvOp> recvs_;
-  std::deque<Record> incoming_;  // data and inline records not yet matched with a receive
+  size_t receiving_ = 0;  // recvs_[receiving_] is the first not yet wholly issued
+  std::deque<Outbound> outbound_;
+  std::deque<Inbound> inbound_;
+  std::deque<Record> incoming_;  // DATA and INLINE records not yet read into a receive
   std::deque<Outgoing> out_;     // records on their way (kept until the control connection sent them)
   Record in_;
   uint64_t in_ticket_ = 0;
+  uint64_t out_chunks_ = 0, in_chunks_ = 0;  // chunks written to the peer's FIFO / read from this one
+  uint32_t unacked_ = 0;                     // chunks in the peer's FIFO it has not acknowledged
   uint64_t sends_posted_ = 0, sends_done_ = 0, recvs_posted_ = 0, recvs_done_ = 0;
 };
 
 }  // namespace
 
-IpcCache::~IpcCache() {
-  for (auto& [key, m] : mapped_) cuda::ipc_close(m.base);
-}
-
-IpcCache::Handle IpcCache::key(const uint8_t (&handle)[64]) {
-  Handle k;
-  std::memcpy(k.data(), handle, k.size());
-  return k;
-}
-
-Result<char*> IpcCache::open(const uint8_t (&handle)[64]) {
-  auto [it, added] = mapped_.try_emplace(key(handle));
-  if (added) {
-    auto base = cuda::ipc_open(handle);
-    if (!base.ok()) {
-      mapped_.erase(it);
-      return base.status();
-    }
-    it->second.base = static_cast<char*>(*base);
-  }
-  ++it->second.users;
-  return it->second.base;
-}
-
-void IpcCache::release(const uint8_t (&handle)[64]) {
-  auto it = mapped_.find(key(handle));
-  if (it == mapped_.end() || --it->second.users > 0) return;
-  cuda::ipc_close(it->second.base);
-  mapped_.erase(it);
-}
-
 Result<std::unique_ptr<Connection>> make_cuda_connection(std::unique_ptr<Connection> control, cuda::Stream stream,
-                                                         IpcCache& cache, int peer, int channel) {
-  auto conn = std::make_unique<CudaConnection>(std::move(control), stream, cache, peer, channel);
+                                                         int peer, int channel, std::chrono::milliseconds close_wait) {
+  auto conn = std::make_unique<CudaConnection>(std::move(control), stream, peer, channel, close_wait);
   WEFT_TRY(conn->start());
   return std::unique_ptr<Connection>(std::move(conn));
 }

@@ -1,70 +1,50 @@
-// The cuda transport: device buffers between two ranks of one node, read directly by the
-// receiver over NVLink or PCIe (or within one GPU when both ranks share it) through CUDA IPC.
+// The cuda transport: device buffers between two ranks of one node, over NVLink or PCIe (or
+// within one GPU when both ranks share it), through a FIFO in the receiver's device memory.
 //
-// A CudaConnection rides on a host connection to the same peer (shm, or self for a rank's own
-// messages) that carries fixed-size records, in order, each way:
-//   DATA    "my message k is in the allocation with this IPC handle, at this offset, n bytes"
-//           (or, between ranks of one process, its address), sent once the send's data is
-//           complete on this rank's stream (an event recorded at post time);
-//   INLINE  a small host message (the executor's 64-byte headers), carried in the record;
-//   ACK     "I have finished reading your message k": the sender's send completes.
-// The receiver maps the handle (IpcCache: while its receives from that allocation run), then
-// copies the data into its buffer, or reduces it there, on its stream, and acks when that work
-// has finished. So a send completes only after the peer has read it, and a buffer is
-// never read while a kernel of its owner may still write it (the executor orders those writes
-// after the send's completion).
+// Each side of a connection allocates a receive FIFO (4 slots of kCudaChunkBytes: 32 MiB) when the
+// connection is made and tells the peer where it is: an address to a rank of the same process,
+// a CUDA IPC handle to any other, which the peer maps once and keeps until the connection closes.
+// A message is cut into chunks of at most one slot. The sender copies a chunk into the peer's
+// next slot on its stream, once the peer has acknowledged the slot's previous chunk; the copy
+// is ordered after the work that produced the data. Fixed-size records, in order each way, ride
+// on a host connection to the same peer (shm, or self for a rank's own messages):
+//   FIFO    "my receive FIFO is here" (address and pid, or IPC handle), once, first;
+//   DATA    "the next slot of your FIFO holds n bytes of my message", sent once the copy is done;
+//   INLINE  a host message of at most 64 bytes (the executor's headers), carried in the record;
+//   ACK     "I have finished reading my next slot": the sender may fill it again;
+//   CLOSE   "I no longer map your FIFO" (at teardown, so the peer may free it).
+// The receiver copies a chunk from its slot into the destination, or reduces it there, on its
+// stream, and acknowledges when that work has finished. A send completes when its last chunk is
+// in the peer's FIFO; a receive when its last chunk has been copied or reduced out.
+//
+// Why a FIFO and not the user's buffers: mapping a peer's buffer per message needs an unmap per
+// message, and cudaIpcCloseMemHandle waits for the whole device (so does cudaFree), which
+// deadlocks against a caller's stream held for the result (docs/NCCL.md, "Stream order"). The
+// FIFOs are mapped once, at connect (cudaIpcOpenMemHandle does not wait), and unmapped when the
+// communicator is destroyed.
 //
 // Messages must be device memory (any size) or host memory of at most kInlineBytes.
 // Thread-safety: as any Connection (one thread at a time).
 #pragma once
 
-#include <array>
-#include <cstdint>
-#include <deque>
+#include <chrono>
 #include <memory>
-#include <string>
-#include <string_view>
-#include <unordered_map>
 
 #include "src/cuda/device.h"
 #include "transport/transport.h"
 
 namespace weft::transport {
 
-// Mappings of other processes' allocations, shared by every cuda connection of a communicator.
-// A mapping is held while a receive reads from it and closed when the last one finishes: the
-// peer may free the buffer once its send completes, and CUDA maps an allocation only once per
-// process, so a mapping kept past that would be stale (or refused for the next buffer there).
-class IpcCache {
- public:
-  IpcCache() = default;
-  ~IpcCache();
-  IpcCache(const IpcCache&) = delete;
-  IpcCache& operator=(const IpcCache&) = delete;
-  // The base address of the allocation behind `handle` (mapped on first use; one more user).
-  Result<char*> open(const uint8_t (&handle)[64]);
-  // One user fewer; the last one closes the mapping.
-  void release(const uint8_t (&handle)[64]);
-
- private:
-  using Handle = std::array<uint8_t, 64>;  // a key copied on the stack: no allocation per message
-  static Handle key(const uint8_t (&handle)[64]);
-  struct Mapping {
-    char* base = nullptr;
-    int users = 0;
-  };
-  struct HandleHash {
-    size_t operator()(const Handle& h) const {
-      return std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(h.data()), h.size()));
-    }
-  };
-  std::unordered_map<Handle, Mapping, HandleHash> mapped_;
-};
+// The FIFO's slot: the largest chunk a message moves in. Each chunk costs a round of records and
+// events (~90 us between two processes sharing an H100: 22.6 GB/s with 2 MiB chunks, 5.7 with
+// 512 KiB), so device runs slice collectives no finer than this (CommState::execute).
+constexpr size_t kCudaChunkBytes = size_t{8} << 20;
 
 // `control` carries the records; `stream` orders this rank's copies and kernels (the
-// communicator's stream: the executor's local steps run on it too). `cache` outlives the
-// connection.
+// communicator's stream: the executor's local steps run on it too). The FIFO is allocated on the
+// calling thread's current device. At destruction the connection waits up to `close_wait` for a
+// peer in another process to unmap this side's FIFO before freeing it.
 Result<std::unique_ptr<Connection>> make_cuda_connection(std::unique_ptr<Connection> control, cuda::Stream stream,
-                                                         IpcCache& cache, int peer, int channel);
+                                                         int peer, int channel, std::chrono::milliseconds close_wait);
 
 }  // namespace weft::transport

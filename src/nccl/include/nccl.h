@@ -11,7 +11,7 @@
  *     in a group, as NCCL's single-thread multi-GPU usage does anyway.
  *   - or device memory (all ranks on one machine): the call starts after the work queued on its
  *     stream and returns when done (WEFT_CUDA_STREAM_ORDER=1 with CUDA_MODULE_LOADING=EAGER:
- *     at once, in stream order; experimental).
+ *     at once, in stream order; opt-in).
  *   - ranks may share a device (NCCL refuses that as "Duplicate GPU").
  *   - every function checks its arguments, returns an ncclResult_t and never exits or aborts the
  *     process; ncclGetLastError() names what was wrong ("rank 0: broadcast: root 7 is out of
