@@ -30,12 +30,14 @@ case_run() {
   while kill -0 "$pid" 2>/dev/null && (( $(date +%s) - t < limit )); do sleep 1; done
   if kill -0 "$pid" 2>/dev/null; then
     echo "== $name: still running after $limit s; backtraces:" | tee -a "$log"
-    for p in $(pgrep -f "nccl_device_test|weft-bench" | head -4); do
+    # By process name (15 characters at most): -f would match the shells and launchers whose
+    # command lines name the binary.
+    for p in $( (pgrep -x nccl_device_tes; pgrep -x weft-bench) | head -4); do
       echo "--- pid $p" >>"$log"
       timeout 60 cuda-gdb -p "$p" -batch -ex "info threads" -ex "thread apply all bt 12" >>"$log" 2>&1
     done
     kill -- -"$pid" 2>/dev/null; sleep 1; kill -9 -- -"$pid" 2>/dev/null
-    pkill -9 -f "nccl_device_test|weft-bench" 2>/dev/null
+    pkill -9 -x nccl_device_tes 2>/dev/null; pkill -9 -x weft-bench 2>/dev/null
   fi
   wait "$pid"
   local rc=$?
