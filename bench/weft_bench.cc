@@ -341,7 +341,7 @@ int main(int argc, char** argv) {
     const double factor = weft::algorithms::bus_factor(o.coll, n);
     for (size_t v = 0; v < variants.size(); ++v) {
       weft::algorithms::TunedCall tuned;
-      if (o.coll != Collective::kSendRecv) tuned = variants[v].comm->state().tuned_for(call_args(count, 0));
+      if (o.coll != Collective::kSendRecv) tuned = variants[v].comm->state().tuned_for(call_args(count, 0), o.device != 0);
       const std::string algorithm =
           o.coll == Collective::kSendRecv ? "group" : std::string(weft::algorithms::algorithm_name(tuned.algorithm));
       const size_t slice_bytes = tuned.slice_count * weft::dtype_size(o.dtype);

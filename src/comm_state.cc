@@ -432,9 +432,12 @@ void CommState::worker_loop() {
   }
 }
 
-algorithms::TunedCall CommState::tuned_for(algorithms::CollectiveArgs a) const {
+algorithms::TunedCall CommState::tuned_for(algorithms::CollectiveArgs a, bool device) const {
   a.slice_count = config_.slice_bytes == 0 ? 0 : algorithms::slice_elements(config_.slice_bytes, a.dtype);
-  return tuner_->choose(a);
+  algorithms::TunedCall pick = tuner_->choose(a);
+  if (device && config_.slice_bytes == 0 && pick.slice_count > 0)
+    pick.slice_count = std::max(pick.slice_count, algorithms::slice_elements(transport::kCudaChunkBytes, a.dtype));
+  return pick;
 }
 
 Status CommState::execute(Operation& op) {
@@ -468,14 +471,9 @@ Status CommState::execute(Operation& op) {
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       if (plans_.size() >= kPlanCacheEntries) plans_.clear();
-      const algorithms::TunedCall pick = tuned_for(a);
+      const algorithms::TunedCall pick = tuned_for(a, op.device);
       algorithms::CollectiveArgs tuned = a;
       tuned.slice_count = pick.slice_count;
-      // The tuner's slices are the host's; on the device each message chunk costs a round trip
-      // of the cuda transport, so slices are no finer than its chunk (unless WEFT_SLICE_BYTES).
-      if (op.device && config_.slice_bytes == 0 && tuned.slice_count > 0)
-        tuned.slice_count =
-            std::max(tuned.slice_count, algorithms::slice_elements(transport::kCudaChunkBytes, a.dtype));
       it = plans_.emplace(key, algorithms::plan(tuned, layout_, pick.algorithm, rank_)).first;
     }
     plan = &it->second;

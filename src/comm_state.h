@@ -56,9 +56,11 @@ class CommState : public ConnectionSource {
   const std::vector<std::string>& nodes() const { return nodes_; }
   // Where the ranks sit (nodes from the identities above, the torus from WEFT_TORUS).
   const algorithms::Layout& layout() const { return layout_; }
-  // What this communicator runs `a` with: the tuner's algorithm (under WEFT_ALGO) and slice
-  // (WEFT_SLICE_BYTES when set; a.slice_count is ignored).
-  algorithms::TunedCall tuned_for(algorithms::CollectiveArgs a) const;
+  // What this communicator runs `a` with, on device buffers or host ones: the tuner's algorithm
+  // (under WEFT_ALGO) and slice (WEFT_SLICE_BYTES when set; a.slice_count is ignored). The
+  // tuner's slices are the host's: on the device each chunk of a message costs a round of the
+  // cuda transport's records, so device runs get slices no finer than its chunk.
+  algorithms::TunedCall tuned_for(algorithms::CollectiveArgs a, bool device) const;
 
   // Queues `op` (already validated) and returns. The op completes later with its outcome.
   // Device buffers: the op is ordered after the work already on op->stream (and, when

@@ -73,7 +73,7 @@ void run_case(const CollectiveArgs& a) {
   if (!c.config().algo.empty()) {
     auto filter = algorithms::AlgoFilter::parse(c.config().algo);
     ASSERT_TRUE(filter.ok()) << filter.status().to_string();
-    const algorithms::Algorithm ran = c.state().tuned_for(a).algorithm;
+    const algorithms::Algorithm ran = c.state().tuned_for(a, false).algorithm;
     ASSERT_TRUE(filter->allows(a.coll, ran)) << "WEFT_ALGO='" << c.config().algo << "' but "
                                               << algorithms::algorithm_name(ran) << " ran";
   }

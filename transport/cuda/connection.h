@@ -37,7 +37,8 @@ namespace weft::transport {
 
 // The FIFO's slot: the largest chunk a message moves in. Each chunk costs a round of records and
 // events (~90 us between two processes sharing an H100: 22.6 GB/s with 2 MiB chunks, 5.7 with
-// 512 KiB), so device runs slice collectives no finer than this (CommState::execute).
+// 512 KiB; measured with this constant at 2 MiB, docs/PERFORMANCE.md "GPU path"), so device runs
+// slice collectives no finer than this (CommState::tuned_for).
 constexpr size_t kCudaChunkBytes = size_t{8} << 20;
 
 // `control` carries the records; `stream` orders this rank's copies and kernels (the
