@@ -173,6 +173,10 @@ void register_all() {
         ->Apply(sizes);
   benchmark::RegisterBenchmark("reduce/bfloat16/max", BM_Reduce, DataType::kBfloat16, RedOp::kMax, nullptr)
       ->Apply(sizes);
+  for (RedOp op : {RedOp::kProd, RedOp::kMax})  // fp8 max/min stay in bytes; sum/prod widen
+    benchmark::RegisterBenchmark(("reduce/f8e4m3/" + std::string(op_name(op))).c_str(), BM_Reduce,
+                                 DataType::kFloat8e4m3, op, nullptr)
+        ->Apply(sizes);
   // The tables this CPU supports besides the active one (the last), side by side with it.
   const std::vector<const KernelTable*> tables = supported_kernels();
   for (size_t i = 0; i + 1 < tables.size(); ++i)
