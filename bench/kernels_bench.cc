@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "src/kernels/convert.h"
+#include "src/kernels/copy.h"
 #include "src/kernels/dispatch.h"
 #include "src/kernels/reduce.h"
 #include "weft/types.h"
@@ -155,6 +156,20 @@ void BM_Memcpy(benchmark::State& state) {
   set_rates(state, bytes, 2);
 }
 
+// copy.h's copy(), the data path's copy, next to memcpy.
+void BM_Copy(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  const Buffer src = filled(DataType::kUint8, static_cast<size_t>(bytes), 7);
+  const Buffer d(static_cast<size_t>(bytes));
+  for (auto _ : state) {
+    copy(d.get(), src.get(), static_cast<size_t>(bytes));
+    benchmark::DoNotOptimize(d.get());
+    benchmark::ClobberMemory();
+  }
+  set_rates(state, bytes, 2);
+  state.SetLabel(reduce_isa());
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (int64_t s : kSizes) b->Arg(s);
   b->MinTime(0.2);
@@ -196,6 +211,7 @@ void register_all() {
         ->Apply(sizes);
   }
   benchmark::RegisterBenchmark("memcpy", BM_Memcpy)->Apply(sizes);
+  benchmark::RegisterBenchmark("copy", BM_Copy)->Apply(sizes);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "src/backoff.h"
+#include "src/kernels/copy.h"
 #include "src/kernels/reduce.h"
 
 namespace weft {
@@ -225,7 +226,12 @@ Status Executor::run_local(uint32_t i) {
     case StepKind::kCopy: {
       char* dst = address(s.dst);
       const char* src = address(s.src);
-      if (dst != src) std::memmove(dst, src, s.dst.count * elem_);
+      const size_t bytes = s.dst.count * elem_;
+      if (dst + bytes <= src || src + bytes <= dst) {
+        kernels::copy(dst, src, bytes);
+      } else if (dst != src) {
+        std::memmove(dst, src, bytes);
+      }
       break;
     }
     case StepKind::kReduce: {

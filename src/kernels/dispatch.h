@@ -18,6 +18,7 @@ namespace weft::kernels {
 using DivideFn = void (*)(void* dst, const void* src, size_t count, int divisor);
 using ToFloatFn = void (*)(float* dst, const void* src, size_t count);
 using FromFloatFn = void (*)(void* dst, const float* src, size_t count);
+using CopyFn = void (*)(void* dst, const void* src, size_t bytes);
 
 // Out-of-place AVX2 reduces of at least this many output bytes stream their result past the
 // caches (reduce_avx2.cc; the same-width types only).
@@ -35,6 +36,7 @@ struct KernelTable {
   std::array<DivideFn, kNumDataTypes> divide;                             // non-null
   std::array<ToFloatFn, kNumDataTypes> to_float;                          // non-null iff is_small_float(type)
   std::array<FromFloatFn, kNumDataTypes> from_float;                      // non-null iff is_small_float(type)
+  CopyFn copy;                                                            // copy.h; non-null
 };
 
 // Portable C++; every CPU.

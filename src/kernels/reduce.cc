@@ -1,6 +1,7 @@
-// The public entry points of reduce.h: pick the best kernel table once, then index it.
+// The public entry points of reduce.h and copy.h: pick the best kernel table once, then index it.
 #include "src/kernels/reduce.h"
 
+#include "src/kernels/copy.h"
 #include "src/kernels/dispatch.h"
 
 namespace weft::kernels {
@@ -25,6 +26,8 @@ ReduceFn reduce_fn(DataType type, RedOp op) {
 void divide_by(void* dst, const void* src, size_t count, DataType type, int divisor) {
   active_kernels().divide[static_cast<int>(type)](dst, src, count, divisor);
 }
+
+void copy(void* dst, const void* src, size_t bytes) { active_kernels().copy(dst, src, bytes); }
 
 const char* reduce_isa() { return active_kernels().isa; }
 

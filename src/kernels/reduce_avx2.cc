@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "src/kernels/avx2_float.h"
 #include "src/kernels/fp8_avx2.h"
@@ -312,6 +313,54 @@ WEFT_AVX2 void divide_small(void* dst, const void* src, size_t count, int diviso
                                                   divisor);
 }
 
+// copy.h: 256-bit loads and 32-byte aligned stores, four a step. The first and last 32 bytes go
+// as unaligned stores that may overlap the aligned part (with the same bytes). From
+// kStreamReduceBytes up the stores stream past the caches, as the reduce kernels' do.
+template <bool kStream>
+WEFT_AVX2 void copy_aligned_body(char* d, const char* s, size_t i, size_t bytes) {
+  for (; i + 128 <= bytes; i += 128) {
+    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    const __m256i v2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
+    const __m256i v3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
+    if constexpr (kStream) {
+      stream(d + i, v0), stream(d + i + 32, v1), stream(d + i + 64, v2), stream(d + i + 96, v3);
+    } else {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(d + i), v0);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(d + i + 32), v1);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(d + i + 64), v2);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(d + i + 96), v3);
+    }
+  }
+  for (; i + 32 <= bytes; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    if constexpr (kStream)
+      stream(d + i, v);
+    else
+      _mm256_store_si256(reinterpret_cast<__m256i*>(d + i), v);
+  }
+}
+
+WEFT_AVX2 void copy_kernel(void* dst, const void* src, size_t bytes) {
+  if (bytes < 256) {  // glibc's small-size paths are vector code already
+    if (bytes != 0) std::memcpy(dst, src, bytes);
+    return;
+  }
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+  const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + bytes - 32));
+  const size_t first = 32 - reinterpret_cast<uintptr_t>(d) % 32;  // 1..32: d + first is aligned
+  if (bytes >= kStreamReduceBytes) {
+    copy_aligned_body<true>(d, s, first, bytes);
+    _mm_sfence();  // streamed stores are weakly ordered: complete them before the edges and return
+  } else {
+    copy_aligned_body<false>(d, s, first, bytes);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), head);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + bytes - 32), tail);
+}
+
 // ---- the table ----
 
 constexpr int index(DataType type) { return static_cast<int>(type); }
@@ -337,6 +386,7 @@ constexpr KernelTable make_avx2_table() {
   using namespace scalar;  // NOLINT: divide_int_loop: integer division has no AVX2 form
   KernelTable t{};
   t.isa = "avx2";
+  t.copy = copy_kernel;
   t.reduce[index(DataType::kInt8)] = {reduce_kernel<Sum8>, reduce_kernel<Prod8>, reduce_kernel<MaxI8>,
                                       reduce_kernel<MinI8>};
   t.reduce[index(DataType::kUint8)] = {reduce_kernel<Sum8>, reduce_kernel<Prod8>, reduce_kernel<MaxU8>,

@@ -1,5 +1,6 @@
 // The portable kernel table: scalar_ops.h's loops for every type and op.
 #include <cstdint>
+#include <cstring>
 
 #include "src/kernels/dispatch.h"
 #include "src/kernels/scalar_ops.h"
@@ -34,9 +35,14 @@ constexpr void set_small(KernelTable& t, DataType type) {
   t.from_float[index(type)] = from_float_loop<Fmt>;
 }
 
+void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
 constexpr KernelTable make_scalar_table() {
   KernelTable t{};
   t.isa = "scalar";
+  t.copy = copy_bytes;
   set_int<int8_t>(t, DataType::kInt8);
   set_int<uint8_t>(t, DataType::kUint8);
   set_int<int32_t>(t, DataType::kInt32);

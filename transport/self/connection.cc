@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "src/kernels/copy.h"
+
 namespace weft::transport::self {
 
 std::string SelfConnection::describe() const {
@@ -68,7 +70,7 @@ Status SelfConnection::progress() {
         const auto* a = static_cast<const uint8_t*>(s.src);
         auto* b = static_cast<uint8_t*>(r.sink.dst);
         if (a + s.bytes <= b || b + s.bytes <= a) {
-          std::memcpy(b, a, s.bytes);
+          kernels::copy(b, a, s.bytes);
         } else {
           std::memmove(b, a, s.bytes);
         }

@@ -19,6 +19,8 @@
 #include <thread>
 #include <utility>
 
+#include "src/kernels/copy.h"
+
 namespace weft::transport::shm {
 namespace {
 
@@ -382,7 +384,7 @@ Status ShmConnection::pump_sends(bool* moved) {
         n = kStreamAlign;
       } else {
         n = std::min({space, op.padded - op.written, fifo_bytes_ - tx_offset_, kSlice});
-        if (op.written < op.bytes) std::memcpy(at, op.src + op.written, std::min(n, op.bytes - op.written));
+        if (op.written < op.bytes) kernels::copy(at, op.src + op.written, std::min(n, op.bytes - op.written));
       }
       op.written += n;
       tx_head_ += n;
@@ -514,7 +516,7 @@ Status ShmConnection::pump_recvs(bool* moved) {
           if (op.sink.reduce != nullptr) {
             op.sink.reduce(op.sink.ctx, op.done, at, real);
           } else {
-            std::memcpy(static_cast<uint8_t*>(op.sink.dst) + op.done, at, real);
+            kernels::copy(static_cast<uint8_t*>(op.sink.dst) + op.done, at, real);
           }
         }
         op.done += n;
