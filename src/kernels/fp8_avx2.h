@@ -148,24 +148,29 @@ WEFT_AVX2 inline __m256i ordered(__m256i x) {
   return _mm256_xor_si256(x, _mm256_and_si256(negative, _mm256_set1_epi8(0x7F)));
 }
 
-template <bool kMax>
+// An op on bytes, in reduce_avx2.cc's form for same-width types (Elem, Vec, apply, ScalarOp), so
+// that its reduce_kernel runs it (two vectors a step, streamed stores for large calls).
+template <typename Fmt, bool kMax>
 struct Extreme {
-  using ScalarOp = std::conditional_t<kMax, scalar::FMax, scalar::FMin>;
-  template <typename Fmt>
-  WEFT_AVX2 static __m256i apply_bytes(__m256i x, __m256i y) {
+  using Elem = uint8_t;
+  using Vec = __m256i;
+  using ScalarOp = scalar::OnBits<typename Fmt::Scalar, std::conditional_t<kMax, scalar::FMax, scalar::FMin>>;
+  WEFT_AVX2 static Vec apply(Vec x, Vec y) {
     const __m256i kx = ordered(x), ky = ordered(y);
     const __m256i m = ordered(kMax ? _mm256_max_epi8(kx, ky) : _mm256_min_epi8(kx, ky));
     const __m256i canonical_nan = _mm256_set1_epi8(std::is_same_v<Fmt, E4m3> ? 0x7F : 0x7E);
     return _mm256_blendv_epi8(m, canonical_nan, _mm256_or_si256(Fmt::nan_mask(x), Fmt::nan_mask(y)));
   }
 };
-using Max = Extreme<true>;
-using Min = Extreme<false>;
+template <typename Fmt>
+using Max = Extreme<Fmt, true>;
+template <typename Fmt>
+using Min = Extreme<Fmt, false>;
 
-// ---- the kernel ----
+// ---- the sum/prod kernel (max/min run in reduce_avx2.cc's reduce_kernel) ----
 
-// dst = a (op) b, 32 elements a step, the tail by the scalar loop (the same bits). Each step reads
-// its inputs before it writes, so dst may be a or b.
+// sum and prod: dst = a (op) b, 32 elements a step, the tail by the scalar loop (the same bits).
+// Each step reads its inputs before it writes, so dst may be a or b.
 template <typename Fmt, typename Op>
 WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t count) {
   char* d = static_cast<char*>(dst);
@@ -175,17 +180,11 @@ WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t cou
   for (; i + 32 <= count; i += 32) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + i));
     const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys + i));
-    __m256i out;
-    if constexpr (requires { Op::template apply_bytes<Fmt>(x, y); }) {
-      out = Op::template apply_bytes<Fmt>(x, y);
-    } else {
-      const Wide wx = Fmt::load32(x), wy = Fmt::load32(y);
-      // Spelled out: GCC 12 keeps a loop over the four vectors, and the Wides, in memory.
-      const Wide r = {{Op::template apply<Fmt>(wx.v[0], wy.v[0]), Op::template apply<Fmt>(wx.v[1], wy.v[1]),
-                       Op::template apply<Fmt>(wx.v[2], wy.v[2]), Op::template apply<Fmt>(wx.v[3], wy.v[3])}};
-      out = Fmt::store32(r, x, y);
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), out);
+    const Wide wx = Fmt::load32(x), wy = Fmt::load32(y);
+    // Spelled out: GCC 12 keeps a loop over the four vectors, and the Wides, in memory.
+    const Wide r = {{Op::template apply<Fmt>(wx.v[0], wy.v[0]), Op::template apply<Fmt>(wx.v[1], wy.v[1]),
+                     Op::template apply<Fmt>(wx.v[2], wy.v[2]), Op::template apply<Fmt>(wx.v[3], wy.v[3])}};
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), Fmt::store32(r, x, y));
   }
   scalar::reduce_small_loop<typename Fmt::Scalar, typename Op::ScalarOp>(d + i, xs + i, ys + i, count - i);
 }

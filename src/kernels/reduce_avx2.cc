@@ -197,7 +197,8 @@ WEFT_AVX2 inline void stream(char* p, __m256d v) { _mm256_stream_pd(reinterpret_
 // slice (512 KiB by default, in cache), so this serves large single calls. The small floats
 // (widened to fp32 and narrowed back) keep normal stores here: with 256-bit vectors their
 // instructions, not memory, bound them (and streaming them through a cached bounce buffer measured
-// slower); reduce_avx512.cc runs fp16/bf16 in 512-bit vectors and streams those.
+// slower); reduce_avx512.cc runs fp16/bf16 in 512-bit vectors and streams those. fp8 max and min
+// never widen (fp8_avx2.h) and run here as same-width types, streaming included.
 // docs/PERFORMANCE.md, "CPU kernels".
 
 // dst[i..] = Op(a, b)[i..] two vectors per iteration while two fit; returns where it stopped.
@@ -379,7 +380,7 @@ template <typename Fmt, typename Fp8>
 constexpr void set_fp8(KernelTable& t, DataType type) {
   set_small<Fmt>(t, type);
   t.reduce[index(type)] = {fp8::reduce_kernel<Fp8, fp8::Sum>, fp8::reduce_kernel<Fp8, fp8::Prod>,
-                           fp8::reduce_kernel<Fp8, fp8::Max>, fp8::reduce_kernel<Fp8, fp8::Min>};
+                           reduce_kernel<fp8::Max<Fp8>>, reduce_kernel<fp8::Min<Fp8>>};
 }
 
 constexpr KernelTable make_avx2_table() {

@@ -131,6 +131,16 @@ struct E5m2 {
   static Bits narrow(float f) { return float_to_e5m2(f); }
 };
 
+// A small-float op as an op on the format's bits, for kernels that treat the format as a
+// same-width type (the AVX2 fp8 max/min).
+template <typename Fmt, typename Op>
+struct OnBits {
+  template <typename T>
+  static T apply(T a, T b) {
+    return Fmt::narrow(Op::template apply<float>(Fmt::widen(a), Fmt::widen(b)));
+  }
+};
+
 // ---- loops ----
 
 // dst[i] = Op(a[i], b[i]) for T in int*/uint*/float/double. dst may equal a or b.
