@@ -14,6 +14,7 @@
 #include "algorithms/program_index.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -154,10 +155,13 @@ struct RankSpec {
 // The discrete-event engine.
 class Engine {
  public:
-  // fold > 0: ranks 0..fold-1 stand for every rank (rank r behaves as rank r mod fold, shifted).
-  // The group relabels derived ranks' peers and maps folded ranks onto their representatives.
-  Engine(const Cluster& cluster, int nranks, int fold, Group group, const SimOptions& options)
-      : cluster_(cluster), n_(nranks), fold_(fold), group_(group), options_(options) {}
+  // fold > 0: `fold` ranks stand for every rank: with mask == 0, ranks 0..fold-1 (rank r behaves
+  // as rank r mod fold, shifted or XORed); with a mask (kXor by the torus's half translations,
+  // Cluster::half_translation_mask()), the ranks with the mask's bits clear (rank r behaves as
+  // rank r & ~mask). The group relabels derived ranks' peers and maps folded ranks onto their
+  // representatives.
+  Engine(const Cluster& cluster, int nranks, int fold, Group group, int mask, const SimOptions& options)
+      : cluster_(cluster), n_(nranks), fold_(fold), group_(group), mask_(mask), options_(options) {}
 
   void add(const RankSpec& r) {
     SimRank s;
@@ -209,7 +213,11 @@ class Engine {
   };
 
   int device_of_real(int rank) const;
-  uint32_t canonical(uint32_t link) const { return fold_ > 0 ? cluster_.orbit(link, fold_).first : link; }
+  // A link's orbit under the fold's group: its representative and size.
+  std::pair<uint32_t, uint64_t> orbit(uint32_t link) const {
+    return mask_ != 0 ? cluster_.orbit_xor(link, mask_) : cluster_.orbit(link, fold_);
+  }
+  uint32_t canonical(uint32_t link) const { return fold_ > 0 ? orbit(link).first : link; }
   uint32_t compute_of(uint32_t sim) const { return canonical(cluster_.compute_link(ranks_[sim].device)); }
   // Per simulated step: unmet dependencies and flags, side by side.
   struct DynStep {
@@ -263,12 +271,13 @@ class Engine {
   int n_;
   int fold_;
   Group group_;
+  int mask_;
   SimOptions options_;
   struct SimRank : RankSpec {
     uint32_t step_base = 0, queue_base = 0;
   };
   std::vector<SimRank> ranks_;
-  std::vector<uint32_t> sim_of_real_;  // full simulation: real rank -> simulated index
+  std::vector<uint32_t> sim_of_real_;  // full simulation, or a mask fold's representatives: real rank -> simulated index
   std::vector<DynStep> dyn_;
   std::vector<QState> qstates_;
   std::vector<Hop> route_pool_;
@@ -305,14 +314,15 @@ int Engine::device_of_real(int rank) const {
 Status Engine::connect() {
   // Index the ranks and size the state.
   uint32_t steps = 0, queues = 0;
-  if (fold_ == 0) sim_of_real_.assign(static_cast<size_t>(n_), kNone);
+  const bool by_index = fold_ == 0 || mask_ != 0;
+  if (by_index) sim_of_real_.assign(static_cast<size_t>(n_), kNone);
   for (size_t i = 0; i < ranks_.size(); ++i) {
     SimRank& r = ranks_[i];
     r.step_base = steps;
     r.queue_base = queues;
     steps += static_cast<uint32_t>(r.shape->steps());
     queues += static_cast<uint32_t>(r.shape->queues.size());
-    if (fold_ == 0) sim_of_real_[static_cast<size_t>(r.rank)] = static_cast<uint32_t>(i);
+    if (by_index) sim_of_real_[static_cast<size_t>(r.rank)] = static_cast<uint32_t>(i);
   }
   if (fold_ == 0) {
     for (int r = 0; r < n_; ++r)
@@ -338,8 +348,8 @@ Status Engine::connect() {
     if (fold_ > 0) {
       // A representative link stands for its orbit; when the orbit is smaller than the number
       // of rank classes, the real link carries that many classes' flows.
-      const uint64_t orbit = cluster_.orbit(l, fold_).second;
-      cap *= static_cast<double>(orbit) * fold_ / n_;
+      const uint64_t size = orbit(l).second;
+      cap *= static_cast<double>(size) * fold_ / n_;
     }
     links_[l].capacity = cap;
   }
@@ -377,9 +387,9 @@ Status Engine::connect() {
       int label = sr.rank;  // the sender as the receiver's program names it
       if (fold_ > 0) {
         // The group element taking d to its representative takes the sender to `label`.
-        dst = static_cast<uint32_t>(d % fold_);
-        label = group_ == Group::kXor ? (sr.rank ^ (d ^ static_cast<int>(dst)))
-                                      : mod(static_cast<int64_t>(sr.rank) - (d - static_cast<int>(dst)), n_);
+        dst = mask_ != 0 ? sim_of_real_[static_cast<size_t>(d & ~mask_)] : static_cast<uint32_t>(d % fold_);
+        const int rep = ranks_[dst].rank;
+        label = group_ == Group::kXor ? (sr.rank ^ (d ^ rep)) : mod(static_cast<int64_t>(sr.rank) - (d - rep), n_);
       } else {
         dst = sim_of_real_[static_cast<size_t>(d)];
       }
@@ -860,32 +870,42 @@ Layout small_instance(const Cluster& cluster, int period) {
 }
 
 struct Symmetry {
-  int q = 0;  // 0: none; 1: every rank derives from rank 0; else ranks derive from ranks 0..q-1
+  // 0: none; 1: every rank derives from rank 0; else ranks derive from q ranks: 0..q-1, or with a
+  // mask the q ranks whose mask bits are clear.
+  int q = 0;
   Group group = Group::kShift;
+  int mask = 0;  // kXor by the torus's half translations: the rank bits they flip (Engine)
   // The number of ranks the engine simulates.
   int fold(int period) const { return q == 1 ? period : q; }
 };
 
 // The group elements to check for period q: shifts by q, or XORs by each power of two that is a
-// multiple of q.
-std::vector<int> generators(Group g, int q, int n) {
+// multiple of q, or, with a mask, by each of its bits.
+std::vector<int> generators(Group g, int q, int mask, int n) {
   if (g == Group::kShift) return {q};
   std::vector<int> out;
+  if (mask != 0) {
+    for (int m = 1; m <= mask; m *= 2)
+      if ((mask & m) != 0) out.push_back(m);
+    return out;
+  }
   for (int m = q; m < n; m *= 2) out.push_back(m);
   return out;
 }
 
-// The schedule's symmetry: equivariance under shifts or XORs by multiples of q in {1, P}, or under
-// the shift by half the ranks (q = n/2; recursive doubling and halving over a power of two of
-// ranks on a torus, where a XOR by n/2 is that shift, the only XOR mapping the torus onto itself),
+// The schedule's symmetry: equivariance under shifts or XORs by multiples of q in {1, P}, under
+// the translations by half of each dimension of a torus whose dimensions are powers of two (each a
+// XOR of one rank bit: recursive doubling and halving; n/8 ranks on a 3D torus), or under the
+// shift by half the ranks (q = n/2; the same schedules on other tori, where the XOR by n/2 is
+// that shift),
 // probed on sample ranks (around period boundaries and the root) of a smaller instance of the
 // same shape (4 periods, the same count, so that count-dependent choices such as an inner
 // algorithm stay the same; q = its ranks / 2 for the half shift), then at full size on ranks q,
 // the far end (n - q, or n/2 for XORs) and the root. XORs only where they map the hardware onto
 // itself: node clusters whose node and rank counts are powers of two. The first candidate that
 // holds wins, in the order of the ranks left to simulate: shifts by 1 and P, XORs by 1 and P (P
-// ranks each), then the half shift (n/2). Not `strict`: dependencies may differ (which of its
-// slices a step waits for).
+// ranks each), the half translations, then the half shift (n/2). Not `strict`: dependencies may
+// differ (which of its slices a step waits for).
 Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm, const Cluster& cluster,
                        int period, const Program& p0, bool strict) {
   const int n = a.nranks;
@@ -904,25 +924,33 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
   };
   const bool xor_ok = !cluster.is_torus() && power_of_two(n) && power_of_two(ns) && power_of_two(period);
   const bool half_ok = (n / 2) % period == 0 && (ns / 2) % period == 0 && ns / 2 > period;
-  // The candidates, fewest simulated ranks first: (group, q on the small instance, q at full size).
+  // The candidates, fewest simulated ranks first: (group, q on the small instance, q at full size,
+  // and for the half translations their masks on the small instance and at full size).
   struct Candidate {
     Group g;
     int q, q_full;
+    int mask = 0, mask_full = 0;
   };
   std::vector<Candidate> candidates = {{Group::kShift, 1, 1}, {Group::kShift, period, period}};
   if (xor_ok) {
     candidates.push_back({Group::kXor, 1, 1});
     candidates.push_back({Group::kXor, period, period});
   }
+  const int mask_full = cluster.half_translation_mask();
+  const int mask_small = full ? mask_full : topology::Cluster::half_translation_mask_of(small.torus);
+  if (mask_full != 0 && mask_small != 0 && power_of_two(n)) {
+    candidates.push_back({Group::kXor, ns >> std::popcount(static_cast<unsigned>(mask_small)),
+                          n >> std::popcount(static_cast<unsigned>(mask_full)), mask_small, mask_full});
+  }
   if (half_ok) candidates.push_back({Group::kShift, ns / 2, n / 2});
-  for (const auto& [g, q, q_full] : candidates) {
+  for (const auto& [g, q, q_full, mask, mf] : candidates) {
     if (q >= ns) continue;
     std::vector<int> sample = {0, 1, period - 1, period, 2 * period - 1, ns / 2 + 1, ns - q, ns - 1};
     if (has_root(a.coll)) {
       for (int d : {0, 1, -1, q, -q}) sample.push_back(mod(static_cast<int64_t>(a.root) + d, ns));
     }
     bool ok = true;
-    for (int m : generators(g, q, ns)) {
+    for (int m : generators(g, q, mask, ns)) {
       for (int r : sample) {
         if (r < 0 || r >= ns) continue;
         if (!relabelled_equal(gen(r), gen(relabel(g, r, m, ns)), g, m, ns, strict)) {
@@ -934,17 +962,18 @@ Symmetry find_symmetry(const CollectiveArgs& a, const Layout& layout, Algorithm 
     }
     if (!ok) continue;
     if (!full) {
-      const int far = g == Group::kXor ? n / 2 : n - q_full;
-      if (!relabelled_equal(p0, plan(a, layout, algorithm, relabel(g, 0, q_full, n)).program, g, q_full, n, strict))
+      // The group element next to rank 0 (for a mask: its top bit) and the farthest one.
+      const int near = mf != 0 ? std::bit_floor(static_cast<unsigned>(mf)) : q_full;
+      const int far = mf != 0 ? mf : g == Group::kXor ? n / 2 : n - q_full;
+      if (!relabelled_equal(p0, plan(a, layout, algorithm, relabel(g, 0, near, n)).program, g, near, n, strict))
         continue;
       if (!relabelled_equal(p0, plan(a, layout, algorithm, far).program, g, far, n, strict)) continue;
       if (has_root(a.coll) &&
           !relabelled_equal(plan(a, layout, algorithm, a.root).program,
-                            plan(a, layout, algorithm, relabel(g, a.root, q_full, n)).program, g, q_full, n,
-                            strict))
+                            plan(a, layout, algorithm, relabel(g, a.root, near, n)).program, g, near, n, strict))
         continue;
     }
-    return {q_full, g};
+    return {q_full, g, mf};
   }
   return {};
 }
@@ -973,11 +1002,11 @@ double bytes_per_latency(const Program& p, const Cluster& cluster) {
 
 // What makes two runs of simulate_algorithm the same run: everything its engine is built from.
 std::string run_key(const Cluster& cluster, const Layout& layout, Algorithm algorithm, const CollectiveArgs& call,
-                    int fold, Group group, const SimOptions& options) {
+                    int fold, Group group, int mask, const SimOptions& options) {
   // describe() names the collective, count, type, op and root; the rest follows.
   std::string key = cluster.describe() + "|" + std::string(algorithm_name(algorithm)) + "|" + describe(call);
   for (size_t v : {call.slice_count, static_cast<size_t>(call.in_place), static_cast<size_t>(fold),
-                   static_cast<size_t>(group), static_cast<size_t>(options.link_stats)})
+                   static_cast<size_t>(group), static_cast<size_t>(mask), static_cast<size_t>(options.link_stats)})
     key += "|" + std::to_string(v);
   for (int d : layout.torus) key += "t" + std::to_string(d);
   for (const auto& node : layout.nodes) {
@@ -1060,7 +1089,7 @@ Result<SimResult> simulate(const topology::Cluster& cluster, const Layout& layou
   std::vector<Shape> shapes;
   shapes.reserve(programs.size());
   for (const Program& p : programs) shapes.push_back(make_shape(p));
-  Engine engine(cluster, n, 0, Group::kShift, options);
+  Engine engine(cluster, n, 0, Group::kShift, 0, options);
   for (int r = 0; r < n; ++r) {
     if (programs[static_cast<size_t>(r)].rank != r)
       return invalid_argument("simulator: programs[" + std::to_string(r) + "] is rank " +
@@ -1221,31 +1250,38 @@ Result<SimResult> simulate_algorithm(const CollectiveArgs& a, const Layout& layo
 
   auto run = [&]() -> Result<SimResult> {
     std::vector<Shape> shapes;
-    Engine engine(cluster, n, fold, sym.group, options);
+    Engine engine(cluster, n, fold, sym.group, sym.mask, options);
     if (fold > 0 && sym.q == 1) {
       shapes.push_back(make_shape(p0));
       for (int r = 0; r < fold; ++r) engine.add({r, r, r, &shapes[0]});
     } else {
+      // The simulated ranks: every rank, ranks 0..fold-1, or those with the mask's bits clear.
+      std::vector<int> sim_ranks;
+      for (int r = 0; r < n && static_cast<int>(sim_ranks.size()) < sims; ++r)
+        if ((r & sym.mask) == 0) sim_ranks.push_back(r);
       // Generating the programs is most of the cost at thousands of ranks (some generators are
       // O(n) per rank); it is independent per rank, so it runs on up to options.threads threads.
       shapes.resize(static_cast<size_t>(sims));
       shapes[0] = make_shape(p0);
       const int threads = std::max(1, std::min(options.threads, sims / 64));
       auto work = [&](int t) {
-        for (int r = 1 + t; r < sims; r += threads)
-          shapes[static_cast<size_t>(r)] = make_shape(plan(call, layout, algorithm, r).program);
+        for (int i = 1 + t; i < sims; i += threads)
+          shapes[static_cast<size_t>(i)] =
+              make_shape(plan(call, layout, algorithm, sim_ranks[static_cast<size_t>(i)]).program);
       };
       std::vector<std::thread> pool;
       for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
       work(0);
       for (std::thread& th : pool) th.join();
-      for (int r = 0; r < sims; ++r)
-        engine.add({r, (*placed)[static_cast<size_t>(r)], 0, &shapes[static_cast<size_t>(r)]});
+      for (int i = 0; i < sims; ++i) {
+        const int r = sim_ranks[static_cast<size_t>(i)];
+        engine.add({r, (*placed)[static_cast<size_t>(r)], 0, &shapes[static_cast<size_t>(i)]});
+      }
     }
     return connect_and_run(engine, t0);
   };
   auto ran = options.reuse_runs
-                 ? reuse_or_run(run_key(cluster, layout, algorithm, call, fold, sym.group, options), run)
+                 ? reuse_or_run(run_key(cluster, layout, algorithm, call, fold, sym.group, sym.mask, options), run)
                  : run();
   WEFT_TRY(ran);
   // The engine's outcome, with this call's own choices (padding, coarsening, folding).

@@ -23,8 +23,10 @@
 //     rank r behaves as rank r mod P does, a shifted copy. The simulator then runs only ranks
 //     0..P-1, folding every peer and link onto its representative (exact under the assumption).
 //     The same holds for XORs by multiples of Q (recursive doubling/halving) on node clusters
-//     whose counts are powers of two, and for the shift by Q = n/2 alone (ranks 0..n/2-1 are
-//     simulated; recursive halving on a torus, where the XOR of the top bit is that shift).
+//     whose counts are powers of two; on tori whose dimensions are powers of two, for the
+//     translations by half of each dimension, each a XOR of one rank bit (the ranks with those
+//     bits clear are simulated: one in 8 on a 3D torus); and for the shift by Q = n/2 alone
+//     (ranks 0..n/2-1 are simulated; the XOR of the top bit is that shift).
 //     When a schedule is too large to simulate rank by rank even with coarser slices, and its
 //     ranks differ only in which earlier step (slice) a step waits for, the simulator folds
 //     anyway and says so (SimResult::approximate; an approximation, whose error the tests
@@ -90,7 +92,7 @@ struct LinkUse {
 
 struct SimResult {
   double seconds = 0;               // the last step of the last rank
-  std::vector<double> rank_finish;  // per simulated rank: every rank, or ranks 0..period-1
+  std::vector<double> rank_finish;  // per simulated rank, in rank order: every rank, or the folded representatives
   int period = 0;                   // > 0: the symmetry reduction ran with this period
   bool xor_symmetry = false;        // ... under rank XORs (else rank shifts)
   bool approximate = false;         // ... with dependencies that differ between ranks (see above)

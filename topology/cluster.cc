@@ -1,6 +1,7 @@
 #include "topology/cluster.h"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -573,6 +574,23 @@ std::pair<uint32_t, uint64_t> Cluster::orbit(uint32_t id, int t) const {
   }
   const int back = (owner_device / t) * t;
   return {shift_link(id, -back), size};
+}
+
+int Cluster::half_translation_mask_of(const std::vector<int>& dims) {
+  int mask = 0, stride = 1;
+  for (int d : dims) {
+    if ((d & (d - 1)) != 0) return 0;
+    if (d > 1) mask |= (d / 2) * stride;
+    stride *= d;
+  }
+  return mask;
+}
+
+std::pair<uint32_t, uint64_t> Cluster::orbit_xor(uint32_t id, int mask) const {
+  // A torus has device-owned links only (compute and torus links), and a translation moves a
+  // link with its device: every orbit is free.
+  const int owner = links_[id].owner;
+  return {shift_link(id, (owner & ~mask) - owner), uint64_t{1} << std::popcount(static_cast<unsigned>(mask))};
 }
 
 std::string Cluster::link_name(uint32_t id) const {

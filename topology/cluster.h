@@ -134,6 +134,17 @@ class Cluster {
   // The representative of link `id`'s orbit under shifts by multiples of t (a multiple of period()
   // dividing devices()), and the orbit's size.
   std::pair<uint32_t, uint64_t> orbit(uint32_t id, int t) const;
+  // Tori whose dimensions are powers of two: the representative of link `id`'s orbit under the
+  // translations by half of each dimension, which XOR device numbers by the bits of
+  // half_translation_mask() (any subset of them at once), and the orbit's size. The
+  // representative is the link of the device with those bits clear.
+  // REQUIRES: half_translation_mask() != 0; mask is it or a subset of its bits.
+  std::pair<uint32_t, uint64_t> orbit_xor(uint32_t id, int mask) const;
+  // The device-number bits the translations by half of each torus dimension flip, when every
+  // dimension is a power of two (each such translation is then a XOR); 0 otherwise (and for
+  // node clusters). _of: the same for a torus of dimensions `dims` (first dimension fastest).
+  int half_translation_mask() const { return half_translation_mask_of(spec_.torus); }
+  static int half_translation_mask_of(const std::vector<int>& dims);
   // The shift of link `id` by `s` devices (s a multiple of period()).
   uint32_t shift_link(uint32_t id, int s) const;
 

@@ -237,5 +237,42 @@ TEST(ClusterSymmetry, RoutesShiftWithThePeriod) {
   }
 }
 
+// The translations by half of each dimension of a torus whose dimensions are powers of two are
+// XORs of device numbers (the simulator folds recursive doubling by them): routes between the
+// XORed ends are the XORed links, orbit_xor() maps them to one representative (the link of the
+// device with the mask's bits clear), and every orbit has one link per group element.
+TEST(ClusterSymmetry, HalfTranslationsOfAPowerOfTwoTorusAreXors) {
+  EXPECT_EQ(must_parse("torus:16x16x64").half_translation_mask(), 8 | 128 | 8192);
+  EXPECT_EQ(must_parse("torus:6x8").half_translation_mask(), 0);
+  EXPECT_EQ(must_parse("dgx-h100:4").half_translation_mask(), 0);
+  const Cluster c = must_parse("torus:4x4x8");
+  const int mask = c.half_translation_mask(), n = c.devices();
+  ASSERT_EQ(mask, 2 | 8 | 64);
+  const uint64_t group = 8;
+  for (int m : {2, 8, 64, 2 | 64, mask}) {
+    for (int a = 0; a < n; a += 3) {
+      for (int b = 0; b < n; b += 5) {
+        double la = 0, lb = 0;
+        const auto ra = route_of(c, a, b, &la);
+        const auto rb = route_of(c, a ^ m, b ^ m, &lb);
+        ASSERT_EQ(ra.size(), rb.size()) << a << "->" << b << " xor " << m;
+        EXPECT_DOUBLE_EQ(la, lb);
+        for (size_t i = 0; i < ra.size(); ++i) {
+          EXPECT_EQ(c.orbit_xor(ra[i], mask).first, c.orbit_xor(rb[i], mask).first) << c.link_name(ra[i]);
+          EXPECT_EQ(c.link(c.orbit_xor(ra[i], mask).first).owner & mask, 0);
+        }
+      }
+    }
+  }
+  std::set<uint32_t> reps;
+  for (uint32_t l = 0; l < c.link_count(); ++l) {
+    auto [rep, size] = c.orbit_xor(l, mask);
+    EXPECT_EQ(size, group);
+    EXPECT_EQ(c.link(rep).kind, c.link(l).kind);
+    reps.insert(rep);
+  }
+  EXPECT_EQ(reps.size() * group, c.link_count());
+}
+
 }  // namespace
 }  // namespace weft::topology
