@@ -63,7 +63,8 @@ WEFT_AVX2 inline __m256i round_off(__m256i a) {
                            kShift);
 }
 
-// The byte of each element, NaN lanes aside: 0xFF where the input byte is NaN.
+// The formats: nan_mask (0xFF in each byte lane whose input is NaN), load32 (32 bytes -> Wide),
+// store32 (a Wide of results -> 32 bytes, with the inputs for NaN and overflow), kProdRescale.
 struct E4m3 {
   using Scalar = scalar::E4m3;
   // Value scale of widen(): products pick it up twice and are multiplied back once.
