@@ -11,7 +11,7 @@ arrays to a reduction's three), `cores=` of this machine, `wake=` added to each 
 the ranks outnumber the cores, and `spill=` the bandwidth factor once a node's buffers outgrow
 `cache=`. The fit minimises the squared log error of the allreduce time of every measured
 algorithm (ring, recursive doubling, Rabenseifner: their message counts differ, so together they
-separate the per-message cost from the per-byte cost) over sizes >= 4 KiB (the latency of smaller
+separate the per-message cost from the per-byte cost; and the tree, which the tuner would pick) over sizes >= 4 KiB (the latency of smaller
 calls is dominated by scheduler noise here), N=2 and N=4 together, by Nelder-Mead over the logs of
 the five continuous parameters, for each cache size of a grid.
 Each size's measured time is the minimum over runs by default (--stat): on a machine shared with
