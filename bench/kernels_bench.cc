@@ -1,5 +1,5 @@
 // Microbenchmarks for src/kernels: reduce per dtype/op, divide_by, the small-float conversions,
-// and memcpy of the same bytes as the yardstick. Sizes 64 KiB (L2), 1 MiB (L2/L3), 32 MiB (DRAM).
+// copy() (copy.h), and memcpy of the same bytes as the yardstick. Sizes 64 KiB (L2), 1 MiB (L2/L3), 32 MiB (DRAM).
 //
 // The size argument is the bytes of one array: for reduce, each of a, b and dst (so memory
 // traffic is 3x, reported as the "traffic" counter); for divide_by, src and dst; for conversions,
