@@ -144,30 +144,18 @@ void BM_FromFloat(benchmark::State& state, DataType type) {
   state.SetLabel(reduce_isa());
 }
 
-void BM_Memcpy(benchmark::State& state) {
+// memcpy (the yardstick) or copy.h's copy() (the data path's copy): fn copies `bytes`.
+void BM_Copy(benchmark::State& state, CopyFn fn, const char* label) {
   const int64_t bytes = state.range(0);
   const Buffer src = filled(DataType::kUint8, static_cast<size_t>(bytes), 7);
   const Buffer d(static_cast<size_t>(bytes));
   for (auto _ : state) {
-    std::memcpy(d.get(), src.get(), static_cast<size_t>(bytes));
+    fn(d.get(), src.get(), static_cast<size_t>(bytes));
     benchmark::DoNotOptimize(d.get());
     benchmark::ClobberMemory();
   }
   set_rates(state, bytes, 2);
-}
-
-// copy.h's copy(), the data path's copy, next to memcpy.
-void BM_Copy(benchmark::State& state) {
-  const int64_t bytes = state.range(0);
-  const Buffer src = filled(DataType::kUint8, static_cast<size_t>(bytes), 7);
-  const Buffer d(static_cast<size_t>(bytes));
-  for (auto _ : state) {
-    copy(d.get(), src.get(), static_cast<size_t>(bytes));
-    benchmark::DoNotOptimize(d.get());
-    benchmark::ClobberMemory();
-  }
-  set_rates(state, bytes, 2);
-  state.SetLabel(reduce_isa());
+  if (label != nullptr) state.SetLabel(label);
 }
 
 void sizes(benchmark::internal::Benchmark* b) {
@@ -210,8 +198,9 @@ void register_all() {
     benchmark::RegisterBenchmark(("from_float/" + std::string(dtype_name(type))).c_str(), BM_FromFloat, type)
         ->Apply(sizes);
   }
-  benchmark::RegisterBenchmark("memcpy", BM_Memcpy)->Apply(sizes);
-  benchmark::RegisterBenchmark("copy", BM_Copy)->Apply(sizes);
+  const CopyFn plain_memcpy = [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); };
+  benchmark::RegisterBenchmark("memcpy", BM_Copy, plain_memcpy, nullptr)->Apply(sizes);
+  benchmark::RegisterBenchmark("copy", BM_Copy, &copy, reduce_isa())->Apply(sizes);
 }
 
 }  // namespace
