@@ -10,8 +10,9 @@
 
 namespace weft {
 namespace {
-// A cuda connection's records travel on the host connection of channel + this (transport/cuda).
-constexpr int kCudaControlChannel = 1 << 16;
+// A device connection's bytes (staged) or records (cuda) travel on the host connection of
+// channel + this, apart from the host runs' connection of the same channel.
+constexpr int kDeviceChannel = 1 << 16;
 }  // namespace
 
 Status CommState::classify(Operation& op) {
@@ -93,8 +94,6 @@ Result<void*> CommState::device_scratch(size_t bytes) {
 Status CommState::execute_device(Operation& op, RunSpec& spec) {
   cuda::DeviceGuard guard(device_);
   const algorithms::Program& p = *spec.program;
-  if (!device_refusal_.empty())
-    return invalid_usage(algorithms::describe(op.args) + " on device buffers " + device_refusal_);
   WEFT_TRY(wait_for_caller_stream(op));
   if (p.tmp_count > 0) {
     auto tmp = device_scratch(p.tmp_count * dtype_size(p.dtype));
@@ -109,18 +108,23 @@ Status CommState::execute_device(Operation& op, RunSpec& spec) {
   return s;
 }
 
-Result<transport::Connection*> CommState::cuda_connection(int peer, int channel, Deadline deadline) {
-  auto it = cuda_connections_.find({peer, channel});
-  if (it != cuda_connections_.end()) return it->second.get();
-  transport::Transport* host = peer == rank_ ? self_.get() : shm_.get();
-  auto control = host->connect(peer, channel + kCudaControlChannel, deadline);
-  if (!control.ok())
-    return control.status().with_context("connecting to rank " + std::to_string(peer) + " over cuda");
-  auto conn = transport::make_cuda_connection(std::move(*control), stream_, peer, channel, config_.timeout);
-  WEFT_TRY(conn);
+Result<transport::Connection*> CommState::device_connection(int peer, int channel, Deadline deadline) {
+  auto it = device_connections_.find({peer, channel});
+  if (it != device_connections_.end()) return it->second.get();
+  auto host = transport_for(peer);
+  WEFT_TRY(host);
+  // The cuda transport where the host path is self or shm (one node) and P2P is allowed; else
+  // device memory is staged through host memory over the host path.
+  const bool direct = *host == self_.get() || (*host == shm_.get() && !config_.p2p_disable);
+  const std::string via = direct ? "cuda" : std::string((*host)->name()) + " (staged through host memory)";
+  auto link = (*host)->connect(peer, channel + kDeviceChannel, deadline);
+  if (!link.ok()) return link.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);
+  auto conn = direct ? transport::make_cuda_connection(std::move(*link), stream_, peer, channel, config_.timeout)
+                     : transport::make_staged_connection(std::move(*link), stream_);
+  if (!conn.ok()) return conn.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);
   transport::Connection* raw = conn->get();
-  log_.info("connected to rank " + std::to_string(peer) + ": " + raw->describe());
-  cuda_connections_[{peer, channel}] = std::move(*conn);
+  log_.info("connected to rank " + std::to_string(peer) + " for device buffers: " + raw->describe());
+  device_connections_[{peer, channel}] = std::move(*conn);
   return raw;
 }
 

@@ -240,13 +240,6 @@ Status CommState::init(const UniqueId& id) {
     const Status dumped = dump_topology(config_.topo_dump_file, topo.system);
     if (!dumped.ok()) log_.warn("WEFT_TOPO_DUMP_FILE: " + dumped.message());
   }
-  for (int peer = 0; peer < nranks_ && device_refusal_.empty(); ++peer) {
-    if (nodes_[static_cast<size_t>(peer)] != nodes_[static_cast<size_t>(rank_)] || config_.transport == "tcp")
-      device_refusal_ = "needs every rank on this node with shared memory allowed (the cuda transport); rank " +
-                        std::to_string(peer) + " is on node '" + nodes_[static_cast<size_t>(peer)] +
-                        "' and WEFT_TRANSPORT is '" + config_.transport + "'. Inter-node device buffers are not "
-                        "supported yet";
-  }
   WEFT_TRY(shm_->set_peer_cards(std::move(shm_cards)));
   WEFT_TRY(tcp_->set_peer_cards(std::move(tcp_cards)));
   // Small communicators join every pair now, in ascending peer order (deadlock-free, see
@@ -270,7 +263,7 @@ CommState::~CommState() {
   if (stream_ != nullptr) {
     cuda::DeviceGuard guard(device_);
     (void)cuda::stream_sync(stream_);
-    cuda_connections_.clear();
+    device_connections_.clear();
     cuda::device_free(device_scratch_);
     for (void* p : retired_scratch_) cuda::device_free(p);
     cuda::device_free(done_flag_);
@@ -293,7 +286,7 @@ Result<transport::Transport*> CommState::transport_for(int peer) {
 }
 
 Result<transport::Connection*> CommState::connection(int peer, int channel, Deadline deadline) {
-  if (device_run_) return cuda_connection(peer, channel, deadline);
+  if (device_run_) return device_connection(peer, channel, deadline);
   auto it = connections_.find({peer, channel});
   if (it != connections_.end()) return it->second.get();
   auto t = transport_for(peer);
@@ -515,7 +508,7 @@ Status CommState::async_error() {
 
 void CommState::fail_connections(const std::string& reason) {
   for (auto& [key, conn] : connections_) conn->abort(reason);
-  for (auto& [key, conn] : cuda_connections_) conn->abort(reason);
+  for (auto& [key, conn] : device_connections_) conn->abort(reason);
 }
 
 void CommState::abort(const std::string& reason) {

@@ -35,6 +35,7 @@
 #include "src/operation.h"
 #include "src/scratch.h"
 #include "transport/cuda/connection.h"
+#include "transport/cuda/staged.h"
 #include "transport/transport.h"
 #include "weft/config.h"
 #include "weft/unique_id.h"
@@ -99,7 +100,9 @@ class CommState : public ConnectionSource {
   // After a device op ran: writes its ticket to the flag and waits (bounded by the timeout) for
   // this communicator's stream to finish.
   Status finish_device(const Operation& op);
-  Result<transport::Connection*> cuda_connection(int peer, int channel, Deadline deadline);
+  // The connection device runs use to `peer`: cuda (same node, P2P allowed) or staged through
+  // host memory (transport/cuda/staged.h).
+  Result<transport::Connection*> device_connection(int peer, int channel, Deadline deadline);
   Result<void*> device_scratch(size_t bytes);
   void release_device_streams();
 
@@ -144,9 +147,8 @@ class CommState : public ConnectionSource {
   void* device_scratch_ = nullptr; // TMP for device runs (exec_mu_), grown, never shrunk
   size_t device_scratch_bytes_ = 0;
   std::vector<void*> retired_scratch_;  // outgrown while a caller's stream may be held: freed at destruction
-  bool device_run_ = false;        // exec_mu_: connection() hands out cuda connections
-  std::string device_refusal_;     // why device buffers cannot run here (set at init), or empty
-  std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> cuda_connections_;
+  bool device_run_ = false;        // exec_mu_: connection() hands out device connections
+  std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> device_connections_;
 
   GroupState group_;
   std::atomic<bool> aborted_{false};

@@ -73,6 +73,7 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_CMA")) WEFT_TRY(parse_flag("WEFT_CMA", v, &c.cma));
   if (const char* v = env("WEFT_CUDA_STREAM_ORDER"))
     WEFT_TRY(parse_flag("WEFT_CUDA_STREAM_ORDER", v, &c.cuda_stream_order));
+  if (const char* v = env("WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", &name)) WEFT_TRY(parse_flag(name, v, &c.p2p_disable));
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));
   if (const char* v = env("WEFT_ALGO", "NCCL_ALGO")) c.algo = v;

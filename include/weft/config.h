@@ -41,6 +41,9 @@ struct Config {
   // (CUDA_MODULE_LOADING=EAGER). Off by default: a kernel's lazy load waits for the whole device,
   // so under CUDA's default lazy loading a held stream can deadlock (docs/NCCL.md).
   bool cuda_stream_order = false;
+  // WEFT_P2P_DISABLE (or NCCL_P2P_DISABLE): 1 sends device buffers between processes of one node
+  // through host memory over shm instead of GPU to GPU over the cuda transport.
+  bool p2p_disable = false;
   // WEFT_CMA_THRESHOLD: the message size from which shm uses CMA.
   size_t cma_threshold = size_t{64} << 10;
   // WEFT_SLICE_BYTES: collectives cut each chunk into slices of about this size so steps pipeline.

@@ -158,6 +158,14 @@ Result<void*> device_alloc(size_t bytes) {
 void device_free(void* p) {
   if (p != nullptr) cudaFree(p);
 }
+Result<void*> host_alloc(size_t bytes) {
+  void* p = nullptr;
+  WEFT_TRY(check(cudaMallocHost(&p, bytes > 0 ? bytes : 1), "cudaMallocHost"));
+  return p;
+}
+void host_free(void* p) {
+  if (p != nullptr) cudaFreeHost(p);
+}
 
 Status copy_async(void* dst, const void* src, size_t bytes, Stream s) {
   if (bytes == 0 || dst == src) return Status();

@@ -60,6 +60,10 @@ bool lazy_loading();
 
 Result<void*> device_alloc(size_t bytes);
 void device_free(void* p);
+// Pinned host memory (cudaMallocHost): copies to and from it are asynchronous, and kernels read
+// it directly (unified addressing). host_free waits for the whole device, as device_free does.
+Result<void*> host_alloc(size_t bytes);
+void host_free(void* p);
 // Any direction (the pointers say where they are); ordered on `s`.
 Status copy_async(void* dst, const void* src, size_t bytes, Stream s);
 

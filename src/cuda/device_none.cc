@@ -25,6 +25,8 @@ Status stream_write_value(Stream, uint32_t*, uint32_t) { return none(); }
 bool lazy_loading() { return false; }
 Result<void*> device_alloc(size_t) { return none(); }
 void device_free(void*) {}
+Result<void*> host_alloc(size_t) { return none(); }
+void host_free(void*) {}
 Status copy_async(void*, const void*, size_t, Stream) { return none(); }
 Status reduce(void*, const void*, const void*, size_t, DataType, RedOp, Stream) { return none(); }
 Status divide(void*, const void*, size_t, DataType, int, Stream) { return none(); }

@@ -15,6 +15,7 @@ namespace {
 const char* const kVars[] = {
     "WEFT_TRANSPORT", "NCCL_SHM_DISABLE", "WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", "WEFT_DEBUG",
     "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
+    "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -48,6 +49,17 @@ TEST_F(ConfigEnvTest, CudaStreamOrderIsOptIn) {
   EXPECT_TRUE(ok().cuda_stream_order);
   ::setenv("WEFT_CUDA_STREAM_ORDER", "on", 1);
   EXPECT_EQ(error(), "WEFT_CUDA_STREAM_ORDER='on' is not 0 or 1");
+}
+
+TEST_F(ConfigEnvTest, P2pDisableStagesDeviceBuffersAndWeftWins) {
+  EXPECT_FALSE(ok().p2p_disable);
+  ::setenv("NCCL_P2P_DISABLE", "1", 1);
+  EXPECT_TRUE(ok().p2p_disable);
+  ::setenv("WEFT_P2P_DISABLE", "0", 1);
+  EXPECT_FALSE(ok().p2p_disable);
+  ::unsetenv("WEFT_P2P_DISABLE");
+  ::setenv("NCCL_P2P_DISABLE", "2", 1);
+  EXPECT_EQ(error(), "NCCL_P2P_DISABLE='2' is not 0 or 1");
 }
 
 TEST_F(ConfigEnvTest, ShmDisableMeansTcpUnlessWeftTransportIsSet) {

@@ -13,6 +13,7 @@ checksum. --compare checks two such files: collectives identical, losses and che
 relative (float sums in another order).
 """
 import argparse
+import faulthandler
 import json
 import os
 import socket
@@ -30,6 +31,14 @@ def worker(rank, world, backend, out, port):
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dump_after = float(os.environ.get("TORCH_CHECK_DUMP_AFTER", "0"))
+    if dump_after > 0:
+        faulthandler.dump_traceback_later(dump_after, exit=False)
+
+    def say(what):
+        print("rank %d: %s" % (rank, what), file=sys.stderr, flush=True)
+
+    say("init_process_group")
     dev = torch.device("cuda:0") if backend == "nccl" else torch.device("cpu")
     if backend == "nccl":
         torch.cuda.set_device(0)
@@ -45,6 +54,7 @@ def worker(rank, world, backend, out, port):
     n = 1 << 16
     for name, op in (("sum", dist.ReduceOp.SUM), ("max", dist.ReduceOp.MAX)):
         t = vec(n, rank + 1)
+        say("all_reduce " + name)
         dist.all_reduce(t, op=op)
         res["all_reduce_" + name] = t[:64].tolist() + [checksum(t)]
     if backend == "nccl":  # gloo has no AVG
@@ -52,17 +62,20 @@ def worker(rank, world, backend, out, port):
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
         res["all_reduce_avg_scaled"] = checksum(t)
     t = vec(n, rank + 1)
+    say("all_gather")
     g = torch.empty(n * world, device=dev)
     dist.all_gather_into_tensor(g, t)
     res["all_gather"] = [checksum(x) for x in g.chunk(world)]
     t = vec(n * world, rank + 1)
     o = torch.empty(n, device=dev)
+    say("reduce_scatter")
     dist.reduce_scatter_tensor(o, t)
     mine = torch.tensor([checksum(o)], dtype=torch.float64, device=dev)
     sums = [torch.zeros(1, dtype=torch.float64, device=dev) for _ in range(world)]
     dist.all_gather(sums, mine)
     res["reduce_scatter"] = [float(x.item()) for x in sums]
     t = vec(n, rank + 1)
+    say("broadcast")
     dist.broadcast(t, src=world - 1)
     res["broadcast"] = checksum(t)
 
@@ -76,7 +89,8 @@ def worker(rank, world, backend, out, port):
     per = 64 // world
     xs, ys = X[rank * per:(rank + 1) * per].to(dev), Y[rank * per:(rank + 1) * per].to(dev)
     losses = []
-    for _ in range(8):
+    for step in range(8):
+        say("DDP step %d" % step)
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(ddp(xs), ys)
         loss.backward()
@@ -88,7 +102,9 @@ def worker(rank, world, backend, out, port):
     res["ddp_param_sum"] = float(sum(p.detach().double().sum().item() for p in model.parameters()))
     if backend == "nccl":
         torch.cuda.synchronize()
+    say("barrier")
     dist.barrier()
+    say("destroy_process_group")
     dist.destroy_process_group()
     if rank == 0:
         with open(out, "w") as f:

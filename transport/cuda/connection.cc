@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "src/deadline.h"
+#include "transport/cuda/event_pool.h"
 
 namespace weft::transport {
 namespace {
@@ -44,9 +45,8 @@ class CudaConnection final : public Connection {
 
   ~CudaConnection() override {
     close();
-    for (cuda::Event e : events_) cuda::event_destroy(e);
-    for (auto& c : outbound_) cuda::event_destroy(c.event);
-    for (auto& c : inbound_) cuda::event_destroy(c.event);
+    for (auto& c : outbound_) EventPool::drop(c.event);
+    for (auto& c : inbound_) EventPool::drop(c.event);
     cuda::device_free(fifo_);
   }
 
@@ -140,26 +140,6 @@ class CudaConnection final : public Connection {
     uint64_t ticket = 0;
   };
 
-  Result<cuda::Event> take_event() {
-    if (!events_.empty()) {
-      cuda::Event e = events_.back();
-      events_.pop_back();
-      return e;
-    }
-    return cuda::event_create();
-  }
-  // True once the work `e` marks has finished (no event: nothing to wait for); the event then
-  // goes back to the pool.
-  Result<bool> finished(cuda::Event& e) {
-    if (e == nullptr) return true;
-    auto done = cuda::event_done(e);
-    WEFT_TRY(done);
-    if (!*done) return false;
-    events_.push_back(e);
-    e = nullptr;
-    return true;
-  }
-
   Status post_control_recv() {
     RecvSink sink;
     sink.dst = &in_;
@@ -235,11 +215,10 @@ class CudaConnection final : public Connection {
         const size_t n = std::min(kSlotBytes, op.bytes - op.issued);
         char* slot = peer_fifo_ + (out_chunks_ % kSlots) * kSlotBytes;
         WEFT_TRY(cuda::copy_async(slot, op.src + op.issued, n, stream_));
-        auto e = take_event();
+        auto e = events_.record(stream_);
         WEFT_TRY(e);
         Outbound o;
         o.event = *e;
-        WEFT_TRY(cuda::event_record(o.event, stream_));
         o.rec.kind = Kind::kData;
         o.rec.bytes = n;
         op.issued += n;
@@ -256,7 +235,7 @@ class CudaConnection final : public Connection {
   Status announce_chunks() {
     while (!outbound_.empty()) {
       Outbound& o = outbound_.front();
-      auto done = finished(o.event);
+      auto done = events_.finished(o.event);
       WEFT_TRY(done);
       if (!*done) break;
       WEFT_TRY(send_record(o.rec));
@@ -291,10 +270,9 @@ class CudaConnection final : public Connection {
                                 r.bytes / dtype_size(op.reduce.type), op.reduce.type, op.reduce.op, stream_));
         else
           WEFT_TRY(cuda::copy_async(dst, slot, r.bytes, stream_));
-        auto e = take_event();
+        auto e = events_.record(stream_);
         WEFT_TRY(e);
         in.event = *e;
-        WEFT_TRY(cuda::event_record(in.event, stream_));
         ++in_chunks_;
       }
       op.issued += r.bytes;
@@ -311,7 +289,7 @@ class CudaConnection final : public Connection {
     while (!inbound_.empty()) {
       Inbound& in = inbound_.front();
       const bool slot = in.event != nullptr;  // inline messages use none
-      auto done = finished(in.event);
+      auto done = events_.finished(in.event);
       WEFT_TRY(done);
       if (!*done) break;
       if (slot) {
@@ -354,7 +332,7 @@ class CudaConnection final : public Connection {
   char* peer_fifo_ = nullptr;  // the peer's FIFO, once its record came
   bool peer_mapped_ = false;   // peer_fifo_ is an IPC mapping (the peer is another process)
   bool peer_closed_ = false;   // the peer no longer maps this side's FIFO
-  std::vector<cuda::Event> events_;  // idle events, reused
+  EventPool events_;
   std::deque<SendOp> sends_;
   size_t issuing_ = 0;  // sends_[issuing_] is the first not yet wholly issued
   std::deque<RecvOp> recvs_;
