@@ -117,8 +117,12 @@ Result<transport::Connection*> CommState::device_connection(int peer, int channe
   // device memory is staged through host memory over the host path.
   const bool direct = *host == self_.get() || (*host == shm_.get() && !config_.p2p_disable);
   const std::string via = direct ? "cuda" : std::string((*host)->name()) + " (staged through host memory)";
+  // Traced step by step: PyTorch under stream order hangs somewhere in here (docs/NCCL.md).
+  log_.trace("device connection to rank " + std::to_string(peer) + " over " + via + ": joining the host link");
   auto link = (*host)->connect(peer, channel + kDeviceChannel, deadline);
   if (!link.ok()) return link.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);
+  log_.trace("device connection to rank " + std::to_string(peer) + ": host link joined; allocating " +
+             (direct ? "the FIFO" : "the pinned staging buffers"));
   auto conn = direct ? transport::make_cuda_connection(std::move(*link), stream_, peer, channel, config_.timeout)
                      : transport::make_staged_connection(std::move(*link), stream_);
   if (!conn.ok()) return conn.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);

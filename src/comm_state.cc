@@ -301,6 +301,18 @@ Result<transport::Connection*> CommState::connection(int peer, int channel, Dead
   return raw;
 }
 
+std::shared_ptr<Operation> CommState::new_operation() {
+  if (spare_op_ && spare_op_.use_count() == 1) {
+    // The last other owner let go with a release decrement; this fence orders its last use of
+    // the op (finish() notifying, say) before the reset.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    spare_op_->reset();
+    return spare_op_;
+  }
+  spare_op_ = std::make_shared<Operation>();
+  return spare_op_;
+}
+
 void CommState::submit(const std::shared_ptr<Operation>& op) {
   op->state = this;
   op->submitted = true;
@@ -433,6 +445,24 @@ algorithms::TunedCall CommState::tuned_for(algorithms::CollectiveArgs a, bool de
   return pick;
 }
 
+const algorithms::Plan& CommState::plan_for(const algorithms::CollectiveArgs& a, bool device) {
+  const PlanKey key{static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype), static_cast<int>(a.op), a.root,
+                    a.in_place, device};
+  // A loop of one call finds its plan without the map (std::map nodes stay put until cleared).
+  if (last_plan_ != nullptr && key == last_plan_key_) return *last_plan_;
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    if (plans_.size() >= kPlanCacheEntries) plans_.clear();
+    const algorithms::TunedCall pick = tuned_for(a, device);
+    algorithms::CollectiveArgs tuned = a;
+    tuned.slice_count = pick.slice_count;
+    it = plans_.emplace(key, algorithms::plan(tuned, layout_, pick.algorithm, rank_)).first;
+  }
+  last_plan_key_ = key;
+  last_plan_ = &it->second;
+  return it->second;
+}
+
 Status CommState::execute(Operation& op) {
   // Built only on the error paths: a string per call is measurable on small messages.
   auto who = [this] { return "rank " + std::to_string(rank_) + ": "; };
@@ -449,27 +479,19 @@ Status CommState::execute(Operation& op) {
   spec.abort = &aborted_;
   spec.deadline = Deadline::after(config_.timeout);
   spec.oversubscribed = oversubscribed_;
-  algorithms::Plan group_plan;
+  // Groups only: a Plan on the stack costs every call its zeroing and destruction.
+  std::unique_ptr<algorithms::Plan> group_plan;
   const algorithms::Plan* plan = nullptr;
   if (a.coll == algorithms::Collective::kSendRecv) {
-    group_plan.algorithm = algorithms::Algorithm::kGroup;
-    group_plan.program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
-    group_plan.index = algorithms::index_program(group_plan.program);
-    plan = &group_plan;
+    group_plan = std::make_unique<algorithms::Plan>();
+    group_plan->algorithm = algorithms::Algorithm::kGroup;
+    group_plan->program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
+    group_plan->index = algorithms::index_program(group_plan->program);
+    plan = group_plan.get();
     spec.peer_seq = &peer_seq_;
     spec.bindings.user = op.buffers;
   } else {
-    auto key = std::make_tuple(static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype),
-                               static_cast<int>(a.op), a.root, a.in_place, op.device);
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      if (plans_.size() >= kPlanCacheEntries) plans_.clear();
-      const algorithms::TunedCall pick = tuned_for(a, op.device);
-      algorithms::CollectiveArgs tuned = a;
-      tuned.slice_count = pick.slice_count;
-      it = plans_.emplace(key, algorithms::plan(tuned, layout_, pick.algorithm, rank_)).first;
-    }
-    plan = &it->second;
+    plan = &plan_for(a, op.device);
     spec.args.slice_count = plan->slice_count;
     spec.seq = coll_seq_++;
     spec.bindings.in = const_cast<void*>(op.send);

@@ -70,6 +70,11 @@ class CommState : public ConnectionSource {
   // Runs queued operations on this thread (when no other thread is) until `op` is done.
   Status wait(Operation& op);
 
+  // A fresh Operation for the next call: the one the last call used when nothing refers to it
+  // any more (its Requests are gone and the queue let go of it), else a new one. The calling
+  // thread's (one thread issues calls at a time).
+  std::shared_ptr<Operation> new_operation();
+
   void abort(const std::string& reason);
   GroupState& group() { return group_; }
   // The error that broke the communicator (OK while it works). Any thread.
@@ -122,7 +127,13 @@ class CommState : public ConnectionSource {
   std::mutex exec_mu_;
   Executor executor_;
   Scratch scratch_;
-  std::map<std::tuple<int, size_t, int, int, int, bool, bool>, algorithms::Plan> plans_;  // ..., device
+  // (coll, count, dtype, op, root, in_place, device)
+  using PlanKey = std::tuple<int, size_t, int, int, int, bool, bool>;
+  // exec_mu_: the plan for `a`, made by the tuner and planner on first use, then cached.
+  const algorithms::Plan& plan_for(const algorithms::CollectiveArgs& a, bool device);
+  std::map<PlanKey, algorithms::Plan> plans_;
+  PlanKey last_plan_key_;
+  const algorithms::Plan* last_plan_ = nullptr;  // plans_'s entry for last_plan_key_, or null
   uint64_t coll_seq_ = 0;
   std::vector<uint64_t> peer_seq_;
   Status broken_;  // the first non-argument failure (also copied to async_error_ under queue_mu_)
@@ -151,6 +162,7 @@ class CommState : public ConnectionSource {
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> device_connections_;
 
   GroupState group_;
+  std::shared_ptr<Operation> spare_op_;  // new_operation()'s (the calling thread's)
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;  // guarded by queue_mu_
   Status async_error_;        // guarded by queue_mu_

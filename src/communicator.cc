@@ -116,7 +116,7 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   a.nranks = st.nranks();
   Status s = check_collective(st, a, send, recv);
   if (!s.ok()) return failed(std::move(s));
-  auto op = std::make_shared<Operation>();
+  auto op = st.new_operation();
   op->args = a;
   op->send = send;
   op->recv = recv;
@@ -189,8 +189,8 @@ Request peer_call(CommState& st, GroupState& g, bool is_send, void* buf, size_t 
     return failed(invalid_argument(name() + ": count " + std::to_string(count) + " overflows"));
   if (count > 0 && buf == nullptr)
     return failed(invalid_argument(name() + ": buffer is NULL with count " + std::to_string(count)));
-  std::shared_ptr<Operation> op = g.depth > 0 ? g.op : std::make_shared<Operation>();
-  if (!op) op = g.op = std::make_shared<Operation>();
+  std::shared_ptr<Operation> op = g.depth > 0 ? g.op : st.new_operation();
+  if (!op) op = g.op = st.new_operation();
   if (op->peer_ops.empty()) {
     op->stream = call_stream().stream;
     op->stream_ordered = call_stream().set;
@@ -221,7 +221,7 @@ Request Communicator::recv(void* buf, size_t count, DataType type, int peer) {
 
 Status Communicator::group_start() {
   GroupState& g = state_->group();
-  if (g.depth++ == 0) g.op = std::make_shared<Operation>();
+  if (g.depth++ == 0) g.op = state_->new_operation();
   return Status();
 }
 

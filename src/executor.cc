@@ -162,21 +162,22 @@ Status Executor::check_header(const Queue& q, uint32_t step) const {
   const CollHeader& got = q.header_in;
   const int me = spec_->program->rank;
   const int nranks = spec_->program->nranks;
-  const std::string them = "rank " + std::to_string(q.peer);
-  const std::string us = "rank " + std::to_string(me);
+  // Names for the error paths, built only there (a string per header is measurable on small calls).
+  const auto them = [&] { return "rank " + std::to_string(q.peer); };
+  const auto us = [&] { return "rank " + std::to_string(me); };
   if (got.magic != CollHeader::kMagic || got.sender != q.peer)
-    return internal_error(them + " sent a malformed header to " + us + " (stream out of step)");
+    return internal_error(them() + " sent a malformed header to " + us() + " (stream out of step)");
   const algorithms::CollectiveArgs& a = spec_->args;
   if (a.coll == Collective::kSendRecv) {
     const Step& s = spec_->program->steps[step];
     const uint64_t want = s.dst.count * elem_;
     if (got.coll != static_cast<uint8_t>(Collective::kSendRecv))
-      return invalid_usage(them + " called " + describe_header(got, nranks) + " but " + us +
+      return invalid_usage(them() + " called " + describe_header(got, nranks) + " but " + us() +
                            " called recv(" + std::to_string(want) + " bytes from rank " +
                            std::to_string(q.peer) + ")");
     if (got.count != want)
-      return invalid_usage(them + " sent " + std::to_string(got.count) + " bytes to " + us + " but " + us +
-                           " posted a recv of " + std::to_string(want) + " bytes from " + them +
+      return invalid_usage(them() + " sent " + std::to_string(got.count) + " bytes to " + us() + " but " + us() +
+                           " posted a recv of " + std::to_string(want) + " bytes from " + them() +
                            " (message " + std::to_string(got.seq) + " between them)");
     return Status();
   }
@@ -184,16 +185,16 @@ Status Executor::check_header(const Queue& q, uint32_t step) const {
   if (got.coll != mine.coll || got.count != mine.count || got.dtype != mine.dtype ||
       (algorithms::has_op(a.coll) && got.op != mine.op) ||
       (algorithms::has_root(a.coll) && got.root != mine.root)) {
-    return invalid_usage(them + " called " + describe_header(got, nranks) + " but " + us + " called " +
+    return invalid_usage(them() + " called " + describe_header(got, nranks) + " but " + us() + " called " +
                          describe_header(mine, nranks) + " (collective #" + std::to_string(mine.seq) + ")");
   }
   if (got.seq != mine.seq)
-    return invalid_usage(them + " is at collective #" + std::to_string(got.seq) + " but " + us +
+    return invalid_usage(them() + " is at collective #" + std::to_string(got.seq) + " but " + us() +
                          " is at #" + std::to_string(mine.seq) + ": a rank skipped or added a call");
   if (got.algorithm != mine.algorithm || got.slice_count != mine.slice_count)
-    return invalid_usage(them + " runs " + describe_header(got, nranks) + " with algorithm " +
+    return invalid_usage(them() + " runs " + describe_header(got, nranks) + " with algorithm " +
                          std::string(algorithms::algorithm_name(static_cast<algorithms::Algorithm>(got.algorithm))) +
-                         " and slices of " + std::to_string(got.slice_count) + " elements but " + us +
+                         " and slices of " + std::to_string(got.slice_count) + " elements but " + us() +
                          " uses " + std::string(algorithms::algorithm_name(spec_->algorithm)) + " and " +
                          std::to_string(mine.slice_count) +
                          ": set WEFT_ALGO and WEFT_SLICE_BYTES the same on every rank");

@@ -48,6 +48,27 @@ struct Operation {
   std::condition_variable cv;
   std::atomic<int> sleepers{0};  // threads between sleep_until_done()'s count and its return
 
+  // Makes a finished operation, referred to by no one else, new again (its vectors keep their
+  // capacity): CommState reuses one so that a small call allocates nothing. Every field above
+  // and below is reset here.
+  void reset() {
+    args = algorithms::CollectiveArgs();
+    send = nullptr;
+    recv = nullptr;
+    peer_ops.clear();
+    buffers.clear();
+    bytes = 0;
+    device = false;
+    stream_ordered = false;
+    stream = nullptr;
+    start = nullptr;
+    ticket = 0;
+    state = nullptr;
+    submitted = false;
+    status = Status();
+    done.store(false, std::memory_order_relaxed);
+  }
+
   // The outcome. REQUIRES: done has been loaded true (acquire): finish() writes the status
   // before it releases done and never again, so no lock is needed to read it.
   const Status& outcome() const { return status; }

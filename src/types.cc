@@ -8,23 +8,19 @@ namespace {
 
 struct TypeInfo {
   std::string_view name;
-  size_t size;
   bool is_float;
 };
 
 constexpr std::array<TypeInfo, kNumDataTypes> kTypes = {{
-    {"int8", 1, false},    {"uint8", 1, false},   {"int32", 4, false},  {"uint32", 4, false},
-    {"int64", 8, false},   {"uint64", 8, false},  {"half", 2, true},    {"float", 4, true},
-    {"double", 8, true},   {"bfloat16", 2, true}, {"f8e4m3", 1, true},  {"f8e5m2", 1, true},
+    {"int8", false},    {"uint8", false},   {"int32", false},  {"uint32", false},
+    {"int64", false},   {"uint64", false},  {"half", true},    {"float", true},
+    {"double", true},   {"bfloat16", true}, {"f8e4m3", true},  {"f8e5m2", true},
 }};
 
 constexpr std::array<std::string_view, kNumRedOps> kOps = {"sum", "prod", "max", "min", "avg"};
 
 }  // namespace
 
-bool dtype_valid(DataType t) { return static_cast<int>(t) >= 0 && static_cast<int>(t) < kNumDataTypes; }
-bool op_valid(RedOp op) { return static_cast<int>(op) >= 0 && static_cast<int>(op) < kNumRedOps; }
-size_t dtype_size(DataType t) { return dtype_valid(t) ? kTypes[static_cast<int>(t)].size : 0; }
 bool dtype_is_float(DataType t) { return dtype_valid(t) && kTypes[static_cast<int>(t)].is_float; }
 std::string_view dtype_name(DataType t) {
   return dtype_valid(t) ? kTypes[static_cast<int>(t)].name : "invalid-dtype";

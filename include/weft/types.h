@@ -34,10 +34,16 @@ enum class RedOp : int {
 };
 inline constexpr int kNumRedOps = 5;
 
+// Inline: every call checks and sizes its type.
+constexpr bool dtype_valid(DataType type) {
+  return static_cast<int>(type) >= 0 && static_cast<int>(type) < kNumDataTypes;
+}
+constexpr bool op_valid(RedOp op) { return static_cast<int>(op) >= 0 && static_cast<int>(op) < kNumRedOps; }
 // Bytes per element; 0 for a value outside the enum.
-size_t dtype_size(DataType type);
-bool dtype_valid(DataType type);
-bool op_valid(RedOp op);
+constexpr size_t dtype_size(DataType type) {
+  constexpr size_t kSizes[kNumDataTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};  // in enum order
+  return dtype_valid(type) ? kSizes[static_cast<int>(type)] : 0;
+}
 bool dtype_is_float(DataType type);
 
 // Names as nccl-tests prints them: "int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
