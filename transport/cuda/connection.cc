@@ -77,7 +77,7 @@ class CudaConnection final : public Connection {
                             " bytes (device buffers only, or host messages up to 64 bytes)");
     if (op.inline_ && bytes > 0) std::memcpy(op.copy, src, bytes);
     sends_.push_back(op);
-    return ++sends_posted_;
+    return sends_done_ + sends_.size();  // the ticket: every send before it is done or queued
   }
 
   Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override {
@@ -89,7 +89,7 @@ class CudaConnection final : public Connection {
     if (sink.device_reduce != nullptr) op.reduce = *sink.device_reduce;
     op.bytes = bytes;
     recvs_.push_back(op);
-    return ++recvs_posted_;
+    return recvs_done_ + recvs_.size();
   }
 
   Status progress() override {
@@ -345,7 +345,7 @@ class CudaConnection final : public Connection {
   uint64_t in_ticket_ = 0;
   uint64_t out_chunks_ = 0, in_chunks_ = 0;  // chunks written to the peer's FIFO / read from this one
   uint32_t unacked_ = 0;                     // chunks in the peer's FIFO it has not acknowledged
-  uint64_t sends_posted_ = 0, sends_done_ = 0, recvs_posted_ = 0, recvs_done_ = 0;
+  uint64_t sends_done_ = 0, recvs_done_ = 0;  // sends_ and recvs_ hold what is posted and not done
 };
 
 }  // namespace

@@ -31,7 +31,7 @@ class StagedConnection final : public Connection {
   Result<uint64_t> post_send(const void* src, size_t bytes) override {
     WEFT_TRY(failed_);
     sends_.push_back(Send{static_cast<const char*>(src), bytes, bytes > 0 && cuda::is_device_pointer(src), 0});
-    return ++sends_posted_;
+    return sends_done_ + sends_.size();  // the ticket: every send before it is done or queued
   }
 
   Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override {
@@ -42,7 +42,7 @@ class StagedConnection final : public Connection {
     if (!device && sink.device_reduce != nullptr)
       return internal_error(describe() + ": a device reduction into host memory");
     recvs_.push_back(Recv{sink, bytes, device, 0});
-    return ++recvs_posted_;
+    return recvs_done_ + recvs_.size();
   }
 
   Status progress() override {
@@ -247,7 +247,7 @@ class StagedConnection final : public Connection {
   size_t unloading_ = 0;  // landing_[unloading_] is the first not yet received and unloaded
   uint64_t send_chunks_ = 0, recv_chunks_ = 0;
   uint32_t send_slots_used_ = 0, recv_slots_used_ = 0;
-  uint64_t sends_posted_ = 0, sends_done_ = 0, recvs_posted_ = 0, recvs_done_ = 0;
+  uint64_t sends_done_ = 0, recvs_done_ = 0;  // sends_ and recvs_ hold what is posted and not done
 };
 
 }  // namespace
