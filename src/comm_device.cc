@@ -91,6 +91,46 @@ Result<void*> CommState::device_scratch(size_t bytes) {
   return *p;
 }
 
+Status CommState::prepare_device(const Operation& op) {
+  // Made on the caller's thread, before its stream waits for the op: the device connections the
+  // op's program uses (FIFOs, IPC mappings, pinned staging) and its scratch. So the op's run on
+  // this communicator's thread allocates nothing while the caller's stream is held: PyTorch's
+  // threads sit in CUDA calls that wait for the device then, and an allocation made beside them
+  // never returned (docs/NCCL.md, "Stream order"). Ranks prepare in the same call, so the
+  // connections rendezvous as the executor's would. A collective prepared before (its plan key)
+  // skips all this; a group is checked link by link.
+  const bool group = op.args.coll == algorithms::Collective::kSendRecv;
+  const PlanKey key = plan_key(op.args, true);
+  std::unique_ptr<algorithms::Plan> group_plan;
+  if (group) {
+    group_plan = std::make_unique<algorithms::Plan>();
+    group_plan->program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
+    group_plan->index = algorithms::index_program(group_plan->program);
+  }
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (!group && device_prepared_.count(key) > 0) return Status();
+    if (group) {
+      bool all = true;
+      for (const auto& l : group_plan->index.links) all = all && device_links_.count({l.peer, l.channel}) > 0;
+      if (all) return Status();
+    }
+  }
+  // The worker runs ops under exec_mu_: taking it waits for the ops queued before this one.
+  std::lock_guard<std::mutex> exec(exec_mu_);
+  const algorithms::Plan& plan = group ? *group_plan : plan_for(op.args, true);
+  const Deadline deadline = Deadline::after(config_.timeout);
+  cuda::DeviceGuard guard(device_);
+  for (const auto& l : plan.index.links) WEFT_TRY(device_connection(l.peer, l.channel, deadline));
+  if (plan.program.tmp_count > 0) WEFT_TRY(device_scratch(plan.program.tmp_count * dtype_size(plan.program.dtype)));
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (!group) {
+    if (device_prepared_.size() >= kPlanCacheEntries) device_prepared_.clear();
+    device_prepared_.insert(key);
+  }
+  return Status();
+}
+
 Status CommState::execute_device(Operation& op, RunSpec& spec) {
   cuda::DeviceGuard guard(device_);
   const algorithms::Program& p = *spec.program;
@@ -117,18 +157,21 @@ Result<transport::Connection*> CommState::device_connection(int peer, int channe
   // device memory is staged through host memory over the host path.
   const bool direct = *host == self_.get() || (*host == shm_.get() && !config_.p2p_disable);
   const std::string via = direct ? "cuda" : std::string((*host)->name()) + " (staged through host memory)";
-  // Traced step by step: PyTorch under stream order hangs somewhere in here (docs/NCCL.md).
   log_.trace("device connection to rank " + std::to_string(peer) + " over " + via + ": joining the host link");
   auto link = (*host)->connect(peer, channel + kDeviceChannel, deadline);
   if (!link.ok()) return link.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);
   log_.trace("device connection to rank " + std::to_string(peer) + ": host link joined; allocating " +
              (direct ? "the FIFO" : "the pinned staging buffers"));
-  auto conn = direct ? transport::make_cuda_connection(std::move(*link), stream_, peer, channel, config_.timeout)
+  auto conn = direct ? transport::make_cuda_connection(std::move(*link), stream_, peer, channel, config_.timeout, deadline)
                      : transport::make_staged_connection(std::move(*link), stream_);
   if (!conn.ok()) return conn.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);
   transport::Connection* raw = conn->get();
   log_.info("connected to rank " + std::to_string(peer) + " for device buffers: " + raw->describe());
   device_connections_[{peer, channel}] = std::move(*conn);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    device_links_.insert({peer, channel});
+  }
   return raw;
 }
 

@@ -22,7 +22,6 @@ constexpr size_t kWakeWorkerBytes = size_t{4} << 20;
 constexpr auto kWorkerNap = std::chrono::milliseconds(2);
 constexpr auto kWorkerDeepSleepAfter = std::chrono::milliseconds(100);
 constexpr auto kWaitSpin = std::chrono::microseconds(500);  // waiters yield this long before sleeping
-constexpr size_t kPlanCacheEntries = 256;
 constexpr int kEagerConnectRanks = 64;  // communicators up to this size connect all pairs at init
 
 uint64_t hash_bytes(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
@@ -321,28 +320,37 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
     op->finish(std::move(s));
     return;
   }
+  if (op->device) {
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      s = device_setup(*op);
+      // Unless stream order is asked for and safe from lazy loading (device.h), the call blocks
+      // the caller until the result is in place instead of holding its stream.
+      if (s.ok() && !device_stream_order_) op->stream_ordered = false;
+    }
+    // A held stream: what the op needs is allocated now, before the caller's stream waits.
+    if (s.ok() && op->stream_ordered) s = prepare_device(*op);
+    if (!s.ok()) {
+      op->finish(Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message()));
+      return;
+    }
+  }
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (op->device) {
       // Start after the work already on the caller's stream; with stream order, later work on
       // it waits for this op's ticket (written when the op finishes, also when it fails).
-      s = device_setup(*op);
-      // Unless stream order is asked for and safe from lazy loading (device.h), the call blocks
-      // the caller until the result is in place instead of holding its stream.
-      if (s.ok() && !device_stream_order_) op->stream_ordered = false;
-      if (s.ok()) {
-        cuda::DeviceGuard guard(device_);
-        auto e = cuda::event_create();
-        s = e.status();
-        if (s.ok()) op->start = *e;
-        if (s.ok()) s = cuda::event_record(op->start, op->stream);
-        if (s.ok()) op->ticket = ++device_submitted_;
-        if (s.ok() && op->stream_ordered) s = cuda::stream_wait_value(op->stream, done_flag_, op->ticket);
-        if (s.ok() && log_.enabled(LogLevel::kTrace))
-          log_.trace("device op " + std::to_string(op->ticket) + " queued" +
-                     (op->stream_ordered ? ": the caller's stream waits for it" : ""));
-      }
+      cuda::DeviceGuard guard(device_);
+      auto e = cuda::event_create();
+      s = e.status();
+      if (s.ok()) op->start = *e;
+      if (s.ok()) s = cuda::event_record(op->start, op->stream);
+      if (s.ok()) op->ticket = ++device_submitted_;
+      if (s.ok() && op->stream_ordered) s = cuda::stream_wait_value(op->stream, done_flag_, op->ticket);
+      if (s.ok() && log_.enabled(LogLevel::kTrace))
+        log_.trace("device op " + std::to_string(op->ticket) + " queued" +
+                   (op->stream_ordered ? ": the caller's stream waits for it" : ""));
       if (!s.ok()) {
         cuda::event_destroy(op->start);
         op->finish(Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message()));
@@ -446,8 +454,7 @@ algorithms::TunedCall CommState::tuned_for(algorithms::CollectiveArgs a, bool de
 }
 
 const algorithms::Plan& CommState::plan_for(const algorithms::CollectiveArgs& a, bool device) {
-  const PlanKey key{static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype), static_cast<int>(a.op), a.root,
-                    a.in_place, device};
+  const PlanKey key = plan_key(a, device);
   // A loop of one call finds its plan without the map (std::map nodes stay put until cleared).
   if (last_plan_ != nullptr && key == last_plan_key_) return *last_plan_;
   auto it = plans_.find(key);

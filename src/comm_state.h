@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -99,6 +100,9 @@ class CommState : public ConnectionSource {
   Status classify(Operation& op);
   // REQUIRES: queue_mu_ held. The stream, flag and device the first device op brings.
   Status device_setup(const Operation& op);
+  // Stream order, on the caller's thread before its stream is held: makes the device
+  // connections and scratch `op` needs, so that its run allocates nothing.
+  Status prepare_device(const Operation& op);
   Status execute_device(Operation& op, RunSpec& spec);
   // Blocks until the work queued on the caller's stream before `op` has run (or an abort).
   Status wait_for_caller_stream(const Operation& op);
@@ -129,6 +133,11 @@ class CommState : public ConnectionSource {
   Scratch scratch_;
   // (coll, count, dtype, op, root, in_place, device)
   using PlanKey = std::tuple<int, size_t, int, int, int, bool, bool>;
+  static constexpr size_t kPlanCacheEntries = 256;  // plans_ is cleared when it holds this many
+  static PlanKey plan_key(const algorithms::CollectiveArgs& a, bool device) {
+    return {static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype), static_cast<int>(a.op), a.root, a.in_place,
+            device};
+  }
   // exec_mu_: the plan for `a`, made by the tuner and planner on first use, then cached.
   const algorithms::Plan& plan_for(const algorithms::CollectiveArgs& a, bool device);
   std::map<PlanKey, algorithms::Plan> plans_;
@@ -160,6 +169,9 @@ class CommState : public ConnectionSource {
   std::vector<void*> retired_scratch_;  // outgrown while a caller's stream may be held: freed at destruction
   bool device_run_ = false;        // exec_mu_: connection() hands out device connections
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> device_connections_;
+  // queue_mu_: what prepare_device() has made, so a call it was made for returns at once.
+  std::set<PlanKey> device_prepared_;
+  std::set<std::pair<int, int>> device_links_;
 
   GroupState group_;
   std::shared_ptr<Operation> spare_op_;  // new_operation()'s (the calling thread's)

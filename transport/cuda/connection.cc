@@ -50,8 +50,9 @@ class CudaConnection final : public Connection {
     cuda::device_free(fifo_);
   }
 
-  // Allocates this side's FIFO and announces it.
-  Status start() {
+  // Allocates this side's FIFO, announces it and maps the peer's (which the peer announces the
+  // same way), so that a connection once made allocates and maps nothing more.
+  Status start(Deadline deadline) {
     auto fifo = cuda::device_alloc(kSlots * kSlotBytes);
     WEFT_TRY(fifo);
     fifo_ = static_cast<char*>(*fifo);
@@ -63,7 +64,15 @@ class CudaConnection final : public Connection {
     WEFT_TRY(ex);
     std::memcpy(r.handle, ex->handle, sizeof r.handle);
     WEFT_TRY(post_control_recv());
-    return send_record(r);
+    WEFT_TRY(send_record(r));
+    while (peer_fifo_ == nullptr) {
+      WEFT_TRY(step());
+      if (peer_fifo_ != nullptr) break;
+      if (deadline.expired())
+        return timeout_error(describe() + ": rank " + std::to_string(peer_) + " did not announce its FIFO in time");
+      sched_yield();
+    }
+    return Status();
   }
 
   Result<uint64_t> post_send(const void* src, size_t bytes) override {
@@ -351,9 +360,10 @@ class CudaConnection final : public Connection {
 }  // namespace
 
 Result<std::unique_ptr<Connection>> make_cuda_connection(std::unique_ptr<Connection> control, cuda::Stream stream,
-                                                         int peer, int channel, std::chrono::milliseconds close_wait) {
+                                                         int peer, int channel, std::chrono::milliseconds close_wait,
+                                                         Deadline deadline) {
   auto conn = std::make_unique<CudaConnection>(std::move(control), stream, peer, channel, close_wait);
-  WEFT_TRY(conn->start());
+  WEFT_TRY(conn->start(deadline));
   return std::unique_ptr<Connection>(std::move(conn));
 }
 

@@ -31,6 +31,7 @@
 #include <memory>
 
 #include "src/cuda/device.h"
+#include "src/deadline.h"
 #include "transport/transport.h"
 
 namespace weft::transport {
@@ -43,9 +44,11 @@ constexpr size_t kCudaChunkBytes = size_t{8} << 20;
 
 // `control` carries the records; `stream` orders this rank's copies and kernels (the
 // communicator's stream: the executor's local steps run on it too). The FIFO is allocated on the
-// calling thread's current device. At destruction the connection waits up to `close_wait` for a
+// calling thread's current device; the call returns once the peer's FIFO is mapped too (the peer
+// makes its end at the same time), or fails at `deadline`. At destruction the connection waits up to `close_wait` for a
 // peer in another process to unmap this side's FIFO before freeing it.
 Result<std::unique_ptr<Connection>> make_cuda_connection(std::unique_ptr<Connection> control, cuda::Stream stream,
-                                                         int peer, int channel, std::chrono::milliseconds close_wait);
+                                                         int peer, int channel, std::chrono::milliseconds close_wait,
+                                                         Deadline deadline);
 
 }  // namespace weft::transport
