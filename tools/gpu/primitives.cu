@@ -5,6 +5,8 @@
 // value, stop the other's kernels?
 // `/tmp/prim ipc`: which calls of the GPU path wait for the whole device? Each is timed while a
 // stream is held by a kernel polling host memory, released from the host after 3 s.
+// `/tmp/prim pageable`: which calls may a second thread make while the first copies from the
+// device into pageable memory on a held stream (PyTorch's `.cpu()`)? Timed the same way.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <sys/wait.h>
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
@@ -201,7 +204,96 @@ static int ipc() {
   return 0;
 }
 
+__global__ void copy_words(uint32_t* dst, const uint32_t* src, size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) dst[i] = src[i];
+}
+
+// pageable_case(name, fn): stream a is held by a kernel polling a mapped host flag; this thread
+// copies 4 MiB from the device into pageable memory on a (so it waits for the hold), while a
+// second thread runs fn() 200 ms later; the flag is set after 3 s. fn taking ~3 s waited for the
+// pageable copy.
+template <typename Fn>
+static void pageable_case(const char* name, Fn fn) {
+  static volatile uint32_t* flag = nullptr;
+  static uint32_t* flag_dev = nullptr;
+  static cudaStream_t a = nullptr;
+  static void* dev = nullptr;
+  static std::vector<char> host(4 << 20);
+  if (flag == nullptr) {
+    cudaHostAlloc((void**)&flag, 4, cudaHostAllocMapped);
+    cudaHostGetDevicePointer((void**)&flag_dev, (void*)flag, 0);
+    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+    cudaMalloc(&dev, 4 << 20);
+  }
+  *flag = 0;
+  wait_kernel<<<1, 1, 0, a>>>(flag_dev, 1);
+  double ms = 0;
+  cudaError_t e = cudaSuccess;
+  std::thread second([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto t0 = std::chrono::steady_clock::now();
+    e = fn();
+    ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  });
+  std::thread watchdog([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    *flag = 1;
+  });
+  const cudaError_t copied = cudaMemcpyAsync(host.data(), dev, host.size(), cudaMemcpyDeviceToHost, a);
+  watchdog.join();
+  second.join();
+  cudaStreamSynchronize(a);
+  printf("pageable %-34s %-8s %8.1f ms  %s (the pageable copy: %s)\n", name, ms > 2500 ? "WAITS" : "ok", ms,
+         cudaGetErrorString(e), cudaGetErrorString(copied));
+  fflush(stdout);
+}
+
+static int pageable() {
+  cudaStream_t b;
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  const size_t n = 1 << 20;
+  uint32_t *x = nullptr, *y = nullptr, *pinned = nullptr;
+  cudaMalloc(&x, n * 4);
+  cudaMalloc(&y, n * 4);
+  cudaMallocHost(&pinned, n * 4);
+  cudaEvent_t ev;
+  cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  void* write_p = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &write_p, 12000, cudaEnableDefault, &q);
+  auto write_v = reinterpret_cast<WaitValueFn>(write_p);
+  cudaDeviceSynchronize();
+  pageable_case("cudaMemcpyAsync D2D on b", [&] { return cudaMemcpyAsync(y, x, n * 4, cudaMemcpyDeviceToDevice, b); });
+  pageable_case("copy kernel on b", [&] {
+    copy_words<<<64, 256, 0, b>>>(y, x, n);
+    return cudaGetLastError();
+  });
+  pageable_case("cudaEventRecord on b", [&] { return cudaEventRecord(ev, b); });
+  pageable_case("cudaEventQuery", [&] { return cudaEventQuery(ev); });
+  pageable_case("cudaStreamQuery b", [&] { return cudaStreamQuery(b); });
+  pageable_case("cuStreamWriteValue32 on b", [&] {
+    return write_v((CUstream)b, (CUdeviceptr)x, 1, 0) == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+  });
+  pageable_case("cudaMemcpyAsync D2H pinned on b", [&] { return cudaMemcpyAsync(pinned, x, n * 4, cudaMemcpyDeviceToHost, b); });
+  pageable_case("cudaMemcpyAsync H2D pinned on b", [&] { return cudaMemcpyAsync(x, pinned, n * 4, cudaMemcpyHostToDevice, b); });
+  pageable_case("cudaPointerGetAttributes", [&] {
+    cudaPointerAttributes a{};
+    return cudaPointerGetAttributes(&a, y);
+  });
+  pageable_case("cudaGetDevice + cudaSetDevice", [&] {
+    int d = -1;
+    cudaGetDevice(&d);
+    return cudaSetDevice(d);
+  });
+  pageable_case("kernel + sync b", [&] {
+    copy_words<<<64, 256, 0, b>>>(y, x, n);
+    return cudaStreamSynchronize(b);
+  });
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "pageable") == 0) return pageable();
   if (argc > 1 && std::strcmp(argv[1], "xproc") == 0) return xproc();
   if (argc > 1 && std::strcmp(argv[1], "ipc") == 0) return ipc();
   if (argc > 5 && std::strcmp(argv[1], "order") == 0) {  // order EARLY AFTER HIGH_PRIORITY KERNEL_WAIT (0/1)
