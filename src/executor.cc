@@ -213,7 +213,7 @@ Status Executor::run_local(uint32_t i) {
   if (spec_->device) {
     char* dst = address(s.dst);
     switch (s.kind) {
-      case StepKind::kCopy: WEFT_TRY(cuda::copy_kernel(dst, address(s.src), s.dst.count * elem_, spec_->stream)); break;
+      case StepKind::kCopy: WEFT_TRY(cuda::copy_async(dst, address(s.src), s.dst.count * elem_, spec_->stream)); break;
       case StepKind::kReduce:
         WEFT_TRY(cuda::reduce(dst, dst, address(s.src), s.dst.count, p.dtype, p.op, spec_->stream));
         break;

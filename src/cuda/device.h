@@ -64,19 +64,8 @@ void device_free(void* p);
 // it directly (unified addressing). host_free waits for the whole device, as device_free does.
 Result<void*> host_alloc(size_t bytes);
 void host_free(void* p);
-// Any direction (the pointers say where they are); ordered on `s`. By the copy engine: for the
-// caller's thread only. cudaMemcpyAsync waits for a lock of the driver that another thread's copy
-// into pageable memory holds until that copy's stream has run it (seen on an H200 with PyTorch's
-// `.cpu()`, `tools/gpu/primitives.cu pageable`); when the stream is one weft holds, a copy made
-// by the communicator's thread would never return. That thread copies with the two below.
+// Any direction (the pointers say where they are); ordered on `s`.
 Status copy_async(void* dst, const void* src, size_t bytes, Stream s);
-// dst and src both reachable from the device (device memory, IPC mappings, pinned host memory
-// under unified addressing); by a kernel on `s`.
-Status copy_kernel(void* dst, const void* src, size_t bytes, Stream s);
-// At most kSmallCopyBytes from any host memory, read at the call, into device memory by a kernel
-// on `s` (the bytes travel as its argument).
-constexpr size_t kSmallCopyBytes = 256;
-Status copy_value(void* dst, const void* host_src, size_t bytes, Stream s);
 
 // reduce.h's kernels on the device, ordered on `s`. dst may alias a or b exactly.
 Status reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op, Stream s);

@@ -28,8 +28,6 @@ void device_free(void*) {}
 Result<void*> host_alloc(size_t) { return none(); }
 void host_free(void*) {}
 Status copy_async(void*, const void*, size_t, Stream) { return none(); }
-Status copy_kernel(void*, const void*, size_t, Stream) { return none(); }
-Status copy_value(void*, const void*, size_t, Stream) { return none(); }
 Status reduce(void*, const void*, const void*, size_t, DataType, RedOp, Stream) { return none(); }
 Status divide(void*, const void*, size_t, DataType, int, Stream) { return none(); }
 Status scale(void*, const void*, size_t, DataType, const void*, bool, Stream) { return none(); }

@@ -167,56 +167,7 @@ Status by_type(DataType type, F&& f) {
   return invalid_argument("unsupported data type " + std::to_string(static_cast<int>(type)));
 }
 
-// Grid-stride copies: 16-byte words where both ends allow them, bytes otherwise.
-__global__ void copy_words_kernel(uint4* dst, const uint4* src, size_t n) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
-    dst[i] = src[i];
-}
-__global__ void copy_bytes_kernel(uint8_t* dst, const uint8_t* src, size_t n) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
-    dst[i] = src[i];
-}
-
-struct SmallBytes {
-  uint8_t b[kSmallCopyBytes];
-};
-__global__ void copy_value_kernel(uint8_t* dst, SmallBytes v, uint32_t n) {
-  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = v.b[i];
-}
-
 }  // namespace
-
-Status copy_kernel(void* dst, const void* src, size_t bytes, Stream s) {
-  if (bytes == 0 || dst == src) return Status();
-  auto stream = static_cast<cudaStream_t>(s);
-  auto* d = static_cast<uint8_t*>(dst);
-  auto* x = static_cast<const uint8_t*>(src);
-  // The words: from the first 16-byte boundary of dst when src is aligned the same way.
-  const size_t lead = (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16;
-  if ((reinterpret_cast<uintptr_t>(d) - reinterpret_cast<uintptr_t>(x)) % 16 == 0 && bytes >= lead + 16) {
-    const size_t words = (bytes - lead) / 16;
-    copy_words_kernel<<<blocks_for(words), kThreads, 0, stream>>>(reinterpret_cast<uint4*>(d + lead),
-                                                                  reinterpret_cast<const uint4*>(x + lead), words);
-    const size_t tail = lead + words * 16;
-    if (lead > 0) copy_bytes_kernel<<<1, kThreads, 0, stream>>>(d, x, lead);
-    if (tail < bytes) copy_bytes_kernel<<<1, kThreads, 0, stream>>>(d + tail, x + tail, bytes - tail);
-  } else {
-    copy_bytes_kernel<<<blocks_for(bytes), kThreads, 0, stream>>>(d, x, bytes);
-  }
-  return launched("copy");
-}
-
-Status copy_value(void* dst, const void* host_src, size_t bytes, Stream s) {
-  if (bytes == 0) return Status();
-  if (bytes > kSmallCopyBytes)
-    return internal_error("copy_value of " + std::to_string(bytes) + " bytes (at most " +
-                          std::to_string(kSmallCopyBytes) + ")");
-  SmallBytes v;
-  std::memcpy(v.b, host_src, bytes);
-  copy_value_kernel<<<1, 64, 0, static_cast<cudaStream_t>(s)>>>(static_cast<uint8_t*>(dst), v,
-                                                                 static_cast<uint32_t>(bytes));
-  return launched("copy_value");
-}
 
 Status reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op, Stream s) {
   if (count == 0) return Status();

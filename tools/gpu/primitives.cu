@@ -208,12 +208,13 @@ __global__ void copy_words(uint32_t* dst, const uint32_t* src, size_t n) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) dst[i] = src[i];
 }
 
-// pageable_case(name, fn): stream a is held by a kernel polling a mapped host flag; this thread
-// copies 4 MiB from the device into pageable memory on a (so it waits for the hold), while a
-// second thread runs fn() 200 ms later; the flag is set after 3 s. fn taking ~3 s waited for the
-// pageable copy.
+// pageable_case(name, bytes, fn): stream a is held by a kernel polling a mapped host flag; this
+// thread copies `bytes` from the device into pageable memory on a (so it waits for the hold),
+// while a second thread runs fn() 200 ms later; the flag is set after 3 s. fn taking ~3 s waited
+// for the pageable copy. (Kernels are launched once before: under lazy loading a first launch
+// waits for the device anyway.)
 template <typename Fn>
-static void pageable_case(const char* name, Fn fn) {
+static void pageable_case(const char* name, size_t bytes, Fn fn) {
   static volatile uint32_t* flag = nullptr;
   static uint32_t* flag_dev = nullptr;
   static cudaStream_t a = nullptr;
@@ -239,12 +240,12 @@ static void pageable_case(const char* name, Fn fn) {
     std::this_thread::sleep_for(std::chrono::seconds(3));
     *flag = 1;
   });
-  const cudaError_t copied = cudaMemcpyAsync(host.data(), dev, host.size(), cudaMemcpyDeviceToHost, a);
+  const cudaError_t copied = cudaMemcpyAsync(host.data(), dev, bytes, cudaMemcpyDeviceToHost, a);
   watchdog.join();
   second.join();
   cudaStreamSynchronize(a);
-  printf("pageable %-34s %-8s %8.1f ms  %s (the pageable copy: %s)\n", name, ms > 2500 ? "WAITS" : "ok", ms,
-         cudaGetErrorString(e), cudaGetErrorString(copied));
+  printf("pageable %8zu B copy beside %-30s %-6s %7.1f ms  %s (the copy: %s)\n", bytes, name, ms > 2500 ? "WAITS" : "ok",
+         ms, cudaGetErrorString(e), cudaGetErrorString(copied));
   fflush(stdout);
 }
 
@@ -252,43 +253,23 @@ static int pageable() {
   cudaStream_t b;
   cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
   const size_t n = 1 << 20;
-  uint32_t *x = nullptr, *y = nullptr, *pinned = nullptr;
+  uint32_t *x = nullptr, *y = nullptr;
   cudaMalloc(&x, n * 4);
   cudaMalloc(&y, n * 4);
-  cudaMallocHost(&pinned, n * 4);
   cudaEvent_t ev;
   cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-  void* write_p = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &write_p, 12000, cudaEnableDefault, &q);
-  auto write_v = reinterpret_cast<WaitValueFn>(write_p);
+  touch<<<1, 1, 0, b>>>(reinterpret_cast<int*>(x));
   cudaDeviceSynchronize();
-  pageable_case("cudaMemcpyAsync D2D on b", [&] { return cudaMemcpyAsync(y, x, n * 4, cudaMemcpyDeviceToDevice, b); });
-  pageable_case("copy kernel on b", [&] {
-    copy_words<<<64, 256, 0, b>>>(y, x, n);
-    return cudaGetLastError();
-  });
-  pageable_case("cudaEventRecord on b", [&] { return cudaEventRecord(ev, b); });
-  pageable_case("cudaEventQuery", [&] { return cudaEventQuery(ev); });
-  pageable_case("cudaStreamQuery b", [&] { return cudaStreamQuery(b); });
-  pageable_case("cuStreamWriteValue32 on b", [&] {
-    return write_v((CUstream)b, (CUdeviceptr)x, 1, 0) == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown;
-  });
-  pageable_case("cudaMemcpyAsync D2H pinned on b", [&] { return cudaMemcpyAsync(pinned, x, n * 4, cudaMemcpyDeviceToHost, b); });
-  pageable_case("cudaMemcpyAsync H2D pinned on b", [&] { return cudaMemcpyAsync(x, pinned, n * 4, cudaMemcpyHostToDevice, b); });
-  pageable_case("cudaPointerGetAttributes", [&] {
-    cudaPointerAttributes a{};
-    return cudaPointerGetAttributes(&a, y);
-  });
-  pageable_case("cudaGetDevice + cudaSetDevice", [&] {
-    int d = -1;
-    cudaGetDevice(&d);
-    return cudaSetDevice(d);
-  });
-  pageable_case("kernel + sync b", [&] {
-    copy_words<<<64, 256, 0, b>>>(y, x, n);
-    return cudaStreamSynchronize(b);
-  });
+  for (size_t bytes : {size_t{4}, size_t{256} << 10, size_t{4} << 20}) {
+    pageable_case("cudaMemcpyAsync D2D on b", bytes,
+                  [&] { return cudaMemcpyAsync(y, x, n * 4, cudaMemcpyDeviceToDevice, b); });
+    pageable_case("a kernel on b", bytes, [&] {
+      touch<<<1, 1, 0, b>>>(reinterpret_cast<int*>(x));
+      return cudaGetLastError();
+    });
+    pageable_case("cudaEventRecord on b", bytes, [&] { return cudaEventRecord(ev, b); });
+    pageable_case("cudaEventQuery", bytes, [&] { return cudaEventQuery(ev); });
+  }
   return 0;
 }
 

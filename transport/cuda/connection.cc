@@ -223,7 +223,7 @@ class CudaConnection final : public Connection {
         if (peer_fifo_ == nullptr || unacked_ == kSlots) return Status();
         const size_t n = std::min(kSlotBytes, op.bytes - op.issued);
         char* slot = peer_fifo_ + (out_chunks_ % kSlots) * kSlotBytes;
-        WEFT_TRY(cuda::copy_kernel(slot, op.src + op.issued, n, stream_));
+        WEFT_TRY(cuda::copy_async(slot, op.src + op.issued, n, stream_));
         auto e = events_.record(stream_);
         WEFT_TRY(e);
         Outbound o;
@@ -270,7 +270,7 @@ class CudaConnection final : public Connection {
       char* dst = static_cast<char*>(op.sink.dst) + op.issued;
       Inbound in;
       if (r.kind == Kind::kInline) {
-        if (r.bytes > 0 && cuda::is_device_pointer(op.sink.dst)) WEFT_TRY(cuda::copy_value(dst, r.payload, r.bytes, stream_));
+        if (r.bytes > 0 && cuda::is_device_pointer(op.sink.dst)) WEFT_TRY(cuda::copy_async(dst, r.payload, r.bytes, stream_));
         else if (r.bytes > 0) std::memcpy(dst, r.payload, r.bytes);
       } else {
         const char* slot = fifo_ + (in_chunks_ % kSlots) * kSlotBytes;
@@ -278,7 +278,7 @@ class CudaConnection final : public Connection {
           WEFT_TRY(cuda::reduce(dst, static_cast<const char*>(op.reduce.src) + op.issued, slot,
                                 r.bytes / dtype_size(op.reduce.type), op.reduce.type, op.reduce.op, stream_));
         else
-          WEFT_TRY(cuda::copy_kernel(dst, slot, r.bytes, stream_));
+          WEFT_TRY(cuda::copy_async(dst, slot, r.bytes, stream_));
         auto e = events_.record(stream_);
         WEFT_TRY(e);
         in.event = *e;

@@ -118,7 +118,7 @@ class StagedConnection final : public Connection {
         if (send_slots_used_ == kSlots) return Status();
         const size_t n = std::min(kStageBytes, op.bytes - op.staged);
         char* slot = send_slot(send_chunks_);
-        WEFT_TRY(cuda::copy_kernel(slot, op.src + op.staged, n, stream_));
+        WEFT_TRY(cuda::copy_async(slot, op.src + op.staged, n, stream_));
         auto e = events_.record(stream_);
         WEFT_TRY(e);
         op.staged += n;
@@ -194,7 +194,7 @@ class StagedConnection final : public Connection {
         WEFT_TRY(cuda::reduce(l.dst, l.reduce_src, l.slot, l.bytes / dtype_size(l.reduce.type), l.reduce.type,
                               l.reduce.op, stream_));
       else
-        WEFT_TRY(cuda::copy_kernel(l.dst, l.slot, l.bytes, stream_));
+        WEFT_TRY(cuda::copy_async(l.dst, l.slot, l.bytes, stream_));
       auto e = events_.record(stream_);
       WEFT_TRY(e);
       l.event = *e;
