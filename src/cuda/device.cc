@@ -36,7 +36,6 @@ using LoadingModeFn = CUresult (*)(CUmoduleLoadingMode*);
 using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
 struct Driver {
-  StreamMemopFn wait_value = nullptr;
   StreamMemopFn write_value = nullptr;
   LoadingModeFn loading_mode = nullptr;
   AddressRangeFn address_range = nullptr;
@@ -60,7 +59,6 @@ const Driver& driver() {
     out.device_present = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
     cudaGetLastError();
     if (out.device_present) {
-      load("cuStreamWaitValue32", out.wait_value);
       load("cuStreamWriteValue32", out.write_value);
       load("cuModuleGetLoadingMode", out.loading_mode);
       load("cuMemGetAddressRange", out.address_range);
@@ -124,23 +122,13 @@ Status event_record(Event e, Stream s) {
 }
 Result<bool> event_done(Event e) { return finished(cudaEventQuery(static_cast<cudaEvent_t>(e)), "cudaEventQuery"); }
 
-namespace {
-// cuStreamWaitValue32 / cuStreamWriteValue32, which share a signature.
-Status stream_memop(StreamMemopFn fn, const char* name, Stream s, const uint32_t* flag, uint32_t value,
-                    unsigned int flags) {
-  if (fn == nullptr) return internal_error(std::string(name) + " is not available from this driver");
-  const CUresult r = fn(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(flag), value, flags);
-  if (r != CUDA_SUCCESS) return internal_error(std::string(name) + " failed with CUresult " + std::to_string(r));
-  return Status();
-}
-}  // namespace
-
-Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
-  return stream_memop(driver().wait_value, "cuStreamWaitValue32", s, flag, value, CU_STREAM_WAIT_VALUE_GEQ);
-}
-
 Status stream_write_value(Stream s, uint32_t* flag, uint32_t value) {
-  return stream_memop(driver().write_value, "cuStreamWriteValue32", s, flag, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  const StreamMemopFn fn = driver().write_value;
+  if (fn == nullptr) return internal_error("cuStreamWriteValue32 is not available from this driver");
+  const CUresult r = fn(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(flag), value,
+                        CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (r != CUDA_SUCCESS) return internal_error("cuStreamWriteValue32 failed with CUresult " + std::to_string(r));
+  return Status();
 }
 
 bool lazy_loading() {

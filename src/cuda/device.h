@@ -47,9 +47,13 @@ void event_destroy(Event e);
 Status event_record(Event e, Stream s);
 // True once the work recorded in `e` has finished.
 Result<bool> event_done(Event e);
-// Stream memory operations on a 32-bit word of device memory: the stream waits until
-// (int32_t)(*flag - value) >= 0 (cyclic, so the counter may wrap), or writes `value` (fenced:
-// after the work before it on `s`).
+// A 32-bit counter in device memory: `s` waits until (int32_t)(*flag - value) >= 0 (cyclic, so
+// the counter may wrap), or `value` is written to it (fenced: after the work before it on `s`).
+// The wait is a one-thread kernel polling the word, not cuStreamWaitValue32: with that stream
+// memory operation holding PyTorch's stream, its main thread's copy into pageable memory on the
+// stream kept weft's thread from queuing any work (H200, 2026-11-26; docs/NCCL.md "Stream
+// order"), and a polling kernel is how NCCL's own kernels wait. The write is
+// cuStreamWriteValue32.
 Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value);
 Status stream_write_value(Stream s, uint32_t* flag, uint32_t value);
 

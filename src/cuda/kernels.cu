@@ -167,7 +167,21 @@ Status by_type(DataType type, F&& f) {
   return invalid_argument("unsupported data type " + std::to_string(static_cast<int>(type)));
 }
 
+// Holds a stream until the cyclic counter at `flag` reaches `value`.
+__global__ void wait_flag_kernel(const volatile uint32_t* flag, uint32_t value) {
+  while (static_cast<int32_t>(*flag - value) < 0) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 700
+    __nanosleep(2000);
+#endif
+  }
+}
+
 }  // namespace
+
+Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
+  wait_flag_kernel<<<1, 1, 0, static_cast<cudaStream_t>(s)>>>(flag, value);
+  return launched("stream wait");
+}
 
 Status reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op, Stream s) {
   if (count == 0) return Status();

@@ -208,13 +208,14 @@ __global__ void copy_words(uint32_t* dst, const uint32_t* src, size_t n) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) dst[i] = src[i];
 }
 
-// pageable_case(name, bytes, fn): stream a is held by a kernel polling a mapped host flag; this
+// pageable_case(name, memop, bytes, fn): stream a is held on a mapped host flag, by a polling
+// kernel or (memop) by cuStreamWaitValue32 (weft's hold until 2026-11-26); this
 // thread copies `bytes` from the device into pageable memory on a (so it waits for the hold),
 // while a second thread runs fn() 200 ms later; the flag is set after 3 s. fn taking ~3 s waited
 // for the pageable copy. (Kernels are launched once before: under lazy loading a first launch
 // waits for the device anyway.)
 template <typename Fn>
-static void pageable_case(const char* name, size_t bytes, Fn fn) {
+static void pageable_case(const char* name, bool memop, size_t bytes, Fn fn) {
   static volatile uint32_t* flag = nullptr;
   static uint32_t* flag_dev = nullptr;
   static cudaStream_t a = nullptr;
@@ -226,8 +227,16 @@ static void pageable_case(const char* name, size_t bytes, Fn fn) {
     cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
     cudaMalloc(&dev, 4 << 20);
   }
+  static WaitValueFn wait_v = nullptr;
+  if (wait_v == nullptr) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &p, 12000, cudaEnableDefault, &q);
+    wait_v = reinterpret_cast<WaitValueFn>(p);
+  }
   *flag = 0;
-  wait_kernel<<<1, 1, 0, a>>>(flag_dev, 1);
+  if (memop) wait_v((CUstream)a, (CUdeviceptr)flag_dev, 1, CU_STREAM_WAIT_VALUE_GEQ);
+  else wait_kernel<<<1, 1, 0, a>>>(flag_dev, 1);
   double ms = 0;
   cudaError_t e = cudaSuccess;
   std::thread second([&] {
@@ -244,8 +253,9 @@ static void pageable_case(const char* name, size_t bytes, Fn fn) {
   watchdog.join();
   second.join();
   cudaStreamSynchronize(a);
-  printf("pageable %8zu B copy beside %-30s %-6s %7.1f ms  %s (the copy: %s)\n", bytes, name, ms > 2500 ? "WAITS" : "ok",
-         ms, cudaGetErrorString(e), cudaGetErrorString(copied));
+  printf("pageable, hold by %-6s %8zu B copy beside %-26s %-6s %7.1f ms  %s (the copy: %s)\n",
+         memop ? "memop" : "kernel", bytes, name, ms > 2500 ? "WAITS" : "ok", ms, cudaGetErrorString(e),
+         cudaGetErrorString(copied));
   fflush(stdout);
 }
 
@@ -260,15 +270,16 @@ static int pageable() {
   cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
   touch<<<1, 1, 0, b>>>(reinterpret_cast<int*>(x));
   cudaDeviceSynchronize();
-  for (size_t bytes : {size_t{4}, size_t{256} << 10, size_t{4} << 20}) {
-    pageable_case("cudaMemcpyAsync D2D on b", bytes,
-                  [&] { return cudaMemcpyAsync(y, x, n * 4, cudaMemcpyDeviceToDevice, b); });
-    pageable_case("a kernel on b", bytes, [&] {
-      touch<<<1, 1, 0, b>>>(reinterpret_cast<int*>(x));
-      return cudaGetLastError();
-    });
-    pageable_case("cudaEventRecord on b", bytes, [&] { return cudaEventRecord(ev, b); });
-    pageable_case("cudaEventQuery", bytes, [&] { return cudaEventQuery(ev); });
+  for (bool memop : {true, false}) {
+    for (size_t bytes : {size_t{4}, size_t{256} << 10}) {
+      pageable_case("cudaMemcpyAsync D2D on b", memop, bytes,
+                    [&] { return cudaMemcpyAsync(y, x, n * 4, cudaMemcpyDeviceToDevice, b); });
+      pageable_case("a kernel on b", memop, bytes, [&] {
+        touch<<<1, 1, 0, b>>>(reinterpret_cast<int*>(x));
+        return cudaGetLastError();
+      });
+      pageable_case("cudaEventRecord on b", memop, bytes, [&] { return cudaEventRecord(ev, b); });
+    }
   }
   return 0;
 }
