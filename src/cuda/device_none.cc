@@ -1,6 +1,7 @@
 // device.h in a build without the CUDA toolkit: no pointer is device memory, and the calls that
 // only a device path makes say why they cannot work.
 #include "src/cuda/device.h"
+#include "src/cuda/walker.h"
 
 namespace weft::cuda {
 namespace {
@@ -34,5 +35,7 @@ Status scale(void*, const void*, size_t, DataType, const void*, bool, Stream) { 
 Result<IpcExport> ipc_export(const void*) { return none(); }
 Result<void*> ipc_open(const uint8_t (&)[64]) { return none(); }
 void ipc_close(void*) {}
+
+Status launch_walker(const WalkerCall&, Stream) { return none(); }
 
 }  // namespace weft::cuda

@@ -1,0 +1,61 @@
+// The device-side executor on the GPU: src/device_walker.h's walkers as one kernel, queued on the
+// caller's stream by the call itself, so a device call needs no CUDA call from weft's thread after
+// it returns (docs/NCCL.md, "Stream order"). One block: a warp per queue of the rank's
+// DeviceProgram, one for its local steps.
+//
+// FIFOs live in device memory (or memory mapped from another process or GPU); their counters are
+// written with system-scope fences, so the peer may be another kernel on this GPU, another GPU or
+// another process. Chunks read out of a FIFO bypass L1 (another SM or GPU wrote them).
+//
+// Status: run so far only by tests/gpu/walker_test.cu (every rank a kernel of one process); the
+// communicator does not use it yet.
+#pragma once
+
+#include <cstdint>
+
+#include "src/cuda/device.h"
+#include "src/device_program.h"
+
+namespace weft::cuda {
+
+inline constexpr uint32_t kWalkerMaxQueues = 30;  // (queues + 1) warps in one block, and the call fits 4 KiB
+
+// One queue's FIFO as this rank sees it. A send queue: the peer's receive slots, the peer's
+// `published` counter and this rank's `released` counter (the peer writes it). A receive queue:
+// this rank's slots and `published` counter (the peer writes it), the peer's `released` counter.
+struct WalkerFifo {
+  char* slots = nullptr;          // slot_count x slot_bytes
+  uint64_t* published = nullptr;  // chunks written into `slots` so far
+  uint64_t* released = nullptr;   // chunks read out of `slots` so far
+  uint64_t first_chunk = 0;       // the number of this call's first chunk on the queue
+  uint64_t slot_bytes = 0;        // >= device_walk::kHeaderBytes; a multiple of 16
+  uint32_t slot_count = 0;
+  uint8_t header_expected[64] = {};  // a receive queue: the peer's header for this call
+};
+
+// The first failure of a call, written by the walker that failed (0 while none).
+struct WalkerError {
+  uint32_t outcome = 0;  // device_walk::Outcome
+  uint32_t walker = 0;   // the queue, or kWalkerMaxQueues for the local steps
+  uint64_t chunk = 0;    // the chunk the queue was at
+};
+
+struct WalkerCall {
+  DeviceProgramView program;  // its arrays in device memory
+  char* in = nullptr;
+  char* out = nullptr;
+  char* tmp = nullptr;
+  uint32_t* done = nullptr;  // program.step_count words of device memory (the kernel clears them)
+  uint8_t header_out[64] = {};
+  WalkerFifo queues[kWalkerMaxQueues];
+  const volatile uint32_t* abort = nullptr;  // nonzero: stop (e.g. mapped host memory); may be null
+  WalkerError* error = nullptr;              // device or mapped host memory
+  uint64_t timeout_ns = 0;                   // the call fails when it runs longer (0: never)
+};
+static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
+
+// Queues the walker for `call` on `s`. Refuses programs with more than kWalkerMaxQueues queues
+// or with USER buffers (groups), which stay with the host executor.
+Status launch_walker(const WalkerCall& call, Stream s);
+
+}  // namespace weft::cuda

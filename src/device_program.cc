@@ -1,0 +1,75 @@
+#include "src/device_program.h"
+
+#include "algorithms/program_index.h"
+#include "src/device_walker.h"
+
+namespace weft {
+
+using algorithms::ProgramIndex;
+using algorithms::StepKind;
+
+static_assert(device_walk::kSend == static_cast<uint8_t>(StepKind::kSend) &&
+              device_walk::kRecv == static_cast<uint8_t>(StepKind::kRecv) &&
+              device_walk::kRecvReduce == static_cast<uint8_t>(StepKind::kRecvReduce) &&
+              device_walk::kCopy == static_cast<uint8_t>(StepKind::kCopy) &&
+              device_walk::kReduce == static_cast<uint8_t>(StepKind::kReduce) &&
+              device_walk::kDivide == static_cast<uint8_t>(StepKind::kDivide));
+
+DeviceProgramView DeviceProgram::view() const {
+  DeviceProgramView v;
+  v.steps = steps.data();
+  v.deps = deps.data();
+  v.queues = queues.data();
+  v.queue_steps = queue_steps.data();
+  v.local_steps = local_steps.data();
+  v.step_count = static_cast<uint32_t>(steps.size());
+  v.queue_count = static_cast<uint32_t>(queues.size());
+  v.local_count = static_cast<uint32_t>(local_steps.size());
+  for (const DeviceStep& st : steps)
+    v.user_buffers += st.src_buffer == static_cast<uint8_t>(algorithms::BufferKind::kUser) ||
+                      st.dst_buffer == static_cast<uint8_t>(algorithms::BufferKind::kUser);
+  v.elem_bytes = static_cast<uint32_t>(dtype_size(dtype));
+  v.dtype = static_cast<uint8_t>(dtype);
+  v.op = static_cast<uint8_t>(op);
+  v.nranks = nranks;
+  return v;
+}
+
+DeviceProgram flatten(const algorithms::Program& p, const ProgramIndex& index) {
+  DeviceProgram d;
+  d.dtype = p.dtype;
+  d.op = p.op;
+  d.nranks = p.nranks;
+  d.deps = p.deps;
+  d.steps.reserve(p.steps.size());
+  for (uint32_t i = 0; i < p.steps.size(); ++i) {
+    const algorithms::Step& s = p.steps[i];
+    DeviceStep f;
+    f.kind = static_cast<uint8_t>(s.kind);
+    f.src_buffer = static_cast<uint8_t>(s.src.buffer.kind);
+    f.src_index = s.src.buffer.index;
+    f.src_offset = s.src.offset;
+    f.dst_buffer = static_cast<uint8_t>(s.dst.buffer.kind);
+    f.dst_index = s.dst.buffer.index;
+    f.dst_offset = s.dst.offset;
+    f.count = s.kind == StepKind::kSend ? s.src.count : s.dst.count;
+    f.deps_begin = s.deps_begin;
+    f.deps_count = s.deps_count;
+    d.steps.push_back(f);
+    if (index.fifo_of[i] == ProgramIndex::kNoFifo) d.local_steps.push_back(i);
+  }
+  d.queue_steps = index.fifo_steps;
+  for (const ProgramIndex::Fifo& f : index.fifos) {
+    DeviceQueue q;
+    q.peer = f.peer;
+    q.channel = f.channel;
+    q.is_send = f.is_send ? 1 : 0;
+    q.link = f.link;
+    q.steps_begin = f.first;
+    q.steps_count = f.count;
+    d.queues.push_back(q);
+  }
+  return d;
+}
+
+}  // namespace weft

@@ -1,0 +1,86 @@
+// DeviceProgram: one rank's Program flattened into plain arrays that a GPU kernel can read (no
+// std::vector, no pointers between them), for the device-side executor of src/device_walker.h.
+//
+// Why a device-side executor: the host executor queues each copy and kernel of a device call from
+// weft's own thread while the caller's stream waits, and CUDA can stop that thread (docs/NCCL.md,
+// "Stream order"). A device call whose every step is queued by the call itself (the walker as a
+// kernel on the caller's stream, as NCCL's kernels are) needs no CUDA call after it returns. The
+// walker runs the same model as the host executor (src/executor.h): each FIFO (peer, channel,
+// direction) in program order, local steps in any order their dependencies allow, so a program
+// that cannot deadlock there cannot here.
+//
+// The arrays: steps (kind, regions, dependencies), deps, queues (one per FIFO of the
+// ProgramIndex, with its steps in order) and the local steps. Offsets and counts are elements.
+// Thread-safety: a value.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "weft/types.h"
+
+namespace weft {
+namespace algorithms {
+struct Program;
+struct ProgramIndex;
+}  // namespace algorithms
+
+struct DeviceStep {
+  uint8_t kind = 0;      // algorithms::StepKind
+  uint8_t src_buffer = 0;  // algorithms::BufferKind
+  uint8_t dst_buffer = 0;
+  uint8_t reserved = 0;
+  uint32_t src_index = 0;  // kUser: which group buffer
+  uint32_t dst_index = 0;
+  uint32_t deps_begin = 0;  // into DeviceProgram::deps
+  uint32_t deps_count = 0;
+  uint32_t reserved2 = 0;
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+  uint64_t count = 0;  // elements moved: src's for SEND, dst's otherwise
+};
+static_assert(sizeof(DeviceStep) == 48);
+
+struct DeviceQueue {
+  int32_t peer = 0;
+  int32_t channel = 0;
+  uint32_t is_send = 0;
+  uint32_t link = 0;         // its (peer, channel) in the ProgramIndex's links
+  uint32_t steps_begin = 0;  // into DeviceProgram::queue_steps
+  uint32_t steps_count = 0;
+};
+
+// What a kernel (or a CPU test) reads: views of a DeviceProgram's arrays.
+struct DeviceProgramView {
+  const DeviceStep* steps = nullptr;
+  const uint32_t* deps = nullptr;
+  const DeviceQueue* queues = nullptr;
+  const uint32_t* queue_steps = nullptr;
+  const uint32_t* local_steps = nullptr;
+  uint32_t step_count = 0;
+  uint32_t queue_count = 0;
+  uint32_t local_count = 0;
+  uint32_t user_buffers = 0;  // steps that touch a USER buffer (groups)
+  uint32_t elem_bytes = 0;
+  uint8_t dtype = 0;  // DataType
+  uint8_t op = 0;     // RedOp
+  int32_t nranks = 0;
+};
+
+struct DeviceProgram {
+  std::vector<DeviceStep> steps;
+  std::vector<uint32_t> deps;
+  std::vector<DeviceQueue> queues;
+  std::vector<uint32_t> queue_steps;
+  std::vector<uint32_t> local_steps;  // in program order
+  DataType dtype = DataType::kUint8;
+  RedOp op = RedOp::kSum;
+  int nranks = 1;
+
+  // Views of this object's arrays (valid while it lives and is not changed).
+  DeviceProgramView view() const;
+};
+
+DeviceProgram flatten(const algorithms::Program& p, const algorithms::ProgramIndex& index);
+
+}  // namespace weft

@@ -1,0 +1,242 @@
+// The device-side executor's kernel (src/cuda/walker.h) on a GPU (label "gpu"): every rank of a
+// call is one walker kernel of this process, on its own stream, with FIFOs in device memory; the
+// same calls as the CPU test of the walkers (tests/unit/device_walker_test.cc): every (collective,
+// algorithm) of the table at 1-5 and 8 ranks against the serial reference, other types and ops,
+// tiny slots (many chunks, wrapping FIFOs), calls back to back on the same FIFOs; and that ranks
+// which made different calls fail the header check, and a rank whose peer never comes stops at
+// the time limit, both with an error written, not a hang.
+//
+// Exits 77 (CTest: skipped) with a message when no CUDA device is usable.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bench/reference.h"
+#include "src/cuda/device.h"
+#include "src/cuda/walker.h"
+#include "tests/unit/device_walker_cases.h"
+
+namespace {
+
+using namespace weft;
+using walker_cases::Case;
+namespace cuda = weft::cuda;
+
+long checked = 0, failures = 0;
+
+void ok(const Status& s, const char* what) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "FAIL: %s: %s\n", what, s.message().c_str());
+  std::exit(1);
+}
+
+// Device memory, zeroed (or filled from `from`), freed at the end of the test.
+char* device_bytes(size_t bytes, const void* from = nullptr) {
+  auto p = cuda::device_alloc(bytes > 0 ? bytes : 1);
+  ok(p.status(), "cudaMalloc");
+  std::vector<char> zero;
+  if (from == nullptr) {
+    zero.assign(bytes > 0 ? bytes : 1, 0);
+    from = zero.data();
+  }
+  ok(cuda::copy_async(*p, from, bytes > 0 ? bytes : 1, nullptr), "copy to device");
+  ok(cuda::stream_sync(nullptr), "sync");
+  return static_cast<char*>(*p);
+}
+template <typename T>
+T* device_array(const std::vector<T>& v) {
+  return reinterpret_cast<T*>(device_bytes(v.size() * sizeof(T), v.data()));
+}
+std::vector<char> from_device(const char* p, size_t bytes) {
+  std::vector<char> out(bytes > 0 ? bytes : 1);
+  ok(cuda::copy_async(out.data(), p, out.size(), nullptr), "copy from device");
+  ok(cuda::stream_sync(nullptr), "sync");
+  return out;
+}
+
+struct Fifo {
+  char* slots = nullptr;
+  uint64_t* published = nullptr;
+  uint64_t* released = nullptr;
+  uint64_t sent = 0, received = 0;  // host bookkeeping: each side's next chunk
+};
+
+struct World {
+  size_t slot_bytes = 128;
+  uint32_t slots = 2;
+  std::map<std::tuple<int, int, int>, Fifo> fifos;
+  Fifo& fifo(int from, int to, int channel) {
+    Fifo& f = fifos[{from, to, channel}];
+    if (f.slots == nullptr) {
+      f.slots = device_bytes(slot_bytes * slots);
+      f.published = reinterpret_cast<uint64_t*>(device_bytes(8));
+      f.released = reinterpret_cast<uint64_t*>(device_bytes(8));
+    }
+    return f;
+  }
+};
+
+struct RankCall {
+  DeviceProgram program;
+  cuda::WalkerCall call;
+  char* out = nullptr;  // OUT on the device
+  size_t out_bytes = 0;
+  cuda::WalkerError* error = nullptr;
+  cuda::Stream stream = nullptr;
+};
+
+// Rank r's part of call `a`: program and buffers on the device, its queues on the world's FIFOs.
+std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& a, algorithms::Algorithm algo, int r,
+                                    uint64_t seq, uint64_t timeout_ns) {
+  auto c = std::make_unique<RankCall>();
+  const algorithms::Plan plan = algorithms::plan(a, algorithms::Layout::flat(a.nranks), algo, r);
+  c->program = flatten(plan.program, plan.index);
+  DeviceProgramView v = c->program.view();
+  v.steps = device_array(c->program.steps);
+  v.deps = device_array(c->program.deps.empty() ? std::vector<uint32_t>{0} : c->program.deps);
+  v.queues = device_array(c->program.queues.empty() ? std::vector<DeviceQueue>{DeviceQueue{}} : c->program.queues);
+  v.queue_steps = device_array(c->program.queue_steps.empty() ? std::vector<uint32_t>{0} : c->program.queue_steps);
+  v.local_steps = device_array(c->program.local_steps.empty() ? std::vector<uint32_t>{0} : c->program.local_steps);
+  cuda::WalkerCall& k = c->call;
+  k.program = v;
+  const size_t elem = dtype_size(a.dtype);
+  const walker_cases::Placement at = walker_cases::placement(a, r);
+  std::vector<char> host(at.total * elem);
+  bench::poison(host.data(), host.size());
+  std::vector<char> in_host(std::max<size_t>(at.in_n, 1) * elem);
+  bench::fill_input(a, r, in_host.data(), seq);
+  if (a.in_place) std::memcpy(host.data() + at.in_start * elem, in_host.data(), at.in_n * elem);
+  char* out_alloc = device_bytes(host.size(), host.data());
+  c->out = out_alloc + at.out_start * elem;
+  c->out_bytes = at.out_n * elem;
+  k.out = c->out;
+  k.in = a.in_place ? out_alloc + at.in_start * elem : device_bytes(in_host.size(), in_host.data());
+  k.tmp = device_bytes(std::max<size_t>(plan.program.tmp_count, 1) * elem);
+  k.done = reinterpret_cast<uint32_t*>(device_bytes(std::max<size_t>(v.step_count, 1) * 4));
+  const walker_cases::Header out_header = walker_cases::header_for(a, r, seq);
+  std::memcpy(k.header_out, out_header.data(), sizeof k.header_out);
+  for (uint32_t q = 0; q < v.queue_count && q < cuda::kWalkerMaxQueues; ++q) {
+    const DeviceQueue& dq = c->program.queues[q];
+    Fifo& f = dq.is_send ? w.fifo(r, dq.peer, dq.channel) : w.fifo(dq.peer, r, dq.channel);
+    cuda::WalkerFifo& wf = k.queues[q];
+    wf.slots = f.slots;
+    wf.published = f.published;
+    wf.released = f.released;
+    wf.slot_bytes = w.slot_bytes;
+    wf.slot_count = w.slots;
+    uint64_t& next = dq.is_send ? f.sent : f.received;
+    wf.first_chunk = next;
+    next += walker_cases::chunks_of(c->program, q, w.slot_bytes);
+    const walker_cases::Header expected = walker_cases::header_for(a, dq.peer, seq);
+    std::memcpy(wf.header_expected, expected.data(), sizeof wf.header_expected);
+  }
+  c->error = reinterpret_cast<cuda::WalkerError*>(device_bytes(sizeof(cuda::WalkerError)));
+  k.error = c->error;
+  k.timeout_ns = timeout_ns;
+  auto s = cuda::stream_create();
+  ok(s.status(), "stream");
+  c->stream = *s;
+  return c;
+}
+
+// Launches every rank's walker, waits for all; the outcome of each rank.
+std::vector<cuda::WalkerError> run(std::vector<std::unique_ptr<RankCall>>& calls) {
+  for (auto& c : calls) ok(cuda::launch_walker(c->call, c->stream), "launch_walker");
+  std::vector<cuda::WalkerError> errors;
+  for (auto& c : calls) {
+    ok(cuda::stream_sync(c->stream), "walker");
+    const std::vector<char> e = from_device(reinterpret_cast<const char*>(c->error), sizeof(cuda::WalkerError));
+    cuda::WalkerError err;
+    std::memcpy(&err, e.data(), sizeof err);
+    errors.push_back(err);
+    cuda::stream_destroy(c->stream);
+  }
+  return errors;
+}
+
+void check_case(World& w, const Case& cs, uint64_t seq) {
+  std::vector<std::unique_ptr<RankCall>> calls;
+  for (int r = 0; r < cs.a.nranks; ++r) calls.push_back(make_call(w, cs.a, cs.algorithm, r, seq, 20'000'000'000ull));
+  const std::string what = algorithms::describe(cs.a) + " with " + std::string(algorithms::algorithm_name(cs.algorithm)) +
+                           (cs.a.in_place ? " in place" : "");
+  if (calls[0]->program.queues.size() > cuda::kWalkerMaxQueues) return;  // stays with the host executor
+  const std::vector<cuda::WalkerError> errors = run(calls);
+  size_t wrong = 0;
+  for (int r = 0; r < cs.a.nranks; ++r) {
+    if (errors[r].outcome != 0) {
+      std::fprintf(stderr, "FAIL: %s: rank %d's walker %u stopped (outcome %u, chunk %llu)\n", what.c_str(), r,
+                   errors[r].walker, errors[r].outcome, static_cast<unsigned long long>(errors[r].chunk));
+      ++failures;
+      return;
+    }
+    const std::vector<char> out = from_device(calls[r]->out, calls[r]->out_bytes);
+    wrong += bench::count_wrong(cs.a, r, out.data(), seq);
+  }
+  if (wrong != 0) {
+    std::fprintf(stderr, "FAIL: %s: %zu elements wrong\n", what.c_str(), wrong);
+    ++failures;
+  }
+  ++checked;
+}
+
+}  // namespace
+
+int main() {
+  if (!cuda::available()) {
+    std::fprintf(stderr, "walker_test: no usable CUDA device; skipped\n");
+    return 77;
+  }
+  ok(cuda::set_device(0), "cudaSetDevice");
+  uint64_t seq = 0;
+  for (const Case& c : walker_cases::every_algorithm()) {
+    World w;
+    check_case(w, c, ++seq);
+  }
+  for (const Case& c : walker_cases::every_reduction()) {
+    World w;
+    check_case(w, c, ++seq);
+  }
+  {  // back to back on the same FIFOs, slots of 4 KiB
+    World w;
+    w.slot_bytes = 4096;
+    w.slots = 3;
+    for (int round = 0; round < 3; ++round) {
+      check_case(w, {walker_cases::args(algorithms::Collective::kAllReduce, 4, 100000), algorithms::Algorithm::kRing}, ++seq);
+      check_case(w, {walker_cases::args(algorithms::Collective::kAllGather, 4, 777), algorithms::Algorithm::kBruck}, ++seq);
+      check_case(w, {walker_cases::args(algorithms::Collective::kAllToAll, 4, 31), algorithms::Algorithm::kPairwise}, ++seq);
+    }
+  }
+  {  // different calls: the header check fails somewhere, and every rank returns
+    World w;
+    std::vector<std::unique_ptr<RankCall>> calls;
+    for (int r = 0; r < 3; ++r)
+      calls.push_back(make_call(w, walker_cases::args(algorithms::Collective::kAllReduce, 3, r == 1 ? 50 : 40),
+                                algorithms::Algorithm::kRing, r, ++seq, 2'000'000'000ull));
+    int mismatches = 0;
+    for (const cuda::WalkerError& e : run(calls)) mismatches += e.outcome == device_walk::kHeaderMismatch;
+    if (mismatches == 0) {
+      std::fprintf(stderr, "FAIL: ranks that made different calls passed the header check\n");
+      ++failures;
+    }
+    ++checked;
+  }
+  {  // a peer that never comes: the rank stops at its time limit
+    World w;
+    std::vector<std::unique_ptr<RankCall>> calls;
+    calls.push_back(make_call(w, walker_cases::args(algorithms::Collective::kAllReduce, 2, 10), algorithms::Algorithm::kRing,
+                              0, ++seq, 300'000'000ull));
+    const std::vector<cuda::WalkerError> e = run(calls);
+    if (e[0].outcome != device_walk::kStopped) {
+      std::fprintf(stderr, "FAIL: a walker whose peer never came ended with outcome %u, not stopped\n", e[0].outcome);
+      ++failures;
+    }
+    ++checked;
+  }
+  std::printf("walker_test: %ld calls checked, %ld failed\n", checked, failures);
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,114 @@
+// What the device walker's tests share: the CPU one (tests/unit/device_walker_test.cc) and the GPU
+// one (tests/gpu/walker_test.cc) run the same calls, with the same headers and buffer layout.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/planner.h"
+#include "src/device_program.h"
+#include "src/device_walker.h"
+
+namespace weft::walker_cases {
+
+using algorithms::Algorithm;
+using algorithms::Collective;
+using algorithms::CollectiveArgs;
+using Header = std::array<char, device_walk::kHeaderBytes>;
+
+// The header `sender` sends for call `a`, the seq-th of the test.
+inline Header header_for(const CollectiveArgs& a, int sender, uint64_t seq) {
+  Header h{};
+  const uint64_t words[] = {0x5746, static_cast<uint64_t>(a.coll), a.count, static_cast<uint64_t>(a.dtype),
+                            static_cast<uint64_t>(a.op), static_cast<uint64_t>(a.root), static_cast<uint64_t>(sender),
+                            seq};
+  static_assert(sizeof words == device_walk::kHeaderBytes);
+  std::memcpy(h.data(), words, sizeof words);
+  return h;
+}
+
+inline CollectiveArgs args(Collective coll, int n, size_t count, DataType t = DataType::kFloat32,
+                           RedOp op = RedOp::kSum) {
+  CollectiveArgs a;
+  a.coll = coll;
+  a.nranks = n;
+  a.count = count;
+  a.dtype = t;
+  a.op = op;
+  a.root = n > 1 ? 1 : 0;
+  a.slice_count = 64;  // several slices, so pipelined programs have many steps per FIFO
+  return a;
+}
+
+struct Case {
+  CollectiveArgs a;
+  Algorithm algorithm;
+};
+
+// Every (collective, algorithm) of the table that applies, at 1-5 and 8 ranks, counts 1 and 203,
+// out of place and (where the collective has an in-place form) in place.
+inline std::vector<Case> every_algorithm() {
+  std::vector<Case> cases;
+  for (const algorithms::AlgorithmEntry& e : algorithms::algorithm_table()) {
+    if (e.coll == Collective::kBarrier) continue;
+    for (int n : {1, 2, 3, 4, 5, 8})
+      for (size_t count : {size_t{1}, size_t{203}})
+        for (bool in_place : {false, true}) {
+          CollectiveArgs a = args(e.coll, n, count);
+          a.in_place = in_place;
+          if (in_place && !algorithms::in_offset_in_out(a, 0)) continue;
+          if (algorithms::applicable(a, algorithms::Layout::flat(n), e.algorithm)) cases.push_back({a, e.algorithm});
+        }
+  }
+  return cases;
+}
+
+// Allreduce of other types and ops with each allreduce algorithm, 5 ranks.
+inline std::vector<Case> every_reduction() {
+  std::vector<Case> cases;
+  for (auto [t, op] : {std::pair{DataType::kInt32, RedOp::kProd}, std::pair{DataType::kFloat64, RedOp::kMax},
+                       std::pair{DataType::kBfloat16, RedOp::kMin}, std::pair{DataType::kFloat32, RedOp::kAvg},
+                       std::pair{DataType::kInt8, RedOp::kSum}, std::pair{DataType::kFloat8e4m3, RedOp::kSum}})
+    for (Algorithm algo : {Algorithm::kRing, Algorithm::kTree, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner})
+      cases.push_back({args(Collective::kAllReduce, 5, 301, t, op), algo});
+  return cases;
+}
+
+// The chunks queue q moves in one call through slots of `slot_bytes`, its header included.
+inline uint64_t chunks_of(const DeviceProgram& p, uint32_t q, size_t slot_bytes) {
+  const size_t elem = dtype_size(p.dtype);
+  const size_t chunk = slot_bytes / elem * elem;
+  const DeviceQueue& dq = p.queues[q];
+  uint64_t n = 1;
+  for (uint32_t k = 0; k < dq.steps_count; ++k) {
+    const size_t bytes = p.steps[p.queue_steps[dq.steps_begin + k]].count * elem;
+    n += (bytes + chunk - 1) / chunk;
+  }
+  return n;
+}
+
+// Where a rank's IN and OUT sit, in elements: out of place, in [0, in_n) and [0, out_n) of two
+// allocations; in place, both in one of `total` elements (IN starts in_start in, OUT out_start).
+struct Placement {
+  size_t in_n = 0, out_n = 0;
+  size_t in_start = 0, out_start = 0, total = 0;
+};
+inline Placement placement(const CollectiveArgs& a, int rank) {
+  Placement p;
+  p.in_n = algorithms::in_count(a, rank);
+  p.out_n = algorithms::out_count(a, rank);
+  if (a.in_place) {
+    const int64_t off = algorithms::in_offset_in_out(a, rank).value_or(0);  // IN's start within OUT
+    p.out_start = off < 0 ? static_cast<size_t>(-off) : 0;
+    p.in_start = static_cast<size_t>(static_cast<int64_t>(p.out_start) + off);
+    p.total = std::max({p.out_start + p.out_n, p.in_start + p.in_n, size_t{1}});
+  } else {
+    p.total = std::max<size_t>(p.out_n, 1);
+  }
+  return p;
+}
+
+}  // namespace weft::walker_cases

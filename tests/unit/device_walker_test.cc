@@ -1,0 +1,288 @@
+// src/device_walker.h on the CPU: every rank's walkers as threads of this process, each FIFO a
+// ring of slots in ordinary memory with the published/released counters of the protocol. Checks
+// every (collective, algorithm) of the table against the serial reference (bench/reference.h) at
+// 1-5 and 8 ranks, ragged counts, in and out of place, tiny slots (so a message takes many chunks
+// and the FIFOs wrap), calls back to back on the same FIFOs, and that ranks which made different
+// calls stop on the header check instead of hanging.
+#include "src/device_walker.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithms/planner.h"
+#include "bench/reference.h"
+#include "src/kernels/reduce.h"
+#include "tests/unit/device_walker_cases.h"
+
+namespace weft {
+namespace {
+
+using algorithms::Algorithm;
+using algorithms::Collective;
+using algorithms::CollectiveArgs;
+using Clock = std::chrono::steady_clock;
+using walker_cases::args;
+using walker_cases::Header;
+using walker_cases::header_for;
+
+// One direction of one (from, to, channel): the receiver's slots and the two counters.
+struct Fifo {
+  std::vector<char> slots;
+  std::atomic<uint64_t> published{0};  // chunks the sender has written
+  std::atomic<uint64_t> released{0};   // chunks the receiver has read
+  uint64_t sent = 0, received = 0;     // each side's next chunk (one side touches each)
+};
+
+struct World {
+  int nranks = 1;
+  size_t slot_bytes = 128;
+  uint32_t slots = 2;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Fifo>> fifos;
+  std::atomic<bool> stop{false};
+  Clock::time_point deadline;
+
+  Fifo& fifo(int from, int to, int channel) {
+    auto& f = fifos[{from, to, channel}];
+    if (!f) {
+      f = std::make_unique<Fifo>();
+      f->slots.resize(slot_bytes * slots);
+    }
+    return *f;
+  }
+};
+
+// One rank's part of one call.
+struct RankCall {
+  CollectiveArgs args;
+  int rank = 0;
+  DeviceProgram program;
+  DeviceProgramView view;
+  std::vector<char> in, out, tmp;  // in place: `out` holds both
+  char* in_ptr = nullptr;
+  char* out_ptr = nullptr;
+  std::unique_ptr<std::atomic<uint8_t>[]> done;
+  std::vector<Fifo*> queue_fifo;  // per queue
+  std::vector<Header> header_out, header_expected;
+};
+
+class CpuEnv {
+ public:
+  CpuEnv(World& w, RankCall& c) : w_(w), c_(c) {}
+
+  char* buffer(uint8_t kind, uint32_t) {
+    switch (static_cast<algorithms::BufferKind>(kind)) {
+      case algorithms::BufferKind::kIn: return c_.in_ptr;
+      case algorithms::BufferKind::kOut: return c_.out_ptr;
+      case algorithms::BufferKind::kTmp: return c_.tmp.data();
+      case algorithms::BufferKind::kUser: break;
+    }
+    return nullptr;
+  }
+  bool done(uint32_t i) { return c_.done[i].load(std::memory_order_acquire) != 0; }
+  void set_done(uint32_t i) { c_.done[i].store(1, std::memory_order_release); }
+  uint64_t& next_chunk(uint32_t q) { return c_.view.queues[q].is_send ? f(q).sent : f(q).received; }
+  size_t slot_bytes(uint32_t) const { return w_.slot_bytes; }
+  bool can_send(uint32_t q, uint64_t n) { return n - f(q).released.load(std::memory_order_acquire) < w_.slots; }
+  char* send_slot(uint32_t q, uint64_t n) { return f(q).slots.data() + (n % w_.slots) * w_.slot_bytes; }
+  void publish(uint32_t q, uint64_t n) { f(q).published.store(n + 1, std::memory_order_release); }
+  bool can_recv(uint32_t q, uint64_t n) { return f(q).published.load(std::memory_order_acquire) > n; }
+  const char* recv_slot(uint32_t q, uint64_t n) { return send_slot(q, n); }
+  void release(uint32_t q, uint64_t n) { f(q).released.store(n + 1, std::memory_order_release); }
+  const void* header_out(uint32_t q) { return c_.header_out[q].data(); }
+  bool header_ok(uint32_t q, const char* got) {
+    return std::memcmp(got, c_.header_expected[q].data(), device_walk::kHeaderBytes) == 0;
+  }
+  void copy(char* dst, const char* src, size_t bytes) {
+    if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
+  }
+  void reduce(char* dst, const char* a, const char* b, size_t count) {
+    kernels::reduce(dst, a, b, count, c_.program.dtype, c_.program.op);
+  }
+  void divide(char* dst, size_t count) { kernels::divide_by(dst, dst, count, c_.program.dtype, c_.program.nranks); }
+  bool pause() {
+    if (w_.stop.load(std::memory_order_relaxed)) return false;
+    if (Clock::now() > w_.deadline) {
+      w_.stop.store(true);
+      return false;
+    }
+    sched_yield();
+    return true;
+  }
+
+ private:
+  Fifo& f(uint32_t q) { return *c_.queue_fifo[q]; }
+  World& w_;
+  RankCall& c_;
+};
+
+// Builds rank r's part of call `a` with `algo`, input filled, output poisoned.
+std::unique_ptr<RankCall> make_call(World& w, const CollectiveArgs& a, Algorithm algo, int r, uint64_t seq) {
+  auto c = std::make_unique<RankCall>();
+  c->args = a;
+  c->rank = r;
+  const algorithms::Plan plan = algorithms::plan(a, algorithms::Layout::flat(a.nranks), algo, r);
+  c->program = flatten(plan.program, plan.index);
+  c->view = c->program.view();
+  const size_t elem = dtype_size(a.dtype);
+  const walker_cases::Placement at = walker_cases::placement(a, r);
+  c->tmp.resize(std::max<size_t>(plan.program.tmp_count, 1) * elem);
+  c->out.resize(at.total * elem);
+  bench::poison(c->out.data(), c->out.size());
+  c->out_ptr = c->out.data() + at.out_start * elem;
+  if (a.in_place) {
+    c->in_ptr = c->out.data() + at.in_start * elem;
+  } else {
+    c->in.resize(std::max<size_t>(at.in_n, 1) * elem);
+    c->in_ptr = c->in.data();
+  }
+  bench::fill_input(a, r, c->in_ptr, seq);
+  c->done.reset(new std::atomic<uint8_t>[std::max<size_t>(c->view.step_count, 1)]);
+  for (uint32_t i = 0; i < c->view.step_count; ++i) c->done[i].store(0);
+  for (uint32_t q = 0; q < c->view.queue_count; ++q) {
+    const DeviceQueue& dq = c->view.queues[q];
+    c->queue_fifo.push_back(dq.is_send ? &w.fifo(r, dq.peer, dq.channel) : &w.fifo(dq.peer, r, dq.channel));
+    c->header_out.push_back(header_for(a, r, seq));
+    c->header_expected.push_back(header_for(a, dq.peer, seq));
+  }
+  return c;
+}
+
+// Runs one call at every rank (each rank's walkers as threads); the outcomes, all walkers'.
+std::vector<int> run_call(World& w, std::vector<std::unique_ptr<RankCall>>& calls) {
+  w.stop = false;
+  w.deadline = Clock::now() + std::chrono::seconds(20);
+  std::vector<std::unique_ptr<CpuEnv>> envs;
+  std::vector<int> outcomes;
+  size_t walkers = 0;
+  for (auto& c : calls) walkers += c->view.queue_count + 1;
+  outcomes.assign(walkers, -1);
+  std::vector<std::thread> threads;
+  size_t slot = 0;
+  for (auto& c : calls) {
+    envs.push_back(std::make_unique<CpuEnv>(w, *c));
+    CpuEnv* env = envs.back().get();
+    RankCall* call = c.get();
+    for (uint32_t q = 0; q < c->view.queue_count; ++q) {
+      threads.emplace_back([&w, &outcomes, env, call, q, slot] {
+        outcomes[slot] = device_walk::walk_queue(*env, call->view, q);
+        if (outcomes[slot] != device_walk::kDone) w.stop = true;
+      });
+      ++slot;
+    }
+    threads.emplace_back([&w, &outcomes, env, call, slot] {
+      outcomes[slot] = device_walk::walk_local(*env, call->view);
+      if (outcomes[slot] != device_walk::kDone) w.stop = true;
+    });
+    ++slot;
+  }
+  for (auto& t : threads) t.join();
+  return outcomes;
+}
+
+// Runs `a` with `algo` on a fresh world; the number of wrong elements over all ranks, or -1 when
+// a walker did not finish.
+long run_checked(World& w, const CollectiveArgs& a, Algorithm algo, uint64_t seq) {
+  std::vector<std::unique_ptr<RankCall>> calls;
+  for (int r = 0; r < a.nranks; ++r) calls.push_back(make_call(w, a, algo, r, seq));
+  // Each queue's chunk number before the call: walker_cases::chunks_of must say how far it moves.
+  std::vector<std::vector<uint64_t>> before;
+  for (auto& c : calls) {
+    before.emplace_back();
+    for (uint32_t q = 0; q < c->view.queue_count; ++q)
+      before.back().push_back(c->view.queues[q].is_send ? c->queue_fifo[q]->sent : c->queue_fifo[q]->received);
+  }
+  for (int o : run_call(w, calls))
+    if (o != device_walk::kDone) return -1;
+  for (size_t r = 0; r < calls.size(); ++r) {
+    const RankCall& c = *calls[r];
+    for (uint32_t q = 0; q < c.view.queue_count; ++q) {
+      const uint64_t after = c.view.queues[q].is_send ? c.queue_fifo[q]->sent : c.queue_fifo[q]->received;
+      EXPECT_EQ(after - before[r][q], walker_cases::chunks_of(c.program, q, w.slot_bytes)) << "rank " << r << " queue " << q;
+    }
+  }
+  long wrong = 0;
+  for (auto& c : calls) wrong += static_cast<long>(bench::count_wrong(a, c->rank, c->out_ptr, seq));
+  return wrong;
+}
+
+TEST(DeviceWalker, EveryAlgorithmMatchesTheReference) {
+  const std::vector<walker_cases::Case> cases = walker_cases::every_algorithm();
+  for (const walker_cases::Case& c : cases) {
+    World w;
+    w.nranks = c.a.nranks;
+    EXPECT_EQ(run_checked(w, c.a, c.algorithm, 7), 0) << algorithms::describe(c.a) << " with "
+                                                       << algorithms::algorithm_name(c.algorithm)
+                                                       << (c.a.in_place ? " in place" : "");
+  }
+  EXPECT_GT(cases.size(), 300u);
+}
+
+TEST(DeviceWalker, ReductionsOfEveryKind) {
+  for (const walker_cases::Case& c : walker_cases::every_reduction()) {
+    World w;
+    w.nranks = c.a.nranks;
+    EXPECT_EQ(run_checked(w, c.a, c.algorithm, 3), 0) << algorithms::describe(c.a) << " with "
+                                                      << algorithms::algorithm_name(c.algorithm);
+  }
+}
+
+// Calls back to back on the same FIFOs: chunk numbers carry on from one call to the next.
+TEST(DeviceWalker, CallsBackToBackShareTheFifos) {
+  World w;
+  w.nranks = 4;
+  w.slots = 3;
+  uint64_t seq = 0;
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(run_checked(w, args(Collective::kAllReduce, 4, 1000), Algorithm::kRing, ++seq), 0);
+    EXPECT_EQ(run_checked(w, args(Collective::kAllGather, 4, 77), Algorithm::kBruck, ++seq), 0);
+    EXPECT_EQ(run_checked(w, args(Collective::kAllToAll, 4, 31), Algorithm::kPairwise, ++seq), 0);
+    EXPECT_EQ(run_checked(w, args(Collective::kAllReduce, 4, 5), Algorithm::kRecursiveDoubling, ++seq), 0);
+  }
+  // Every FIFO is drained: whatever was published was released.
+  for (auto& [key, f] : w.fifos) EXPECT_EQ(f->published.load(), f->released.load());
+}
+
+// Large slots: a message fits one chunk.
+TEST(DeviceWalker, OneChunkPerMessage) {
+  World w;
+  w.nranks = 3;
+  w.slot_bytes = 1 << 16;
+  EXPECT_EQ(run_checked(w, args(Collective::kAllReduce, 3, 5000), Algorithm::kRing, 1), 0);
+  EXPECT_EQ(run_checked(w, args(Collective::kReduceScatter, 3, 999), Algorithm::kRing, 2), 0);
+}
+
+// A rank that made another call (here: another count): its peers' header checks fail and every
+// walker returns, well before the deadline.
+TEST(DeviceWalker, DifferentCallsStopOnTheHeader) {
+  for (int n : {2, 3}) {
+    World w;
+    w.nranks = n;
+    std::vector<std::unique_ptr<RankCall>> calls;
+    for (int r = 0; r < n; ++r)
+      calls.push_back(make_call(w, args(Collective::kAllReduce, n, r == 1 ? 50 : 40), Algorithm::kRing, r, 1));
+    const auto start = Clock::now();
+    const std::vector<int> outcomes = run_call(w, calls);
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+    int mismatches = 0;
+    for (int o : outcomes) {
+      EXPECT_NE(o, -1) << "a walker did not return";
+      mismatches += o == device_walk::kHeaderMismatch;
+    }
+    EXPECT_GE(mismatches, 1) << n << " ranks";
+  }
+}
+
+}  // namespace
+}  // namespace weft
