@@ -13,6 +13,8 @@ namespace {
 // A device connection's bytes (staged) or records (cuda) travel on the host connection of
 // channel + this, apart from the host runs' connection of the same channel.
 constexpr int kDeviceChannel = 1 << 16;
+// The device executor's links announce themselves on channel + this.
+constexpr int kKernelChannel = 2 << 16;
 }  // namespace
 
 Status CommState::classify(Operation& op) {
@@ -59,6 +61,23 @@ Status CommState::device_setup(const Operation& op) {
     cuda::stream_destroy(*stream);
     return s;
   }
+  if (config_.device_kernel) {
+    // The links' announcements travel on host connections, made on the caller's thread; the
+    // host transports' connect is otherwise the executor's, hence exec_mu_.
+    auto control = [this](int peer, int channel, Deadline deadline) -> Result<std::unique_ptr<transport::Connection>> {
+      std::lock_guard<std::mutex> exec(exec_mu_);
+      auto host = transport_for(peer);
+      WEFT_TRY(host);
+      return (*host)->connect(peer, channel + kKernelChannel, deadline);
+    };
+    auto k = DeviceExecutor::make(rank_, config_.timeout, log_, control);
+    if (!k.ok()) {
+      cuda::device_free(*flag);
+      cuda::stream_destroy(*stream);
+      return k.status();
+    }
+    kernel_executor_ = std::move(*k);
+  }
   device_ = *dev;
   stream_ = *stream;
   done_flag_ = static_cast<uint32_t*>(*flag);
@@ -89,6 +108,31 @@ Result<void*> CommState::device_scratch(size_t bytes) {
   device_scratch_ = *p;
   device_scratch_bytes_ = size;
   return *p;
+}
+
+Status CommState::launch_on_device(const Operation& op, bool* taken) {
+  *taken = false;
+  if (op.args.coll == algorithms::Collective::kSendRecv) return Status();
+  const DeviceExecutor::Key key = DeviceExecutor::key_of(op.args);
+  DeviceExecutor::Known known = kernel_executor_->known(key);
+  if (known == DeviceExecutor::Known::kNo) {
+    const algorithms::TunedCall pick = tuned_for(op.args, true);
+    algorithms::CollectiveArgs tuned = op.args;
+    tuned.slice_count = pick.slice_count;
+    const algorithms::Plan plan = algorithms::plan(tuned, layout_, pick.algorithm, rank_);
+    bool reachable = true;
+    for (const auto& l : plan.index.links) {
+      auto host = transport_for(l.peer);
+      WEFT_TRY(host);
+      reachable = reachable && (*host == self_.get() || (*host == shm_.get() && !config_.p2p_disable));
+    }
+    WEFT_TRY(kernel_executor_->add(key, op.args, plan, reachable));
+    known = kernel_executor_->known(key);
+  }
+  if (known != DeviceExecutor::Known::kTaken) return Status();
+  *taken = true;
+  cuda::DeviceGuard guard(device_);
+  return kernel_executor_->launch(key, op.args, op.send, op.recv, op.stream);
 }
 
 Status CommState::prepare_device(const Operation& op) {

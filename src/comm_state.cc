@@ -261,6 +261,7 @@ CommState::~CommState() {
   // The worker drained the queue before it stopped; connections close with their owners.
   if (stream_ != nullptr) {
     cuda::DeviceGuard guard(device_);
+    kernel_executor_.reset();
     (void)cuda::stream_sync(stream_);
     device_connections_.clear();
     cuda::device_free(device_scratch_);
@@ -321,12 +322,25 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
     return;
   }
   if (op->device) {
+    const bool caller_stream = op->stream_ordered;  // an NCCL call (a stream), not the C++ API
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       s = device_setup(*op);
       // Unless stream order is asked for and safe from lazy loading (device.h), the call blocks
       // the caller until the result is in place instead of holding its stream.
       if (s.ok() && !device_stream_order_) op->stream_ordered = false;
+    }
+    if (s.ok() && kernel_executor_) {
+      bool taken = false;
+      s = launch_on_device(*op, &taken);
+      if (taken || !s.ok()) {
+        // An NCCL call is done in its stream's order (a kernel's failure reaches async_error());
+        // the C++ API's completes when its Request says so, so it waits for the kernel here.
+        op->stream_ordered = caller_stream;
+        if (s.ok() && !caller_stream) s = kernel_executor_->wait_last();
+        op->finish(s.ok() ? s : Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message()));
+        return;
+      }
     }
     // A held stream: what the op needs is allocated now, before the caller's stream waits.
     if (s.ok() && op->stream_ordered) s = prepare_device(*op);
@@ -530,6 +544,7 @@ Status CommState::execute(Operation& op) {
 
 Status CommState::async_error() {
   std::lock_guard<std::mutex> lock(queue_mu_);
+  if (async_error_.ok() && kernel_executor_) async_error_ = kernel_executor_->error();
   if (!async_error_.ok()) return async_error_;
   if (aborted_.load(std::memory_order_acquire)) return remote_error("communicator was aborted (" + abort_reason_ + ")");
   return Status();
@@ -550,6 +565,7 @@ void CommState::abort(const std::string& reason) {
     pending.swap(queue_);
   }
   if (bootstrap_) bootstrap_->abort();
+  if (kernel_executor_) kernel_executor_->abort();
   // Fail what is queued; the running operation (if any) sees the flag and stops.
   for (auto& op : pending)
     op->finish(remote_error("rank " + std::to_string(rank_) + ": communicator was aborted (" + reason + ")"));

@@ -30,6 +30,7 @@
 #include "algorithms/layout.h"
 #include "algorithms/planner.h"
 #include "algorithms/tuner.h"
+#include "src/device_executor.h"
 #include "src/executor.h"
 #include "src/log.h"
 #include "src/net/bootstrap.h"
@@ -100,6 +101,9 @@ class CommState : public ConnectionSource {
   Status classify(Operation& op);
   // REQUIRES: queue_mu_ held. The stream, flag and device the first device op brings.
   Status device_setup(const Operation& op);
+  // WEFT_DEVICE_EXECUTOR=kernel, on the caller's thread: queues `op` as a kernel on its stream
+  // when the device executor takes its program (*taken), else leaves it to the host executor.
+  Status launch_on_device(const Operation& op, bool* taken);
   // Stream order, on the caller's thread before its stream is held: makes the device
   // connections and scratch `op` needs, so that its run allocates nothing.
   Status prepare_device(const Operation& op);
@@ -169,6 +173,7 @@ class CommState : public ConnectionSource {
   std::vector<void*> retired_scratch_;  // outgrown while a caller's stream may be held: freed at destruction
   bool device_run_ = false;        // exec_mu_: connection() hands out device connections
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> device_connections_;
+  std::unique_ptr<DeviceExecutor> kernel_executor_;  // WEFT_DEVICE_EXECUTOR=kernel; set with device_
   // queue_mu_: what prepare_device() has made, so a call it was made for returns at once.
   std::set<PlanKey> device_prepared_;
   std::set<std::pair<int, int>> device_links_;

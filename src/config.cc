@@ -73,6 +73,12 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_CMA")) WEFT_TRY(parse_flag("WEFT_CMA", v, &c.cma));
   if (const char* v = env("WEFT_CUDA_STREAM_ORDER"))
     WEFT_TRY(parse_flag("WEFT_CUDA_STREAM_ORDER", v, &c.cuda_stream_order));
+  if (const char* v = env("WEFT_DEVICE_EXECUTOR")) {
+    const std::string e = v;
+    if (e != "kernel" && e != "host")
+      return invalid_argument(std::string("WEFT_DEVICE_EXECUTOR='") + v + "' is not one of host, kernel");
+    c.device_kernel = e == "kernel";
+  }
   if (const char* v = env("WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", &name)) WEFT_TRY(parse_flag(name, v, &c.p2p_disable));
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));

@@ -1,5 +1,8 @@
 #include "src/device_program.h"
 
+#include <cstring>
+
+#include "algorithms/collective.h"
 #include "algorithms/program_index.h"
 #include "src/device_walker.h"
 
@@ -70,6 +73,14 @@ DeviceProgram flatten(const algorithms::Program& p, const ProgramIndex& index) {
     d.queues.push_back(q);
   }
   return d;
+}
+
+void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint8_t (&out)[64]) {
+  const uint64_t words[] = {0x5746, static_cast<uint64_t>(a.coll), a.count, static_cast<uint64_t>(a.dtype),
+                            static_cast<uint64_t>(a.op), static_cast<uint64_t>(a.root), static_cast<uint64_t>(sender),
+                            seq};
+  static_assert(sizeof words == sizeof out && sizeof out == device_walk::kHeaderBytes);
+  std::memcpy(out, words, sizeof out);
 }
 
 }  // namespace weft

@@ -21,6 +21,7 @@
 
 namespace weft {
 namespace algorithms {
+struct CollectiveArgs;
 struct Program;
 struct ProgramIndex;
 }  // namespace algorithms
@@ -82,5 +83,9 @@ struct DeviceProgram {
 };
 
 DeviceProgram flatten(const algorithms::Program& p, const algorithms::ProgramIndex& index);
+
+// The header (device_walk::kHeaderBytes) a walker queue sends first: what `sender` calls, its
+// seq-th call of the kind; the receiver compares it with the one it builds for its peer.
+void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint8_t (&out)[64]);
 
 }  // namespace weft

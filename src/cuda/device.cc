@@ -121,6 +121,9 @@ Status event_record(Event e, Stream s) {
   return check(cudaEventRecord(static_cast<cudaEvent_t>(e), st(s)), "cudaEventRecord");
 }
 Result<bool> event_done(Event e) { return finished(cudaEventQuery(static_cast<cudaEvent_t>(e)), "cudaEventQuery"); }
+Status stream_wait_event(Stream s, Event e) {
+  return check(cudaStreamWaitEvent(st(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
+}
 
 Status stream_write_value(Stream s, uint32_t* flag, uint32_t value) {
   const StreamMemopFn fn = driver().write_value;

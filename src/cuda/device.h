@@ -47,6 +47,8 @@ void event_destroy(Event e);
 Status event_record(Event e, Stream s);
 // True once the work recorded in `e` has finished.
 Result<bool> event_done(Event e);
+// Later work on `s` waits for the work recorded in `e`.
+Status stream_wait_event(Stream s, Event e);
 // A 32-bit counter in device memory: `s` waits until (int32_t)(*flag - value) >= 0 (cyclic, so
 // the counter may wrap), or `value` is written to it (fenced: after the work before it on `s`).
 // The wait is a one-thread kernel polling the word, not cuStreamWaitValue32: with that stream

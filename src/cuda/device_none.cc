@@ -21,6 +21,7 @@ Result<Event> event_create() { return none(); }
 void event_destroy(Event) {}
 Status event_record(Event, Stream) { return none(); }
 Result<bool> event_done(Event) { return none(); }
+Status stream_wait_event(Stream, Event) { return none(); }
 Status stream_wait_value(Stream, const uint32_t*, uint32_t) { return none(); }
 Status stream_write_value(Stream, uint32_t*, uint32_t) { return none(); }
 bool lazy_loading() { return false; }

@@ -221,8 +221,11 @@ __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
   if (outcome != device_walk::kDone && lane == 0) {
     stop = 1;
     if (c.error != nullptr && atomicCAS_system(&c.error->outcome, 0u, static_cast<uint32_t>(outcome)) == 0u) {
-      c.error->walker = warp < c.program.queue_count ? warp : kWalkerMaxQueues;
+      const bool queue = warp < c.program.queue_count;
+      c.error->walker = queue ? warp : kWalkerMaxQueues;
+      c.error->peer = queue ? c.queues[warp].peer : -1;
       c.error->chunk = env.next_chunk(warp);
+      c.error->seq = c.seq;
       __threadfence_system();
     }
   }

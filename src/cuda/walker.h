@@ -7,8 +7,8 @@
 // written with system-scope fences, so the peer may be another kernel on this GPU, another GPU or
 // another process. Chunks read out of a FIFO bypass L1 (another SM or GPU wrote them).
 //
-// Status: run so far only by tests/gpu/walker_test.cu (every rank a kernel of one process); the
-// communicator does not use it yet.
+// Used by src/device_executor.h (WEFT_DEVICE_EXECUTOR=kernel). Tested by tests/gpu/walker_test.cc
+// (every rank a kernel of one process); not yet run on a GPU.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,7 @@ struct WalkerFifo {
   uint64_t first_chunk = 0;       // the number of this call's first chunk on the queue
   uint64_t slot_bytes = 0;        // >= device_walk::kHeaderBytes; a multiple of 16
   uint32_t slot_count = 0;
+  int32_t peer = 0;                  // the peer's rank (for the error)
   uint8_t header_expected[64] = {};  // a receive queue: the peer's header for this call
 };
 
@@ -37,7 +38,10 @@ struct WalkerFifo {
 struct WalkerError {
   uint32_t outcome = 0;  // device_walk::Outcome
   uint32_t walker = 0;   // the queue, or kWalkerMaxQueues for the local steps
+  int32_t peer = -1;     // the queue's peer (-1: the local steps)
+  uint32_t reserved = 0;
   uint64_t chunk = 0;    // the chunk the queue was at
+  uint64_t seq = 0;      // the call's WalkerCall::seq
 };
 
 struct WalkerCall {
@@ -51,6 +55,7 @@ struct WalkerCall {
   const volatile uint32_t* abort = nullptr;  // nonzero: stop (e.g. mapped host memory); may be null
   WalkerError* error = nullptr;              // device or mapped host memory
   uint64_t timeout_ns = 0;                   // the call fails when it runs longer (0: never)
+  uint64_t seq = 0;                          // the caller's number for the call (for the error)
 };
 static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
 

@@ -211,7 +211,9 @@ void stream_order() {
   std::fprintf(stderr, "rank %d: allreduce queued\n", rank);
   const cudaError_t busy = cudaStreamQuery(stream);
   const char* order = std::getenv("WEFT_CUDA_STREAM_ORDER");
-  if (order == nullptr || std::strcmp(order, "1") != 0 || lazy_loading()) {
+  const char* executor = std::getenv("WEFT_DEVICE_EXECUTOR");
+  const bool kernel = executor != nullptr && std::strcmp(executor, "kernel") == 0;  // returns once queued
+  if (!kernel && (order == nullptr || std::strcmp(order, "1") != 0 || lazy_loading())) {
     // weft blocks the call until the result is in place (docs/NCCL.md, "Stream order").
     CHECK(busy == cudaSuccess, "ncclAllReduce returned before the stream's work was done (cudaStreamQuery: %s), "
           "without stream order (WEFT_CUDA_STREAM_ORDER=1 and eager kernel loading)", cudaGetErrorString(busy));

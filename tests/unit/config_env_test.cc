@@ -15,7 +15,7 @@ namespace {
 const char* const kVars[] = {
     "WEFT_TRANSPORT", "NCCL_SHM_DISABLE", "WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", "WEFT_DEBUG",
     "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
-    "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE",
+    "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -49,6 +49,16 @@ TEST_F(ConfigEnvTest, CudaStreamOrderIsOptIn) {
   EXPECT_TRUE(ok().cuda_stream_order);
   ::setenv("WEFT_CUDA_STREAM_ORDER", "on", 1);
   EXPECT_EQ(error(), "WEFT_CUDA_STREAM_ORDER='on' is not 0 or 1");
+}
+
+TEST_F(ConfigEnvTest, DeviceExecutorIsHostUnlessKernelIsAsked) {
+  EXPECT_FALSE(ok().device_kernel);
+  ::setenv("WEFT_DEVICE_EXECUTOR", "kernel", 1);
+  EXPECT_TRUE(ok().device_kernel);
+  ::setenv("WEFT_DEVICE_EXECUTOR", "host", 1);
+  EXPECT_FALSE(ok().device_kernel);
+  ::setenv("WEFT_DEVICE_EXECUTOR", "gpu", 1);
+  EXPECT_EQ(error(), "WEFT_DEVICE_EXECUTOR='gpu' is not one of host, kernel");
 }
 
 TEST_F(ConfigEnvTest, P2pDisableStagesDeviceBuffersAndWeftWins) {

@@ -21,12 +21,10 @@ using Header = std::array<char, device_walk::kHeaderBytes>;
 
 // The header `sender` sends for call `a`, the seq-th of the test.
 inline Header header_for(const CollectiveArgs& a, int sender, uint64_t seq) {
+  uint8_t bytes[device_walk::kHeaderBytes];
+  walker_header(a, sender, seq, bytes);
   Header h{};
-  const uint64_t words[] = {0x5746, static_cast<uint64_t>(a.coll), a.count, static_cast<uint64_t>(a.dtype),
-                            static_cast<uint64_t>(a.op), static_cast<uint64_t>(a.root), static_cast<uint64_t>(sender),
-                            seq};
-  static_assert(sizeof words == device_walk::kHeaderBytes);
-  std::memcpy(h.data(), words, sizeof words);
+  std::memcpy(h.data(), bytes, sizeof bytes);
   return h;
 }
 

@@ -1,0 +1,238 @@
+#include "src/device_executor.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "src/device_walker.h"
+
+namespace weft {
+namespace {
+
+// Each way of a link: eight slots of 1 MiB (a chunk costs no host round trip here, unlike the
+// cuda transport's, so slots need not be large).
+constexpr size_t kSlotBytes = size_t{1} << 20;
+constexpr uint32_t kSlotCount = 8;
+
+template <typename T>
+Result<void*> upload(const std::vector<T>& v) {
+  const size_t bytes = std::max<size_t>(v.size() * sizeof(T), 1);
+  auto p = cuda::device_alloc(bytes);
+  WEFT_TRY(p);
+  if (!v.empty()) {
+    Status s = cuda::copy_async(*p, v.data(), v.size() * sizeof(T), nullptr);
+    if (s.ok()) s = cuda::stream_sync(nullptr);
+    if (!s.ok()) {
+      cuda::device_free(*p);
+      return s;
+    }
+  }
+  return *p;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, std::chrono::milliseconds timeout, Logger log,
+                                                             ControlLink control) {
+  std::unique_ptr<DeviceExecutor> e(new DeviceExecutor(rank, timeout, std::move(log), std::move(control)));
+  auto err = cuda::host_alloc(sizeof(cuda::WalkerError));
+  WEFT_TRY(err);
+  e->error_ = static_cast<cuda::WalkerError*>(*err);
+  std::memset(static_cast<void*>(e->error_), 0, sizeof(cuda::WalkerError));
+  auto flag = cuda::host_alloc(sizeof(uint32_t));
+  WEFT_TRY(flag);
+  e->abort_flag_ = static_cast<uint32_t*>(*flag);
+  *e->abort_flag_ = 0;
+  auto ev = cuda::event_create();
+  WEFT_TRY(ev);
+  e->last_ = *ev;
+  return e;
+}
+
+DeviceExecutor::~DeviceExecutor() {
+  // The kernels end on their own (done, failed or at the communicator's timeout).
+  while (launched_) {
+    auto done = cuda::event_done(last_);
+    if (!done.ok() || *done) break;
+    sched_yield();
+  }
+  links_.clear();
+  for (auto& [key, p] : programs_)
+    if (p)
+      for (void* a : p->arrays) cuda::device_free(a);
+  cuda::device_free(tmp_);
+  cuda::device_free(done_);
+  for (void* b : retired_) cuda::device_free(b);
+  cuda::event_destroy(last_);
+  cuda::host_free(error_);
+  cuda::host_free(abort_flag_);
+}
+
+DeviceExecutor::Known DeviceExecutor::known(const Key& key) const {
+  auto it = programs_.find(key);
+  if (it == programs_.end()) return Known::kNo;
+  return it->second ? Known::kTaken : Known::kLeft;
+}
+
+Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, const algorithms::Plan& plan,
+                           bool peers_reachable) {
+  auto p = std::make_unique<Program>();
+  p->host = flatten(plan.program, plan.index);
+  const DeviceProgramView host_view = p->host.view();
+  if (!peers_reachable || host_view.queue_count > cuda::kWalkerMaxQueues || host_view.user_buffers > 0) {
+    log_.info("device executor: " + algorithms::describe(a) + " with " +
+              std::string(algorithms::algorithm_name(plan.algorithm)) + " stays with the host executor (" +
+              (!peers_reachable ? "a peer the cuda transport does not reach"
+               : host_view.user_buffers > 0 ? "a group of send/recv calls"
+                                            : std::to_string(host_view.queue_count) + " FIFOs") + ")");
+    programs_[key] = nullptr;
+    return Status();
+  }
+  p->view = host_view;
+  auto put = [&](auto& vec, auto** field) -> Status {
+    auto a = upload(vec);
+    WEFT_TRY(a);
+    p->arrays.push_back(*a);
+    *field = static_cast<std::remove_pointer_t<decltype(field)>>(*a);
+    return Status();
+  };
+  Status s = put(p->host.steps, &p->view.steps);
+  if (s.ok()) s = put(p->host.deps, &p->view.deps);
+  if (s.ok()) s = put(p->host.queues, &p->view.queues);
+  if (s.ok()) s = put(p->host.queue_steps, &p->view.queue_steps);
+  if (s.ok()) s = put(p->host.local_steps, &p->view.local_steps);
+  if (!s.ok()) {
+    for (void* a : p->arrays) cuda::device_free(a);
+    return s;
+  }
+  const size_t elem = dtype_size(p->host.dtype);
+  const size_t chunk = kSlotBytes / elem * elem;
+  for (const DeviceQueue& q : p->host.queues) {
+    uint64_t n = 1;  // the header
+    for (uint32_t k = 0; k < q.steps_count; ++k)
+      n += (p->host.steps[p->host.queue_steps[q.steps_begin + k]].count * elem + chunk - 1) / chunk;
+    p->chunks.push_back(n);
+  }
+  p->tmp_bytes = plan.program.tmp_count * elem;
+  programs_[key] = std::move(p);
+  return Status();
+}
+
+Result<transport::WalkerLink*> DeviceExecutor::link(int peer, int channel, Deadline deadline) {
+  auto it = links_.find({peer, channel});
+  if (it != links_.end()) return it->second.get();
+  std::unique_ptr<transport::Connection> control;
+  if (peer != rank_) {
+    auto c = control_(peer, channel, deadline);
+    WEFT_TRY(c);
+    control = std::move(*c);
+  }
+  auto l = transport::WalkerLink::make(std::move(control), peer, kSlotBytes, kSlotCount, timeout_, deadline);
+  if (!l.ok()) return l.status().with_context("the device executor's link to rank " + std::to_string(peer));
+  log_.info("device executor: linked to rank " + std::to_string(peer) + " channel " + std::to_string(channel));
+  transport::WalkerLink* raw = l->get();
+  links_[{peer, channel}] = std::move(*l);
+  return raw;
+}
+
+Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes) {
+  if (bytes <= *size) return Status();
+  // A running kernel may still use the old block: keep it until destruction.
+  if (*block != nullptr) retired_.push_back(*block);
+  *block = nullptr;
+  *size = 0;
+  const size_t want = std::bit_ceil(std::max<size_t>(bytes, 256));
+  auto p = cuda::device_alloc(want);
+  WEFT_TRY(p);
+  *block = *p;
+  *size = want;
+  return Status();
+}
+
+Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& a, const void* send, void* recv,
+                              cuda::Stream stream) {
+  Program& p = *programs_.at(key);
+  const Deadline deadline = Deadline::after(timeout_);
+  // Links first, in ascending (peer, channel) order at every rank, so their rendezvous cannot
+  // deadlock (as the executor joins connections).
+  std::vector<std::pair<int, int>> order;
+  for (const DeviceQueue& dq : p.host.queues) order.emplace_back(dq.peer, dq.channel);
+  std::sort(order.begin(), order.end());
+  for (const auto& [peer, channel] : order) WEFT_TRY(link(peer, channel, deadline));
+  cuda::WalkerCall call;
+  for (uint32_t q = 0; q < p.view.queue_count; ++q) {
+    const DeviceQueue& dq = p.host.queues[q];
+    transport::WalkerLink& link = *links_.at({dq.peer, dq.channel});
+    cuda::WalkerFifo& f = call.queues[q];
+    const transport::WalkerBlock& to = dq.is_send ? link.peers() : link.mine();  // whose slots
+    f.slots = to.slots;
+    f.published = to.published;
+    f.released = dq.is_send ? link.mine().released : link.peers().released;
+    f.slot_bytes = link.slot_bytes();
+    f.slot_count = link.slot_count();
+    f.peer = dq.peer;
+    uint64_t& next = dq.is_send ? link.sent : link.received;
+    f.first_chunk = next;
+    next += p.chunks[q];
+    walker_header(a, dq.peer, seq_ + 1, f.header_expected);
+  }
+  WEFT_TRY(grow(&tmp_, &tmp_size_, p.tmp_bytes));
+  WEFT_TRY(grow(&done_, &done_size_, size_t{p.view.step_count} * sizeof(uint32_t)));
+  call.program = p.view;
+  call.in = const_cast<char*>(static_cast<const char*>(send));
+  call.out = static_cast<char*>(recv);
+  call.tmp = static_cast<char*>(tmp_);
+  call.done = static_cast<uint32_t*>(done_);
+  walker_header(a, rank_, seq_ + 1, call.header_out);
+  call.abort = abort_flag_;
+  call.error = error_;
+  call.timeout_ns = static_cast<uint64_t>(timeout_.count()) * 1'000'000;
+  call.seq = seq_ + 1;
+  if (launched_) WEFT_TRY(cuda::stream_wait_event(stream, last_));
+  WEFT_TRY(cuda::launch_walker(call, stream));
+  WEFT_TRY(cuda::event_record(last_, stream));
+  launched_ = true;
+  ++seq_;
+  return Status();
+}
+
+Status DeviceExecutor::wait_last() {
+  // The kernel stops itself at the timeout; the margin covers a launch still queued behind other work.
+  const Deadline deadline = Deadline::after(2 * timeout_);
+  while (launched_) {
+    auto done = cuda::event_done(last_);
+    WEFT_TRY(done);
+    if (*done) break;
+    if (deadline.expired())
+      return timeout_error("rank " + std::to_string(rank_) + ": device call " + std::to_string(seq_) +
+                           " (the device executor's) did not finish within " + std::to_string(2 * timeout_.count()) +
+                           " ms");
+    sched_yield();
+  }
+  return error();
+}
+
+Status DeviceExecutor::error() const {
+  const volatile cuda::WalkerError* e = error_;
+  const uint32_t outcome = e->outcome;
+  if (outcome == 0) return Status();
+  const std::string call = "device call " + std::to_string(e->seq) + " (the device executor's)";
+  const std::string who = e->peer >= 0 ? "rank " + std::to_string(e->peer) : "its local steps";
+  if (outcome == device_walk::kHeaderMismatch)
+    return invalid_usage("rank " + std::to_string(rank_) + ": " + call + ": " + who +
+                         " made a different call (its header does not match: the ranks must make the same "
+                         "collective calls in the same order)");
+  return timeout_error("rank " + std::to_string(rank_) + ": " + call + " stopped waiting for " + who +
+                       " (aborted, or nothing from it within the communicator's timeout of " +
+                       std::to_string(timeout_.count()) + " ms)");
+}
+
+void DeviceExecutor::abort() {
+  if (abort_flag_ != nullptr) *reinterpret_cast<volatile uint32_t*>(abort_flag_) = 1;
+}
+
+}  // namespace weft

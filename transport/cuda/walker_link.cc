@@ -1,0 +1,104 @@
+#include "transport/cuda/walker_link.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace weft::transport {
+namespace {
+
+struct Announcement {
+  uint64_t address = 0;  // the block, for a rank of the same process
+  int64_t pid = 0;
+  uint64_t bytes = 0;    // both sides must agree on the geometry
+  uint8_t handle[64] = {};
+};
+
+constexpr size_t kCounterBytes = 128;  // published and released, a cache line each
+
+WalkerBlock block_at(char* base, size_t slot_bytes, uint32_t slot_count) {
+  WalkerBlock b;
+  b.slots = base;
+  b.published = reinterpret_cast<uint64_t*>(base + slot_bytes * slot_count);
+  b.released = reinterpret_cast<uint64_t*>(base + slot_bytes * slot_count + 64);
+  return b;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<WalkerLink>> WalkerLink::make(std::unique_ptr<Connection> control, int peer, size_t slot_bytes,
+                                                     uint32_t slot_count, std::chrono::milliseconds close_wait,
+                                                     Deadline deadline) {
+  std::unique_ptr<WalkerLink> link(new WalkerLink(std::move(control), peer, slot_bytes, slot_count, close_wait));
+  WEFT_TRY(link->start(deadline));
+  return link;
+}
+
+Status WalkerLink::exchange(const void* out, void* in, size_t bytes, Deadline deadline) {
+  RecvSink sink;
+  sink.dst = in;
+  auto r = control_->post_recv(sink, bytes);
+  WEFT_TRY(r);
+  auto s = control_->post_send(out, bytes);
+  WEFT_TRY(s);
+  while (control_->recvs_done() < *r || control_->sends_done() < *s) {
+    WEFT_TRY(control_->progress());
+    if (deadline.expired())
+      return timeout_error("rank " + std::to_string(peer_) + " did not answer while making the device executor's link");
+    sched_yield();
+  }
+  return Status();
+}
+
+Status WalkerLink::start(Deadline deadline) {
+  const size_t bytes = slot_bytes_ * slot_count_ + kCounterBytes;
+  auto base = cuda::device_alloc(bytes);
+  WEFT_TRY(base);
+  base_ = static_cast<char*>(*base);
+  const std::vector<uint8_t> zero(kCounterBytes, 0);
+  WEFT_TRY(cuda::copy_async(base_ + slot_bytes_ * slot_count_, zero.data(), kCounterBytes, nullptr));
+  WEFT_TRY(cuda::stream_sync(nullptr));
+  mine_ = block_at(base_, slot_bytes_, slot_count_);
+  if (control_ == nullptr) {  // this rank's link to itself
+    peers_ = mine_;
+    return Status();
+  }
+  Announcement a;
+  a.address = reinterpret_cast<uint64_t>(base_);
+  a.pid = getpid();
+  a.bytes = bytes;
+  auto ex = cuda::ipc_export(base_);
+  WEFT_TRY(ex);
+  std::memcpy(a.handle, ex->handle, sizeof a.handle);
+  Announcement theirs;
+  WEFT_TRY(exchange(&a, &theirs, sizeof a, deadline));
+  if (theirs.bytes != bytes)
+    return internal_error("rank " + std::to_string(peer_) + "'s device executor block has " +
+                          std::to_string(theirs.bytes) + " bytes, this rank's " + std::to_string(bytes));
+  if (theirs.pid == a.pid) {
+    peer_base_ = reinterpret_cast<char*>(theirs.address);
+  } else {
+    auto mapped = cuda::ipc_open(theirs.handle);
+    if (!mapped.ok()) return mapped.status().with_context("mapping rank " + std::to_string(peer_) + "'s device executor block");
+    peer_base_ = static_cast<char*>(*mapped);
+    peer_mapped_ = true;
+  }
+  peers_ = block_at(peer_base_, slot_bytes_, slot_count_);
+  return Status();
+}
+
+WalkerLink::~WalkerLink() {
+  if (peer_mapped_) cuda::ipc_close(peer_base_);
+  if (control_ != nullptr && base_ != nullptr && peer_base_ != nullptr) {
+    // "I no longer use your block": each side frees its own once the other has said it.
+    const uint64_t bye = 1;
+    uint64_t theirs = 0;
+    (void)exchange(&bye, &theirs, sizeof bye, Deadline::after(close_wait_));
+  }
+  cuda::device_free(base_);
+}
+
+}  // namespace weft::transport
