@@ -109,15 +109,8 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
     for (void* a : p->arrays) cuda::device_free(a);
     return s;
   }
-  const size_t elem = dtype_size(p->host.dtype);
-  const size_t chunk = kSlotBytes / elem * elem;
-  for (const DeviceQueue& q : p->host.queues) {
-    uint64_t n = 1;  // the header
-    for (uint32_t k = 0; k < q.steps_count; ++k)
-      n += (p->host.steps[p->host.queue_steps[q.steps_begin + k]].count * elem + chunk - 1) / chunk;
-    p->chunks.push_back(n);
-  }
-  p->tmp_bytes = plan.program.tmp_count * elem;
+  for (uint32_t q = 0; q < p->view.queue_count; ++q) p->chunks.push_back(p->host.chunks(q, kSlotBytes));
+  p->tmp_bytes = plan.program.tmp_count * dtype_size(p->host.dtype);
   programs_[key] = std::move(p);
   return Status();
 }

@@ -38,6 +38,18 @@ DeviceProgramView DeviceProgram::view() const {
   return v;
 }
 
+uint64_t DeviceProgram::chunks(uint32_t q, size_t slot_bytes) const {
+  const size_t elem = dtype_size(dtype);
+  const size_t chunk = slot_bytes / elem * elem;
+  const DeviceQueue& dq = queues[q];
+  uint64_t n = 1;
+  for (uint32_t k = 0; k < dq.steps_count; ++k) {
+    const size_t bytes = steps[queue_steps[dq.steps_begin + k]].count * elem;
+    n += (bytes + chunk - 1) / chunk;
+  }
+  return n;
+}
+
 DeviceProgram flatten(const algorithms::Program& p, const ProgramIndex& index) {
   DeviceProgram d;
   d.dtype = p.dtype;

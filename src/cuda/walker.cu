@@ -50,7 +50,17 @@ __device__ void warp_copy(char* dst, const char* src, size_t bytes, int lane, bo
     const size_t words = bytes / 16;
     auto* d = reinterpret_cast<uint4*>(dst);
     auto* s = reinterpret_cast<const uint4*>(src);
-    for (size_t i = lane; i < words; i += kLanes) d[i] = remote ? __ldcg(s + i) : s[i];
+    // Four loads in flight per lane before their stores: one warp alone must hide the latency.
+    constexpr size_t kUnroll = 4;
+    size_t i = lane;
+    for (; i + (kUnroll - 1) * kLanes < words; i += kUnroll * kLanes) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (size_t u = 0; u < kUnroll; ++u) v[u] = remote ? __ldcg(s + i + u * kLanes) : s[i + u * kLanes];
+#pragma unroll
+      for (size_t u = 0; u < kUnroll; ++u) d[i + u * kLanes] = v[u];
+    }
+    for (; i < words; i += kLanes) d[i] = remote ? __ldcg(s + i) : s[i];
     done = words * 16;
   }
   for (size_t i = done + lane; i < bytes; i += kLanes) dst[i] = remote ? load_cg(src + i) : src[i];

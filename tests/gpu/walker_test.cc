@@ -131,7 +131,7 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
     wf.slot_count = w.slots;
     uint64_t& next = dq.is_send ? f.sent : f.received;
     wf.first_chunk = next;
-    next += walker_cases::chunks_of(c->program, q, w.slot_bytes);
+    next += c->program.chunks(q, w.slot_bytes);
     const walker_cases::Header expected = walker_cases::header_for(a, dq.peer, seq);
     std::memcpy(wf.header_expected, expected.data(), sizeof wf.header_expected);
   }

@@ -75,19 +75,6 @@ inline std::vector<Case> every_reduction() {
   return cases;
 }
 
-// The chunks queue q moves in one call through slots of `slot_bytes`, its header included.
-inline uint64_t chunks_of(const DeviceProgram& p, uint32_t q, size_t slot_bytes) {
-  const size_t elem = dtype_size(p.dtype);
-  const size_t chunk = slot_bytes / elem * elem;
-  const DeviceQueue& dq = p.queues[q];
-  uint64_t n = 1;
-  for (uint32_t k = 0; k < dq.steps_count; ++k) {
-    const size_t bytes = p.steps[p.queue_steps[dq.steps_begin + k]].count * elem;
-    n += (bytes + chunk - 1) / chunk;
-  }
-  return n;
-}
-
 // Where a rank's IN and OUT sit, in elements: out of place, in [0, in_n) and [0, out_n) of two
 // allocations; in place, both in one of `total` elements (IN starts in_start in, OUT out_start).
 struct Placement {

@@ -196,7 +196,7 @@ std::vector<int> run_call(World& w, std::vector<std::unique_ptr<RankCall>>& call
 long run_checked(World& w, const CollectiveArgs& a, Algorithm algo, uint64_t seq) {
   std::vector<std::unique_ptr<RankCall>> calls;
   for (int r = 0; r < a.nranks; ++r) calls.push_back(make_call(w, a, algo, r, seq));
-  // Each queue's chunk number before the call: walker_cases::chunks_of must say how far it moves.
+  // Each queue's chunk number before the call: DeviceProgram::chunks must say how far it moves.
   std::vector<std::vector<uint64_t>> before;
   for (auto& c : calls) {
     before.emplace_back();
@@ -209,7 +209,7 @@ long run_checked(World& w, const CollectiveArgs& a, Algorithm algo, uint64_t seq
     const RankCall& c = *calls[r];
     for (uint32_t q = 0; q < c.view.queue_count; ++q) {
       const uint64_t after = c.view.queues[q].is_send ? c.queue_fifo[q]->sent : c.queue_fifo[q]->received;
-      EXPECT_EQ(after - before[r][q], walker_cases::chunks_of(c.program, q, w.slot_bytes)) << "rank " << r << " queue " << q;
+      EXPECT_EQ(after - before[r][q], c.program.chunks(q, w.slot_bytes)) << "rank " << r << " queue " << q;
     }
   }
   long wrong = 0;
