@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <tuple>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/layout.h"
@@ -81,5 +82,13 @@ struct Plan {
 
 // REQUIRES: applicable(a, l, algorithm).
 Plan plan(const CollectiveArgs& a, const Layout& l, Algorithm algorithm, int rank);
+
+// What a communicator's plan for a call depends on besides its layout and tuner, as a cache key:
+// (coll, count, dtype, op, root, in_place, device buffers).
+using PlanKey = std::tuple<int, size_t, int, int, int, bool, bool>;
+inline PlanKey plan_key(const CollectiveArgs& a, bool device) {
+  return {static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype), static_cast<int>(a.op), a.root, a.in_place,
+          device};
+}
 
 }  // namespace weft::algorithms

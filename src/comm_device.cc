@@ -113,18 +113,15 @@ Result<void*> CommState::device_scratch(size_t bytes) {
 Status CommState::launch_on_device(const Operation& op, bool* taken) {
   *taken = false;
   if (op.args.coll == algorithms::Collective::kSendRecv) return Status();
-  const DeviceExecutor::Key key = DeviceExecutor::key_of(op.args);
+  const algorithms::PlanKey key = algorithms::plan_key(op.args, true);
   DeviceExecutor::Known known = kernel_executor_->known(key);
   if (known == DeviceExecutor::Known::kNo) {
-    const algorithms::TunedCall pick = tuned_for(op.args, true);
-    algorithms::CollectiveArgs tuned = op.args;
-    tuned.slice_count = pick.slice_count;
-    const algorithms::Plan plan = algorithms::plan(tuned, layout_, pick.algorithm, rank_);
+    const algorithms::Plan plan = make_plan(op.args, true);
     bool reachable = true;
     for (const auto& l : plan.index.links) {
       auto host = transport_for(l.peer);
       WEFT_TRY(host);
-      reachable = reachable && (*host == self_.get() || (*host == shm_.get() && !config_.p2p_disable));
+      reachable = reachable && cuda_reaches(*host);
     }
     WEFT_TRY(kernel_executor_->add(key, op.args, plan, reachable));
     known = kernel_executor_->known(key);
@@ -138,13 +135,12 @@ Status CommState::launch_on_device(const Operation& op, bool* taken) {
 Status CommState::prepare_device(const Operation& op) {
   // Made on the caller's thread, before its stream waits for the op: the device connections the
   // op's program uses (FIFOs, IPC mappings, pinned staging) and its scratch. So the op's run on
-  // this communicator's thread allocates nothing while the caller's stream is held: PyTorch's
-  // threads sit in CUDA calls that wait for the device then, and an allocation made beside them
-  // never returned (docs/NCCL.md, "Stream order"). Ranks prepare in the same call, so the
-  // connections rendezvous as the executor's would. A collective prepared before (its plan key)
+  // this communicator's thread allocates nothing while the caller's stream is held (PyTorch's
+  // first hang under stream order was there; docs/NCCL.md, "Stream order"). Ranks prepare in
+  // the same call, so the connections rendezvous as the executor's would. A collective prepared before (its plan key)
   // skips all this; a group is checked link by link.
   const bool group = op.args.coll == algorithms::Collective::kSendRecv;
-  const PlanKey key = plan_key(op.args, true);
+  const PlanKey key = algorithms::plan_key(op.args, true);
   std::unique_ptr<algorithms::Plan> group_plan;
   if (group) {
     group_plan = std::make_unique<algorithms::Plan>();
@@ -197,9 +193,9 @@ Result<transport::Connection*> CommState::device_connection(int peer, int channe
   if (it != device_connections_.end()) return it->second.get();
   auto host = transport_for(peer);
   WEFT_TRY(host);
-  // The cuda transport where the host path is self or shm (one node) and P2P is allowed; else
-  // device memory is staged through host memory over the host path.
-  const bool direct = *host == self_.get() || (*host == shm_.get() && !config_.p2p_disable);
+  // The cuda transport where it reaches; else device memory is staged through host memory over
+  // the host path.
+  const bool direct = cuda_reaches(*host);
   const std::string via = direct ? "cuda" : std::string((*host)->name()) + " (staged through host memory)";
   log_.trace("device connection to rank " + std::to_string(peer) + " over " + via + ": joining the host link");
   auto link = (*host)->connect(peer, channel + kDeviceChannel, deadline);

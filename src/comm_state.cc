@@ -322,26 +322,24 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
     return;
   }
   if (op->device) {
-    const bool caller_stream = op->stream_ordered;  // an NCCL call (a stream), not the C++ API
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
       s = device_setup(*op);
-      // Unless stream order is asked for and safe from lazy loading (device.h), the call blocks
-      // the caller until the result is in place instead of holding its stream.
-      if (s.ok() && !device_stream_order_) op->stream_ordered = false;
     }
     if (s.ok() && kernel_executor_) {
       bool taken = false;
       s = launch_on_device(*op, &taken);
       if (taken || !s.ok()) {
-        // An NCCL call is done in its stream's order (a kernel's failure reaches async_error());
-        // the C++ API's completes when its Request says so, so it waits for the kernel here.
-        op->stream_ordered = caller_stream;
-        if (s.ok() && !caller_stream) s = kernel_executor_->wait_last();
+        // An NCCL call (stream_ordered) is done in its stream's order (a kernel's failure reaches
+        // async_error()); the C++ API's completes when its Request says so: wait for the kernel.
+        if (s.ok() && !op->stream_ordered) s = kernel_executor_->wait_last();
         op->finish(s.ok() ? s : Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message()));
         return;
       }
     }
+    // Unless stream order is asked for and safe from lazy loading (device.h), the call blocks
+    // the caller until the result is in place instead of holding its stream.
+    if (s.ok() && !device_stream_order_) op->stream_ordered = false;
     // A held stream: what the op needs is allocated now, before the caller's stream waits.
     if (s.ok() && op->stream_ordered) s = prepare_device(*op);
     if (!s.ok()) {
@@ -467,17 +465,25 @@ algorithms::TunedCall CommState::tuned_for(algorithms::CollectiveArgs a, bool de
   return pick;
 }
 
+algorithms::Plan CommState::make_plan(const algorithms::CollectiveArgs& a, bool device) const {
+  const algorithms::TunedCall pick = tuned_for(a, device);
+  algorithms::CollectiveArgs tuned = a;
+  tuned.slice_count = pick.slice_count;
+  return algorithms::plan(tuned, layout_, pick.algorithm, rank_);
+}
+
+bool CommState::cuda_reaches(const transport::Transport* host) const {
+  return host == self_.get() || (host == shm_.get() && !config_.p2p_disable);
+}
+
 const algorithms::Plan& CommState::plan_for(const algorithms::CollectiveArgs& a, bool device) {
-  const PlanKey key = plan_key(a, device);
+  const PlanKey key = algorithms::plan_key(a, device);
   // A loop of one call finds its plan without the map (std::map nodes stay put until cleared).
   if (last_plan_ != nullptr && key == last_plan_key_) return *last_plan_;
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     if (plans_.size() >= kPlanCacheEntries) plans_.clear();
-    const algorithms::TunedCall pick = tuned_for(a, device);
-    algorithms::CollectiveArgs tuned = a;
-    tuned.slice_count = pick.slice_count;
-    it = plans_.emplace(key, algorithms::plan(tuned, layout_, pick.algorithm, rank_)).first;
+    it = plans_.emplace(key, make_plan(a, device)).first;
   }
   last_plan_key_ = key;
   last_plan_ = &it->second;

@@ -116,6 +116,9 @@ class CommState : public ConnectionSource {
   // The connection device runs use to `peer`: cuda (same node, P2P allowed) or staged through
   // host memory (transport/cuda/staged.h).
   Result<transport::Connection*> device_connection(int peer, int channel, Deadline deadline);
+  // Whether device buffers to a peer served by `host` go over the cuda transport: self or shm
+  // (one node) with P2P allowed.
+  bool cuda_reaches(const transport::Transport* host) const;
   Result<void*> device_scratch(size_t bytes);
   void release_device_streams();
 
@@ -135,14 +138,11 @@ class CommState : public ConnectionSource {
   std::mutex exec_mu_;
   Executor executor_;
   Scratch scratch_;
-  // (coll, count, dtype, op, root, in_place, device)
-  using PlanKey = std::tuple<int, size_t, int, int, int, bool, bool>;
+  using PlanKey = algorithms::PlanKey;
   static constexpr size_t kPlanCacheEntries = 256;  // plans_ is cleared when it holds this many
-  static PlanKey plan_key(const algorithms::CollectiveArgs& a, bool device) {
-    return {static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype), static_cast<int>(a.op), a.root, a.in_place,
-            device};
-  }
-  // exec_mu_: the plan for `a`, made by the tuner and planner on first use, then cached.
+  // The plan the tuner and planner make for `a` (any thread).
+  algorithms::Plan make_plan(const algorithms::CollectiveArgs& a, bool device) const;
+  // exec_mu_: make_plan's, made on first use, then cached.
   const algorithms::Plan& plan_for(const algorithms::CollectiveArgs& a, bool device);
   std::map<PlanKey, algorithms::Plan> plans_;
   PlanKey last_plan_key_;

@@ -55,11 +55,7 @@ Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, std::chro
 
 DeviceExecutor::~DeviceExecutor() {
   // The kernels end on their own (done, failed or at the communicator's timeout).
-  while (launched_) {
-    auto done = cuda::event_done(last_);
-    if (!done.ok() || *done) break;
-    sched_yield();
-  }
+  (void)wait_last();
   links_.clear();
   for (auto& [key, p] : programs_)
     if (p)

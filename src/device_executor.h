@@ -27,7 +27,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "algorithms/planner.h"
@@ -44,11 +43,7 @@ class DeviceExecutor {
  public:
   // The host connection that carries a WalkerLink's announcements to `peer` on `channel`.
   using ControlLink = std::function<Result<std::unique_ptr<transport::Connection>>(int peer, int channel, Deadline)>;
-  // (coll, count, dtype, op, root, in_place): what a program depends on besides the layout.
-  using Key = std::tuple<int, size_t, int, int, int, bool>;
-  static Key key_of(const algorithms::CollectiveArgs& a) {
-    return {static_cast<int>(a.coll), a.count, static_cast<int>(a.dtype), static_cast<int>(a.op), a.root, a.in_place};
-  }
+  using Key = algorithms::PlanKey;  // algorithms::plan_key(a, true)
 
   static Result<std::unique_ptr<DeviceExecutor>> make(int rank, std::chrono::milliseconds timeout, Logger log,
                                                       ControlLink control);

@@ -7,9 +7,11 @@
 // the time limit, both with an error written, not a hang.
 //
 // Exits 77 (CTest: skipped) with a message when no CUDA device is usable.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,16 +37,13 @@ void ok(const Status& s, const char* what) {
   std::exit(1);
 }
 
-// Device memory, zeroed (or filled from `from`), freed at the end of the test.
+// Device memory (at least one byte), zeroed or filled from `from`; never freed (the test is short).
 char* device_bytes(size_t bytes, const void* from = nullptr) {
-  auto p = cuda::device_alloc(bytes > 0 ? bytes : 1);
+  std::vector<char> fill(std::max<size_t>(bytes, 1), 0);
+  if (from != nullptr && bytes > 0) std::memcpy(fill.data(), from, bytes);
+  auto p = cuda::device_alloc(fill.size());
   ok(p.status(), "cudaMalloc");
-  std::vector<char> zero;
-  if (from == nullptr) {
-    zero.assign(bytes > 0 ? bytes : 1, 0);
-    from = zero.data();
-  }
-  ok(cuda::copy_async(*p, from, bytes > 0 ? bytes : 1, nullptr), "copy to device");
+  ok(cuda::copy_async(*p, fill.data(), fill.size(), nullptr), "copy to device");
   ok(cuda::stream_sync(nullptr), "sync");
   return static_cast<char*>(*p);
 }
@@ -98,10 +97,10 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
   c->program = flatten(plan.program, plan.index);
   DeviceProgramView v = c->program.view();
   v.steps = device_array(c->program.steps);
-  v.deps = device_array(c->program.deps.empty() ? std::vector<uint32_t>{0} : c->program.deps);
-  v.queues = device_array(c->program.queues.empty() ? std::vector<DeviceQueue>{DeviceQueue{}} : c->program.queues);
-  v.queue_steps = device_array(c->program.queue_steps.empty() ? std::vector<uint32_t>{0} : c->program.queue_steps);
-  v.local_steps = device_array(c->program.local_steps.empty() ? std::vector<uint32_t>{0} : c->program.local_steps);
+  v.deps = device_array(c->program.deps);
+  v.queues = device_array(c->program.queues);
+  v.queue_steps = device_array(c->program.queue_steps);
+  v.local_steps = device_array(c->program.local_steps);
   cuda::WalkerCall& k = c->call;
   k.program = v;
   const size_t elem = dtype_size(a.dtype);
