@@ -31,6 +31,10 @@ ProgramIndex index_program(const Program& p) {
     ++x.fifos[it->second].count;
     x.fifo_of[i] = it->second;
   }
+  for (size_t i = 0; i < n; ++i)
+    if (x.fifo_of[i] != ProgramIndex::kNoFifo && p.steps[i].deps_count > 0) x.one_round = false;
+  for (const ProgramIndex::Fifo& f : x.fifos)
+    if (f.count > 1) x.one_round = false;
   uint32_t first = 0;
   for (ProgramIndex::Fifo& f : x.fifos) {
     f.first = first;

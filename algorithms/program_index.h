@@ -37,6 +37,10 @@ struct ProgramIndex {
   std::vector<uint32_t> fifo_steps;
   std::vector<uint32_t> fifo_of;           // per step: its FIFO, kNoFifo for local steps
   std::vector<Link> links;                 // the (peer, channel) pairs of the FIFOs, ascending
+  // Every communication step depends on nothing and is alone in its FIFO: all messages can go
+  // out at once, and the local steps can run after them in program order (the executor's short
+  // path for small calls; e.g. recursive doubling at two ranks, any program at one).
+  bool one_round = true;
 
   std::span<const uint32_t> dependents_of(size_t step) const {
     return {dependents.data() + dependents_begin[step], dependents_begin[step + 1] - dependents_begin[step]};

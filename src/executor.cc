@@ -51,36 +51,20 @@ Status Executor::prepare(const RunSpec& spec) {
   const algorithms::ProgramIndex& index = *spec.index;
   const size_t n = p.steps.size();
   elem_ = dtype_size(p.dtype);
-  remaining_.resize(n);
-  for (size_t i = 0; i < n; ++i) remaining_[i] = p.steps[i].deps_count;
-  deps_met_.assign(n, 0);
+  const bool one_round = index.one_round && !spec.device;
+  if (!one_round) {
+    remaining_.resize(n);
+    for (size_t i = 0; i < n; ++i) remaining_[i] = p.steps[i].deps_count;
+    ready_.clear();
+    local_ready_.clear();
+    local_next_ = 0;
+    done_steps_ = 0;
+  }
+  deps_met_.assign(n, one_round ? 1 : 0);
   tickets_.assign(n, 0);
   reduce_ctx_.resize(n);
   device_reduce_.resize(n);
-  ready_.clear();
-  local_ready_.clear();
-  local_next_ = 0;
-  active_.clear();
-  done_steps_ = 0;
-  queues_.resize(index.fifos.size());
-  for (size_t k = 0; k < queues_.size(); ++k) {
-    const algorithms::ProgramIndex::Fifo& f = index.fifos[k];
-    Queue& q = queues_[k];
-    q = Queue{};
-    q.peer = f.peer;
-    q.channel = f.channel;
-    q.is_send = f.is_send;
-    q.steps = index.steps_of(f);
-  }
-
-  // Join the connections in ascending (peer, channel) order: with every rank doing the same, the
-  // symmetric connect() cannot deadlock.
-  for (const algorithms::ProgramIndex::Link& l : index.links) {
-    auto conn = connections_.connection(l.peer, l.channel, spec.deadline);
-    WEFT_TRY(conn);
-    active_.push_back(*conn);
-  }
-  for (size_t k = 0; k < queues_.size(); ++k) queues_[k].conn = active_[index.fifos[k].link];
+  WEFT_TRY(bind(spec));
 
   // Collectives: one header at the head of every queue, posted now (groups post one per message).
   const bool group = spec.args.coll == Collective::kSendRecv;
@@ -88,8 +72,9 @@ Status Executor::prepare(const RunSpec& spec) {
   if (!group) {
     for (Queue& q : queues_) {
       if (q.is_send) {
-        q.header_out = make_header(q, q.steps.front());
-        WEFT_TRY(send_header(q, q.header_out, q.steps.front(), remaining_[q.steps.front()] == 0));
+        const uint32_t first = q.steps.front();
+        q.header_out = make_header(q, first);
+        WEFT_TRY(send_header(q, q.header_out, first, p.steps[first].deps_count == 0));
         q.header_done = true;
       } else {
         transport::RecvSink sink;
@@ -100,8 +85,58 @@ Status Executor::prepare(const RunSpec& spec) {
       }
     }
   }
-  for (size_t i = 0; i < n; ++i)
-    if (remaining_[i] == 0) ready_.push_back(static_cast<uint32_t>(i));
+  if (!one_round)
+    for (size_t i = 0; i < n; ++i)
+      if (remaining_[i] == 0) ready_.push_back(static_cast<uint32_t>(i));
+  return Status();
+}
+
+bool Executor::bound_to(const RunSpec& spec) const {
+  const algorithms::ProgramIndex& index = *spec.index;
+  if (bound_index_ != spec.index || bound_device_ != spec.device || queues_.size() != index.fifos.size()) return false;
+  for (size_t k = 0; k < queues_.size(); ++k) {
+    const algorithms::ProgramIndex::Fifo& f = index.fifos[k];
+    const Queue& q = queues_[k];
+    // The same address may hold another index by now (a plan cache refill): compare what matters.
+    if (q.peer != f.peer || q.channel != f.channel || q.is_send != f.is_send ||
+        q.steps.data() != index.fifo_steps.data() + f.first || q.steps.size() != f.count)
+      return false;
+  }
+  return true;
+}
+
+Status Executor::bind(const RunSpec& spec) {
+  if (bound_to(spec)) {
+    for (Queue& q : queues_) {
+      q.posted = q.completed = 0;
+      q.header_ticket = 0;
+      q.header_done = false;
+    }
+    return Status();
+  }
+  bound_index_ = nullptr;
+  const algorithms::ProgramIndex& index = *spec.index;
+  active_.clear();
+  queues_.resize(index.fifos.size());
+  for (size_t k = 0; k < queues_.size(); ++k) {
+    const algorithms::ProgramIndex::Fifo& f = index.fifos[k];
+    Queue& q = queues_[k];
+    q = Queue{};
+    q.peer = f.peer;
+    q.channel = f.channel;
+    q.is_send = f.is_send;
+    q.steps = index.steps_of(f);
+  }
+  // Join the connections in ascending (peer, channel) order: with every rank doing the same, the
+  // symmetric connect() cannot deadlock.
+  for (const algorithms::ProgramIndex::Link& l : index.links) {
+    auto conn = connections_.connection(l.peer, l.channel, spec.deadline);
+    WEFT_TRY(conn);
+    active_.push_back(*conn);
+  }
+  for (size_t k = 0; k < queues_.size(); ++k) queues_[k].conn = active_[index.fifos[k].link];
+  bound_index_ = spec.index;
+  bound_device_ = spec.device;
   return Status();
 }
 
@@ -208,6 +243,12 @@ void Executor::complete(uint32_t step) {
 }
 
 Status Executor::run_local(uint32_t i) {
+  WEFT_TRY(do_local(i));
+  complete(i);
+  return Status();
+}
+
+Status Executor::do_local(uint32_t i) {
   const algorithms::Program& p = *spec_->program;
   const Step& s = p.steps[i];
   if (spec_->device) {
@@ -220,7 +261,6 @@ Status Executor::run_local(uint32_t i) {
       case StepKind::kDivide: WEFT_TRY(cuda::divide(dst, dst, s.dst.count, p.dtype, p.nranks, spec_->stream)); break;
       default: return internal_error("run_local on a communication step");
     }
-    complete(i);
     return Status();
   }
   switch (s.kind) {
@@ -247,7 +287,6 @@ Status Executor::run_local(uint32_t i) {
     }
     default: return internal_error("run_local on a communication step");
   }
-  complete(i);
   return Status();
 }
 
@@ -353,12 +392,42 @@ std::string Executor::pending_report() const {
   return os.str();
 }
 
+Status Executor::idle(Backoff& backoff, uint32_t& polls) {
+  if ((++polls & 63) == 0) {
+    if (spec_->abort != nullptr && spec_->abort->load(std::memory_order_relaxed))
+      return remote_error("communicator aborted during " + algorithms::describe(spec_->args));
+    if (spec_->deadline.expired())
+      return timeout_error(algorithms::describe(spec_->args) + " timed out: " + pending_report());
+  }
+  if (backoff.should_block() && wait_in_kernel()) return Status();
+  backoff.pause();
+  return Status();
+}
+
 Status Executor::run(const RunSpec& spec) {
   spec_ = &spec;
   WEFT_TRY(prepare(spec));
-  const algorithms::Program& p = *spec.program;
-  const size_t n = p.steps.size();
   Backoff backoff(spec.oversubscribed);
+  WEFT_TRY(spec.index->one_round && !spec.device ? run_one_round(backoff) : run_steps(backoff));
+  // Collective headers of receive queues with no data steps cannot exist; sends of headers
+  // complete with the data behind them. Drain the header sends so their buffers may be reused.
+  for (;;) {
+    bool idle = true;
+    for (transport::Connection* c : active_) {
+      WEFT_TRY(c->progress());
+      idle &= c->idle();
+    }
+    if (idle) break;
+    if (spec.deadline.expired())
+      return timeout_error(algorithms::describe(spec.args) + " timed out flushing sends");
+    backoff.pause();
+  }
+  return Status();
+}
+
+Status Executor::run_steps(Backoff& backoff) {
+  const RunSpec& spec = *spec_;
+  const size_t n = spec.program->steps.size();
   uint32_t polls = 0;
   while (done_steps_ < n) {
     bool moved = false;
@@ -397,28 +466,42 @@ Status Executor::run(const RunSpec& spec) {
       backoff.reset();
       continue;
     }
-    if ((++polls & 63) == 0) {
-      if (spec.abort != nullptr && spec.abort->load(std::memory_order_relaxed))
-        return remote_error("communicator aborted during " + algorithms::describe(spec.args));
-      if (spec.deadline.expired())
-        return timeout_error(algorithms::describe(spec.args) + " timed out: " + pending_report());
-    }
-    if (backoff.should_block() && wait_in_kernel()) continue;
-    backoff.pause();
+    WEFT_TRY(idle(backoff, polls));
   }
-  // Collective headers of receive queues with no data steps cannot exist; sends of headers
-  // complete with the data behind them. Drain the header sends so their buffers may be reused.
-  for (;;) {
-    bool idle = true;
-    for (transport::Connection* c : active_) {
-      WEFT_TRY(c->progress());
-      idle &= c->idle();
+  return Status();
+}
+
+Status Executor::run_one_round(Backoff& backoff) {
+  // Every queue holds one step with no dependencies: post them all, wait for all, then run the
+  // local steps in program order (each depends, if on anything, on earlier steps).
+  for (Queue& q : queues_) WEFT_TRY(post(q));
+  size_t open = queues_.size();
+  uint32_t polls = 0;
+  while (open > 0) {
+    for (transport::Connection* c : active_) WEFT_TRY(c->progress());
+    bool moved = false;
+    for (Queue& q : queues_) {
+      if (q.completed == 1) continue;
+      if (q.posted == 0) {
+        WEFT_TRY(post(q));  // a receive whose header had not arrived
+        if (q.posted == 0) continue;
+      }
+      const uint64_t done = q.is_send ? q.conn->sends_done() : q.conn->recvs_done();
+      if (tickets_[q.steps.front()] <= done) {
+        q.completed = 1;
+        --open;
+        moved = true;
+      }
     }
-    if (idle) break;
-    if (spec.deadline.expired())
-      return timeout_error(algorithms::describe(spec.args) + " timed out flushing sends");
-    backoff.pause();
+    if (moved) {
+      backoff.reset();
+    } else if (open > 0) {
+      WEFT_TRY(idle(backoff, polls));
+    }
   }
+  const algorithms::ProgramIndex& index = *spec_->index;
+  for (uint32_t i = 0; i < index.fifo_of.size(); ++i)
+    if (index.fifo_of[i] == algorithms::ProgramIndex::kNoFifo) WEFT_TRY(do_local(i));
   return Status();
 }
 

@@ -10,7 +10,10 @@
 // Steps run as soon as their dependencies are met: local steps (copy, reduce, divide) run on
 // this thread (or, for device buffers, are queued as GPU kernels on the run's stream, whose order
 // keeps them behind the steps they depend on); sends and receives are posted to their (peer, channel) FIFO in program order and
-// complete as the connections progress. Waiting spins briefly, then yields the CPU, then
+// complete as the connections progress. A one-round program on host memory (ProgramIndex::
+// one_round: e.g. recursive doubling at two ranks) skips the dependency bookkeeping: every message
+// goes at once, the local steps run when all have completed. The queues and connections of the
+// last run are kept while runs repeat its program. Waiting spins briefly, then yields the CPU, then
 // sleeps (src/backoff.h), so oversubscribed ranks do not starve each other.
 //
 // Every run is bounded by its Deadline; on expiry the error lists what was still pending and on
@@ -31,6 +34,7 @@
 #include "algorithms/planner.h"
 #include "algorithms/program_index.h"
 #include "algorithms/schedule.h"
+#include "src/backoff.h"
 #include "src/cuda/device.h"
 #include "src/deadline.h"
 #include "transport/transport.h"
@@ -127,7 +131,18 @@ class Executor {
   };
 
   Status prepare(const RunSpec& spec);
-  Status run_local(uint32_t step);
+  // Sets up queues_ and active_ for spec's program, or keeps them when the last run's program
+  // had the same FIFOs (repeated small calls: the binding is a measurable part of their cost).
+  Status bind(const RunSpec& spec);
+  bool bound_to(const RunSpec& spec) const;
+  // The general loop: steps go as their dependencies are met.
+  Status run_steps(Backoff& backoff);
+  // ProgramIndex::one_round programs on host memory: every message at once, then the local steps.
+  Status run_one_round(Backoff& backoff);
+  // Nothing moved: checks the abort flag and the deadline (every 64th call), then waits a little.
+  Status idle(Backoff& backoff, uint32_t& polls);
+  Status run_local(uint32_t step);  // do_local, then complete
+  Status do_local(uint32_t step);
   Status post(Queue& q);
   // Sends `header` to q's peer. When step `i` (q's next send) is `ready` (its dependencies met)
   // and small enough, its data rides in the header and the step counts as posted (q.posted
@@ -157,7 +172,9 @@ class Executor {
   std::vector<ReduceCtx> reduce_ctx_;   // per step (recv_reduce)
   std::vector<transport::DeviceReduce> device_reduce_;  // per step (recv_reduce on device memory)
   std::vector<CollHeader> step_headers_;  // groups: the header sent ahead of each send step
-  std::vector<transport::Connection*> active_;
+  std::vector<transport::Connection*> active_;  // the connections of index.links, in its order
+  const algorithms::ProgramIndex* bound_index_ = nullptr;  // what queues_ and active_ were made for
+  bool bound_device_ = false;
   std::vector<struct pollfd> poll_fds_;
   size_t done_steps_ = 0;
 };

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -223,6 +224,71 @@ TEST(ExecutorTest, CarriedDataOfTheWrongSizeIsRefused) {
   EXPECT_NE(s.message().find("rank 1 sent 4 bytes of data with its header to rank 0, which expects 8"),
             std::string::npos)
       << s.message();
+}
+
+// One-round programs (every message independent, one per FIFO) take the executor's short path.
+TEST(ExecutorTest, OneRoundProgramsAreMarked) {
+  auto index_of = [](int n, Algorithm algorithm, size_t count) {
+    CollectiveArgs a;
+    a.coll = Collective::kAllReduce;
+    a.nranks = n;
+    a.count = count;
+    return algorithms::plan(a, algorithms::Layout::flat(n), algorithm, 0).index;
+  };
+  EXPECT_TRUE(index_of(1, Algorithm::kRing, 8).one_round);                // no messages at all
+  EXPECT_TRUE(index_of(2, Algorithm::kRecursiveDoubling, 8).one_round);   // one exchange
+  EXPECT_FALSE(index_of(4, Algorithm::kRecursiveDoubling, 8).one_round);  // round 2 waits on round 1
+  EXPECT_FALSE(index_of(2, Algorithm::kRing, 8).one_round);               // two messages per FIFO
+}
+
+// Runs of one executor that repeat a program, switch to another (one-round or not) and come
+// back, including a program rebuilt where the last one lived: every result is right.
+TEST(ExecutorTest, RepeatedAndAlternatingProgramsRunRight) {
+  const algorithms::Layout layout = algorithms::Layout::flat(2);
+  auto args = [](size_t count) {
+    CollectiveArgs a;
+    a.coll = Collective::kAllReduce;
+    a.nranks = 2;
+    a.count = count;
+    return a;
+  };
+  TwoRanks w;
+  // The plans live in one place: a call either reuses the last plan or rebuilds it there (so the
+  // same address may hold another program).
+  std::optional<algorithms::Plan> p0, p1;
+  struct Call {
+    bool rebuild;
+    Algorithm algorithm;
+    size_t count;
+  };
+  const Call calls[] = {{true, Algorithm::kRecursiveDoubling, 4}, {false, Algorithm::kRecursiveDoubling, 4},
+                        {false, Algorithm::kRecursiveDoubling, 4}, {true, Algorithm::kRing, 6},
+                        {false, Algorithm::kRing, 6},           {true, Algorithm::kRecursiveDoubling, 4},
+                        {true, Algorithm::kRecursiveDoubling, 9}, {false, Algorithm::kRecursiveDoubling, 9}};
+  int k = 0;
+  for (const auto& [rebuild, algorithm, count] : calls) {
+    SCOPED_TRACE(k);
+    const CollectiveArgs a = args(count);
+    if (rebuild) {
+      p0.reset();
+      p1.reset();
+      p0.emplace(algorithms::plan(a, layout, algorithm, 0));
+      p1.emplace(algorithms::plan(a, layout, algorithm, 1));
+    }
+    std::vector<float> in0(count), in1(count), out0(count, -1), out1(count, -1), want(count);
+    for (size_t i = 0; i < count; ++i) {
+      in0[i] = static_cast<float>(i + k);
+      in1[i] = 10.0f * static_cast<float>(i + 1);
+      want[i] = in0[i] + in1[i];
+    }
+    const std::vector<Status> s =
+        w.run(collective_spec(*p0, a, in0.data(), out0.data()), collective_spec(*p1, a, in1.data(), out1.data()));
+    ASSERT_TRUE(s[0].ok()) << s[0].message();
+    ASSERT_TRUE(s[1].ok()) << s[1].message();
+    EXPECT_EQ(out0, want);
+    EXPECT_EQ(out1, want);
+    ++k;
+  }
 }
 
 }  // namespace

@@ -315,6 +315,17 @@ Result<uint64_t> ShmConnection::post_send(const void* src, size_t bytes) {
     return invalid_argument(describe() + ": post_send of " + std::to_string(bytes) +
                             " bytes from a null buffer");
   }
+  if (sends_.empty() && bytes > 0 && bytes <= kSlotPayload) {
+    // Nothing queued ahead of a small message: write its slot record now, done at once.
+    if (slots_sent_ - slot_tail_seen_ >= kSlots) slot_tail_seen_ = tx_->slot_tail.load(std::memory_order_acquire);
+    if (slots_sent_ - slot_tail_seen_ < kSlots) {
+      SlotRecord& rec = tx_slots_[slots_sent_ & (kSlots - 1)];
+      std::memcpy(rec.payload, src, bytes);
+      rec.flag.store(++slots_sent_, std::memory_order_release);
+      ++sends_done_;
+      return ++sends_posted_;
+    }
+  }
   SendOp op;
   op.src = static_cast<const uint8_t*>(src);
   op.bytes = bytes;
