@@ -23,7 +23,8 @@ namespace {
 struct Reduction {
   RedOp op = RedOp::kSum;
   const void* send = nullptr;
-  std::shared_ptr<std::vector<std::byte>> scaled;
+  std::shared_ptr<std::vector<std::byte>> scaled;  // host buffers
+  std::shared_ptr<DeviceScratch> scaled_device;    // device buffers (released by run())
 };
 
 // dst[i] = src[i] * scalar, rounded to `type` (integers wrap): the prod kernel against a block of
@@ -48,6 +49,43 @@ std::shared_ptr<std::vector<std::byte>> free_premul_buffer(ncclComm& c, size_t b
     if (b.use_count() == 1 && (best == nullptr || b->size() > (*best)->size())) best = &b;
   if (best == nullptr) best = &c.premul_host.emplace_back(std::make_shared<std::vector<std::byte>>());
   if ((*best)->size() < bytes) (*best)->resize(bytes);
+  return *best;
+}
+
+// A device buffer of at least `bytes` for a scaled copy, made on `stream`, that no unfinished
+// call reads (DeviceScratch): the largest free one of the communicator's (grown if short), else a
+// new one. Claimed on return.
+Result<std::shared_ptr<DeviceScratch>> free_device_scratch(ncclComm& c, size_t bytes, cudaStream_t stream) {
+  std::shared_ptr<DeviceScratch>* best = nullptr;
+  for (auto& d : c.premul_device) {
+    if (d->claimed) continue;
+    bool free = d->stream == static_cast<void*>(stream);
+    if (!free) {
+      auto done = cuda::event_done(d->done.get());
+      WEFT_TRY(done);
+      free = *done;
+    }
+    if (free && (best == nullptr || d->bytes > (*best)->bytes)) best = &d;
+  }
+  if (best == nullptr) {
+    auto event = cuda::event_create();
+    WEFT_TRY(event);
+    auto fresh = std::make_shared<DeviceScratch>();
+    fresh->done = std::shared_ptr<void>(*event, cuda::event_destroy);
+    best = &c.premul_device.emplace_back(std::move(fresh));
+  }
+  DeviceScratch& d = **best;
+  if (d.bytes < bytes) {
+    // Its last reader has finished, or runs on `stream` before anything queued there now; the
+    // free waits for the device either way (cudaFree synchronises).
+    d.memory.reset();
+    d.bytes = 0;
+    auto p = cuda::device_alloc(bytes);
+    WEFT_TRY(p);
+    d.memory = std::shared_ptr<void>(*p, cuda::device_free);
+    d.bytes = bytes;
+  }
+  d.claimed = true;
   return *best;
 }
 
@@ -79,21 +117,20 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
     return invalid_argument(std::string(fn) + ": sendbuff is NULL with count " + std::to_string(count));
   r.op = RedOp::kSum;
   if (cuda::is_device_pointer(send)) {
-    // On the device, in the stream's order, into the communicator's scratch: the scalar is read
-    // when the kernel runs (a device scalar may be written by earlier work on the stream).
-    const size_t bytes = in_count * elem;
-    if (bytes > c.premul_device_bytes) {
-      c.premul_device.reset();
-      c.premul_device_bytes = 0;
-      auto p = cuda::device_alloc(bytes);
-      WEFT_TRY(p);
-      c.premul_device = std::shared_ptr<void>(*p, cuda::device_free);
-      c.premul_device_bytes = bytes;
-    }
+    // On the device, in the stream's order, into a scratch buffer of the communicator's that no
+    // unfinished call reads: the scalar is read when the kernel runs (a device scalar may be
+    // written by earlier work on the stream).
+    auto d = free_device_scratch(c, in_count * elem, stream);
+    WEFT_TRY(d);
+    r.scaled_device = *d;
     const bool scalar_on_device = pre.pointer != nullptr && cuda::is_device_pointer(pre.pointer);
     const void* scalar = pre.pointer != nullptr ? pre.pointer : pre.value.data();
-    WEFT_TRY(cuda::scale(c.premul_device.get(), send, in_count, type, scalar, scalar_on_device, stream));
-    r.send = c.premul_device.get();
+    Status scaled = cuda::scale(r.scaled_device->memory.get(), send, in_count, type, scalar, scalar_on_device, stream);
+    if (!scaled.ok()) {
+      r.scaled_device->claimed = false;
+      return scaled;
+    }
+    r.send = r.scaled_device->memory.get();
     return r;
   }
   std::array<std::byte, 8> scalar = pre.value;
@@ -111,14 +148,26 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
   return r;
 }
 
-// Joins the thread's open group, issues the call `issue` makes, and completes it (keeping
-// `keep` alive until then).
+// Joins the thread's open group, issues the call `issue` makes, and completes it. A PreMulSum's
+// scaled copy (`r`) stays claimed until then: a host buffer until the call completed, a device
+// buffer until its stream passed the call (its event is recorded there, at the group's end inside
+// a group, when the group's calls have been queued).
 template <typename F>
-Status run(ncclComm& c, cudaStream_t stream, F&& issue, std::shared_ptr<void> keep = {}) {
-  WEFT_TRY(capi::enter(c));
-  weft::StreamScope scope(stream);
-  Status s = capi::finish_call(c, issue(*c.comm), nullptr);
-  if (keep && s.ok()) WEFT_TRY(capi::at_group_end([keep] { return Status(); }));
+Status run(ncclComm& c, cudaStream_t stream, F&& issue, const Reduction* r = nullptr) {
+  Status s = capi::enter(c);
+  if (s.ok()) {
+    weft::StreamScope scope(stream);
+    s = capi::finish_call(c, issue(*c.comm), nullptr);
+  }
+  if (r != nullptr && r->scaled && s.ok()) WEFT_TRY(capi::at_group_end([keep = r->scaled] { return Status(); }));
+  if (r != nullptr && r->scaled_device) {
+    Status released = capi::at_group_end([d = r->scaled_device, stream] {
+      d->claimed = false;
+      d->stream = stream;
+      return cuda::event_record(d->done.get(), stream);
+    });
+    if (s.ok()) s = released;
+  }
   return s;
 }
 
@@ -180,7 +229,7 @@ WEFT_NCCL_API(ncclResult_t, AllReduce, const void* sendbuff, void* recvbuff, siz
     auto r = resolve(c, "ncclAllReduce", raw(op), raw(datatype), sendbuff, count, 1, stream);
     WEFT_TRY(r);
     return run(c, stream, [&](Communicator& w) { return w.allreduce(r->send, recvbuff, count, dt(raw(datatype)), r->op); },
-               r->scaled);
+               &*r);
   });
 }
 
@@ -191,7 +240,7 @@ WEFT_NCCL_API(ncclResult_t, ReduceScatter, const void* sendbuff, void* recvbuff,
                      static_cast<size_t>(c.comm->size()), stream);
     WEFT_TRY(r);
     return run(c, stream, [&](Communicator& w) { return w.reduce_scatter(r->send, recvbuff, recvcount, dt(raw(datatype)), r->op); },
-               r->scaled);
+               &*r);
   });
 }
 
@@ -201,7 +250,7 @@ WEFT_NCCL_API(ncclResult_t, Reduce, const void* sendbuff, void* recvbuff, size_t
     auto r = resolve(c, "ncclReduce", raw(op), raw(datatype), sendbuff, count, 1, stream);
     WEFT_TRY(r);
     return run(c, stream, [&](Communicator& w) { return w.reduce(r->send, recvbuff, count, dt(raw(datatype)), r->op, root); },
-               r->scaled);
+               &*r);
   });
 }
 

@@ -57,6 +57,18 @@ struct PreMulSum {
   const void* pointer = nullptr;       // ncclScalarDevice: read by every call that uses the op
 };
 
+// A device buffer for PreMulSum's scaled copy of a send buffer. Free for a call on stream S once
+// no call holds it (`claimed`: until `done` is recorded) and the call that read it last has
+// finished on the device (`done`: an event recorded on that call's stream after the call, at its
+// group's end inside a group) or ran on S (whose order then puts the new call after it).
+struct DeviceScratch {
+  std::shared_ptr<void> memory;  // cuda::device_free
+  size_t bytes = 0;
+  std::shared_ptr<void> done;    // a cuda::Event (cuda::event_destroy)
+  void* stream = nullptr;        // the cudaStream_t `done` was last recorded on
+  bool claimed = false;
+};
+
 // The options an NCCL communicator takes from ncclConfig_t and the environment.
 struct CommOptions {
   bool blocking = true;
@@ -97,10 +109,9 @@ struct ncclComm : weft::capi::CommHandle {
   bool finalized = false;
   // PreMulSum ops: ops[i] is op ncclNumOps + i (nullopt once destroyed, for reuse).
   std::vector<std::optional<weft::nccl::PreMulSum>> ops;
-  // PreMulSum on device buffers: the scaled copy of the send buffer (grown, never shrunk; a
-  // later call reuses it only after the earlier one finished, by its stream's order).
-  std::shared_ptr<void> premul_device;
-  size_t premul_device_bytes = 0;
+  // PreMulSum on device buffers: scaled copies, kept for reuse (grown, never shrunk). Calls on
+  // different streams, or several in one group, each get their own while the others are in use.
+  std::vector<std::shared_ptr<weft::nccl::DeviceScratch>> premul_device;
   // PreMulSum on host buffers: scaled copies, kept for reuse (memory allocated per call would
   // page-fault every time). A call holds its buffer until it completes; one nobody else holds
   // (use_count() == 1) is free.

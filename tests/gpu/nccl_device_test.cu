@@ -171,6 +171,42 @@ void collectives(ncclDataType_t t, size_t count, uint64_t seed, ncclRedOp_t prem
   });
 }
 
+// PreMulSum calls on device buffers that may be in flight together: two in one group, then two
+// on different streams. Each must scale its send buffer into its own scratch (with one scratch
+// per communicator the second call's scaling overwrites the first call's input).
+void premul_in_flight() {
+  const size_t count = 1000, bytes = count * 4;
+  float scalar = -1.5f;
+  ncclRedOp_t op;
+  NCCLCHECK(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
+  cudaStream_t other = nullptr;
+  CUDACHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  for (int grouped = 1; grouped >= 0; --grouped) {
+    std::vector<uint8_t> in[2], want[2];
+    Dev send0(bytes), send1(bytes), recv0(bytes), recv1(bytes);
+    for (int k = 0; k < 2; ++k) {
+      in[k] = random_bytes(bytes, 7770 + 13 * static_cast<uint64_t>(k) + static_cast<uint64_t>(rank));
+      want[k].assign(bytes, 0);
+      NCCLCHECK(ncclAllReduce(in[k].data(), want[k].data(), count, ncclFloat32, op, comm, nullptr));
+    }
+    send0.put(in[0]);
+    send1.put(in[1]);
+    recv0.poison();
+    recv1.poison();
+    if (grouped) NCCLCHECK(ncclGroupStart());
+    NCCLCHECK(ncclAllReduce(send0.d, recv0.d, count, ncclFloat32, op, comm, stream));
+    NCCLCHECK(ncclAllReduce(send1.d, recv1.d, count, ncclFloat32, op, comm, grouped ? stream : other));
+    if (grouped) NCCLCHECK(ncclGroupEnd());
+    CUDACHECK(cudaStreamSynchronize(stream));
+    CUDACHECK(cudaStreamSynchronize(other));
+    const std::string how = grouped ? "premulsum, two calls in a group" : "premulsum, two calls on two streams";
+    same(recv0.get(), want[0], how + ": the first");
+    same(recv1.get(), want[1], how + ": the second");
+  }
+  CUDACHECK(cudaStreamDestroy(other));
+  NCCLCHECK(ncclRedOpDestroy(op, comm));
+}
+
 // CUDA_MODULE_LOADING as the driver took it (cuModuleGetLoadingMode, through the runtime so the
 // test needs no libcuda to start).
 bool lazy_loading() {
@@ -298,6 +334,8 @@ int main() {
   if (skip == nullptr || *skip == '\0') stream_order();
   std::fprintf(stderr, "rank %d: ncclMemAlloc\n", rank);
   mem_alloc();
+  std::fprintf(stderr, "rank %d: PreMulSum calls in flight together\n", rank);
+  premul_in_flight();
   const size_t counts[] = {1, 1000, (size_t{1} << 18) + 3};
   for (int t = 0; t < 12; ++t) {
     const ncclDataType_t type = static_cast<ncclDataType_t>(t);
