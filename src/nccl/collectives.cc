@@ -159,9 +159,11 @@ Status run(ncclComm& c, cudaStream_t stream, F&& issue, const Reduction* r = nul
     weft::StreamScope scope(stream);
     s = capi::finish_call(c, issue(*c.comm), nullptr);
   }
-  if (r != nullptr && r->scaled && s.ok()) WEFT_TRY(capi::at_group_end([keep = r->scaled] { return Status(); }));
-  if (r != nullptr && r->scaled_device) {
-    Status released = capi::at_group_end([d = r->scaled_device, stream] {
+  if (r != nullptr && (r->scaled || r->scaled_device)) {
+    // The host copy is free once this callback lets go of it; the device one once its event
+    // is recorded behind the call.
+    Status released = capi::at_group_end([host = r->scaled, d = r->scaled_device, stream] {
+      if (!d) return Status();
       d->claimed = false;
       d->stream = stream;
       return cuda::event_record(d->done.get(), stream);

@@ -315,16 +315,10 @@ Result<uint64_t> ShmConnection::post_send(const void* src, size_t bytes) {
     return invalid_argument(describe() + ": post_send of " + std::to_string(bytes) +
                             " bytes from a null buffer");
   }
-  if (sends_.empty() && bytes > 0 && bytes <= kSlotPayload) {
-    // Nothing queued ahead of a small message: write its slot record now, done at once.
-    if (slots_sent_ - slot_tail_seen_ >= kSlots) slot_tail_seen_ = tx_->slot_tail.load(std::memory_order_acquire);
-    if (slots_sent_ - slot_tail_seen_ < kSlots) {
-      SlotRecord& rec = tx_slots_[slots_sent_ & (kSlots - 1)];
-      std::memcpy(rec.payload, src, bytes);
-      rec.flag.store(++slots_sent_, std::memory_order_release);
-      ++sends_done_;
-      return ++sends_posted_;
-    }
+  if (sends_.empty() && route_for(bytes) == Route::kSlot && write_slot(src, bytes)) {
+    // Nothing queued ahead of a small message: its slot record is written, so it is done.
+    ++sends_done_;
+    return ++sends_posted_;
   }
   SendOp op;
   op.src = static_cast<const uint8_t*>(src);
@@ -362,19 +356,24 @@ Result<uint64_t> ShmConnection::post_recv(const RecvSink& sink, size_t bytes) {
   return ++recvs_posted_;
 }
 
+bool ShmConnection::write_slot(const void* src, size_t bytes) {
+  if (slots_sent_ - slot_tail_seen_ >= kSlots) {
+    slot_tail_seen_ = tx_->slot_tail.load(std::memory_order_acquire);
+    if (slots_sent_ - slot_tail_seen_ >= kSlots) return false;
+  }
+  SlotRecord& rec = tx_slots_[slots_sent_ & (kSlots - 1)];
+  std::memcpy(rec.payload, src, bytes);
+  rec.flag.store(++slots_sent_, std::memory_order_release);
+  return true;
+}
+
 Status ShmConnection::pump_sends(bool* moved) {
   size_t budget = kPumpBudget;
   // Step 1: write queued messages into the ring, in order, as far as space allows.
   while (sends_written_ < sends_.size() && budget > 0) {
     SendOp& op = sends_[sends_written_];
     if (op.route == Route::kSlot) {
-      if (slots_sent_ - slot_tail_seen_ >= kSlots) {
-        slot_tail_seen_ = tx_->slot_tail.load(std::memory_order_acquire);
-        if (slots_sent_ - slot_tail_seen_ >= kSlots) break;
-      }
-      SlotRecord& rec = tx_slots_[slots_sent_ & (kSlots - 1)];
-      std::memcpy(rec.payload, op.src, op.bytes);
-      rec.flag.store(++slots_sent_, std::memory_order_release);
+      if (!write_slot(op.src, op.bytes)) break;
       ++sends_written_;
       *moved = true;
       continue;

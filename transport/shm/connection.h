@@ -143,6 +143,9 @@ class ShmConnection final : public Connection {
   Status wait_for(const char* what, Deadline deadline, const std::function<bool()>& done);
   Status probe_cma(const SideInfo& peer, CmaProbe* result);
 
+  // Writes a slot message (1..kSlotPayload bytes) into the next slot record; false (nothing
+  // written) while the receiver has not yet consumed the record that slot held a lap ago.
+  bool write_slot(const void* src, size_t bytes);
   Status pump_sends(bool* moved);
   Status pump_recvs(bool* moved);
   Status stalled();                 // progress() moved nothing with work queued
