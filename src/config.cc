@@ -79,6 +79,12 @@ Result<Config> Config::from_env() {
       return invalid_argument(std::string("WEFT_DEVICE_EXECUTOR='") + v + "' is not one of host, kernel");
     c.device_kernel = e == "kernel";
   }
+  if (const char* v = env("WEFT_DEVICE_WALKER_THREADS")) {
+    WEFT_TRY(parse_size("WEFT_DEVICE_WALKER_THREADS", v, 32, &n));
+    if (n > 1024 || n % 32 != 0)
+      return invalid_argument(std::string("WEFT_DEVICE_WALKER_THREADS='") + v + "' is not a multiple of 32 from 32 to 1024");
+    c.device_walker_threads = static_cast<int>(n);
+  }
   if (const char* v = env("WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", &name)) WEFT_TRY(parse_flag(name, v, &c.p2p_disable));
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));

@@ -36,9 +36,9 @@ Result<void*> upload(const std::vector<T>& v) {
 
 }  // namespace
 
-Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, std::chrono::milliseconds timeout, Logger log,
-                                                             ControlLink control) {
-  std::unique_ptr<DeviceExecutor> e(new DeviceExecutor(rank, timeout, std::move(log), std::move(control)));
+Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, std::chrono::milliseconds timeout, int threads,
+                                                             Logger log, ControlLink control) {
+  std::unique_ptr<DeviceExecutor> e(new DeviceExecutor(rank, timeout, threads, std::move(log), std::move(control)));
   auto err = cuda::host_alloc(sizeof(cuda::WalkerError));
   WEFT_TRY(err);
   e->error_ = static_cast<cuda::WalkerError*>(*err);
@@ -128,14 +128,14 @@ Result<transport::WalkerLink*> DeviceExecutor::link(int peer, int channel, Deadl
   return raw;
 }
 
-Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes) {
+Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes, bool zero) {
   if (bytes <= *size) return Status();
   // A running kernel may still use the old block: keep it until destruction.
   if (*block != nullptr) retired_.push_back(*block);
   *block = nullptr;
   *size = 0;
   const size_t want = std::bit_ceil(std::max<size_t>(bytes, 256));
-  auto p = cuda::device_alloc(want);
+  auto p = zero ? upload(std::vector<char>(want, 0)) : cuda::device_alloc(want);
   WEFT_TRY(p);
   *block = *p;
   *size = want;
@@ -170,7 +170,9 @@ Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& 
     walker_header(a, dq.peer, seq_ + 1, f.header_expected);
   }
   WEFT_TRY(grow(&tmp_, &tmp_size_, p.tmp_bytes));
-  WEFT_TRY(grow(&done_, &done_size_, size_t{p.view.step_count} * sizeof(uint32_t)));
+  // The done flags and the stop word after them start at 0; each call marks them with its own
+  // token (walker.h), so they need no clearing between calls.
+  WEFT_TRY(grow(&done_, &done_size_, (size_t{p.view.step_count} + 1) * sizeof(uint32_t), true));
   call.program = p.view;
   call.in = const_cast<char*>(static_cast<const char*>(send));
   call.out = static_cast<char*>(recv);
@@ -182,7 +184,7 @@ Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& 
   call.timeout_ns = static_cast<uint64_t>(timeout_.count()) * 1'000'000;
   call.seq = seq_ + 1;
   if (launched_) WEFT_TRY(cuda::stream_wait_event(stream, last_));
-  WEFT_TRY(cuda::launch_walker(call, stream));
+  WEFT_TRY(cuda::launch_walker(call, stream, static_cast<unsigned>(threads_)));
   WEFT_TRY(cuda::event_record(last_, stream));
   launched_ = true;
   ++seq_;

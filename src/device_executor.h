@@ -45,8 +45,9 @@ class DeviceExecutor {
   using ControlLink = std::function<Result<std::unique_ptr<transport::Connection>>(int peer, int channel, Deadline)>;
   using Key = algorithms::PlanKey;  // algorithms::plan_key(a, true)
 
-  static Result<std::unique_ptr<DeviceExecutor>> make(int rank, std::chrono::milliseconds timeout, Logger log,
-                                                      ControlLink control);
+  // `threads`: per walker block (WEFT_DEVICE_WALKER_THREADS).
+  static Result<std::unique_ptr<DeviceExecutor>> make(int rank, std::chrono::milliseconds timeout, int threads,
+                                                      Logger log, ControlLink control);
   ~DeviceExecutor();
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
@@ -74,14 +75,16 @@ class DeviceExecutor {
     size_t tmp_bytes = 0;
   };
 
-  DeviceExecutor(int rank, std::chrono::milliseconds timeout, Logger log, ControlLink control)
-      : rank_(rank), timeout_(timeout), log_(std::move(log)), control_(std::move(control)) {}
+  DeviceExecutor(int rank, std::chrono::milliseconds timeout, int threads, Logger log, ControlLink control)
+      : rank_(rank), timeout_(timeout), threads_(threads), log_(std::move(log)), control_(std::move(control)) {}
   Result<transport::WalkerLink*> link(int peer, int channel, Deadline deadline);
-  // A device block of at least `bytes` in *block (grown by powers of two; the old one retired).
-  Status grow(void** block, size_t* size, size_t bytes);
+  // A device block of at least `bytes` in *block (grown by powers of two; the old one retired); a
+  // new block is zeroed when `zero`.
+  Status grow(void** block, size_t* size, size_t bytes, bool zero = false);
 
   const int rank_;
   const std::chrono::milliseconds timeout_;
+  const int threads_;
   const Logger log_;
   const ControlLink control_;
   std::map<Key, std::unique_ptr<Program>> programs_;  // null: left to the host executor

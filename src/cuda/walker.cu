@@ -1,6 +1,7 @@
-// The walker kernel (walker.h): src/device_walker.h's walkers with a warp each. Every predicate a
-// walker branches on is read by lane 0 and broadcast, so a warp's lanes never diverge; copies and
-// reductions spread over the 32 lanes.
+// The walker kernel (walker.h): src/device_walker.h's walkers with a block each. Every predicate
+// a walker branches on is read by the block's thread 0 and broadcast through shared memory, so the
+// block's threads take the same branches and meet at the same barriers; copies and reductions
+// spread over all of them, 16 bytes per access where the addresses allow.
 #include "src/cuda/walker.h"
 
 #include <cuda_runtime.h>
@@ -16,19 +17,29 @@ namespace {
 
 using namespace elementwise;
 
-constexpr unsigned kFull = 0xffffffffu;
-constexpr int kLanes = 32;
-
 __device__ inline uint64_t now_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
 
+// Thread 0's `v`, for every thread of the block (all of them call it).
+template <typename T>
+__device__ T from_first(T v) {
+  __shared__ T shared;
+  __syncthreads();  // the last broadcast's readers are done with `shared`
+  if (threadIdx.x == 0) shared = v;
+  __syncthreads();
+  return shared;
+}
+
 // A load that bypasses L1: the bytes were written by another SM, GPU or process.
 template <typename T>
 __device__ inline T load_cg(const T* p) {
-  if constexpr (sizeof(T) == 8) {
+  if constexpr (sizeof(T) == 16) {
+    const uint4 v = __ldcg(reinterpret_cast<const uint4*>(p));
+    return __builtin_bit_cast(T, v);
+  } else if constexpr (sizeof(T) == 8) {
     const unsigned long long v = __ldcg(reinterpret_cast<const unsigned long long*>(p));
     return __builtin_bit_cast(T, v);
   } else if constexpr (sizeof(T) == 4) {
@@ -42,48 +53,97 @@ __device__ inline T load_cg(const T* p) {
     return __builtin_bit_cast(T, v);
   }
 }
+template <typename T>
+__device__ inline T load(const T* p, bool remote) {
+  return remote ? load_cg(p) : *p;
+}
 
-// dst = src, by the warp; `remote`: src was written by another SM, GPU or process.
-__device__ void warp_copy(char* dst, const char* src, size_t bytes, int lane, bool remote) {
+__device__ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// dst = src, by the block; `remote`: src was written by another SM, GPU or process.
+__device__ void block_copy(char* dst, const char* src, size_t bytes, bool remote) {
+  const size_t t = threadIdx.x, stride = blockDim.x;
   size_t done = 0;
-  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
+  if (aligned16(dst) && aligned16(src)) {
     const size_t words = bytes / 16;
     auto* d = reinterpret_cast<uint4*>(dst);
     auto* s = reinterpret_cast<const uint4*>(src);
-    // Four loads in flight per lane before their stores: one warp alone must hide the latency.
+    // Four loads in flight per thread before their stores, to hide the memory's latency.
     constexpr size_t kUnroll = 4;
-    size_t i = lane;
-    for (; i + (kUnroll - 1) * kLanes < words; i += kUnroll * kLanes) {
+    size_t i = t;
+    for (; i + (kUnroll - 1) * stride < words; i += kUnroll * stride) {
       uint4 v[kUnroll];
 #pragma unroll
-      for (size_t u = 0; u < kUnroll; ++u) v[u] = remote ? __ldcg(s + i + u * kLanes) : s[i + u * kLanes];
+      for (size_t u = 0; u < kUnroll; ++u) v[u] = load(s + i + u * stride, remote);
 #pragma unroll
-      for (size_t u = 0; u < kUnroll; ++u) d[i + u * kLanes] = v[u];
+      for (size_t u = 0; u < kUnroll; ++u) d[i + u * stride] = v[u];
     }
-    for (; i < words; i += kLanes) d[i] = remote ? __ldcg(s + i) : s[i];
+    for (; i < words; i += stride) d[i] = load(s + i, remote);
     done = words * 16;
   }
-  for (size_t i = done + lane; i < bytes; i += kLanes) dst[i] = remote ? load_cg(src + i) : src[i];
+  for (size_t i = done + t; i < bytes; i += stride) dst[i] = load(src + i, remote);
 }
 
+// 16 bytes of elements.
+template <typename B>
+union Lanes {
+  uint4 v;
+  B e[16 / sizeof(B)];
+};
+
+// dst = a op b for n elements, by the block (dst may be a); `b_remote`: b was written elsewhere.
 template <typename Fmt, typename Op>
-__device__ void warp_reduce(char* dst, const char* a, const char* b, size_t n, int lane, bool b_remote) {
+__device__ void block_reduce(char* dst, const char* a, const char* b, size_t n, bool b_remote) {
   using B = typename Fmt::Bits;
+  constexpr size_t kPer = 16 / sizeof(B);
+  const size_t t = threadIdx.x, stride = blockDim.x;
   auto* d = reinterpret_cast<B*>(dst);
   auto* x = reinterpret_cast<const B*>(a);
   auto* y = reinterpret_cast<const B*>(b);
-  for (size_t i = lane; i < n; i += kLanes) {
-    const B other = b_remote ? load_cg(y + i) : y[i];
-    d[i] = Fmt::narrow(apply<Op>(Fmt::widen(x[i]), Fmt::widen(other)));
+  size_t done = 0;
+  if (aligned16(dst) && aligned16(a) && aligned16(b)) {
+    const size_t words = n / kPer;
+    auto* dw = reinterpret_cast<uint4*>(dst);
+    auto* xw = reinterpret_cast<const uint4*>(a);
+    auto* yw = reinterpret_cast<const uint4*>(b);
+    // Both operands of two words loaded before any store (dst may be a: each word is read before
+    // it is written, and no thread touches another's words).
+    constexpr size_t kUnroll = 2;
+    size_t i = t;
+    for (; i + (kUnroll - 1) * stride < words; i += kUnroll * stride) {
+      Lanes<B> l[kUnroll], r[kUnroll];
+#pragma unroll
+      for (size_t u = 0; u < kUnroll; ++u) {
+        l[u].v = xw[i + u * stride];
+        r[u].v = load(yw + i + u * stride, b_remote);
+      }
+#pragma unroll
+      for (size_t u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (size_t e = 0; e < kPer; ++e) l[u].e[e] = Fmt::narrow(apply<Op>(Fmt::widen(l[u].e[e]), Fmt::widen(r[u].e[e])));
+        dw[i + u * stride] = l[u].v;
+      }
+    }
+    for (; i < words; i += stride) {
+      Lanes<B> l, r;
+      l.v = xw[i];
+      r.v = load(yw + i, b_remote);
+#pragma unroll
+      for (size_t e = 0; e < kPer; ++e) l.e[e] = Fmt::narrow(apply<Op>(Fmt::widen(l.e[e]), Fmt::widen(r.e[e])));
+      dw[i] = l.v;
+    }
+    done = words * kPer;
   }
+  for (size_t i = done + t; i < n; i += stride)
+    d[i] = Fmt::narrow(apply<Op>(Fmt::widen(x[i]), Fmt::widen(load(y + i, b_remote))));
 }
 
 template <typename Fmt>
-__device__ void warp_divide(char* dst, size_t n, int divisor, int lane) {
+__device__ void block_divide(char* dst, size_t n, int divisor) {
   using B = typename Fmt::Bits;
   using C = typename Fmt::Calc;
   auto* d = reinterpret_cast<B*>(dst);
-  for (size_t i = lane; i < n; i += kLanes) {
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
     const C x = Fmt::widen(d[i]);
     if constexpr (std::is_floating_point<C>::value) d[i] = Fmt::narrow(canon(x / static_cast<C>(divisor)));
     else if constexpr (std::is_signed<C>::value) d[i] = static_cast<C>(static_cast<int64_t>(x) / static_cast<int64_t>(divisor));
@@ -91,11 +151,14 @@ __device__ void warp_divide(char* dst, size_t n, int divisor, int lane) {
   }
 }
 
-// The Env of device_walker.h for one warp.
+// The call's mark in its done words: never 0 (the words' first value), and not the last call's.
+__device__ inline uint32_t call_token(uint64_t seq) { return static_cast<uint32_t>(seq % 0xffffffffull) + 1; }
+
+// The Env of device_walker.h for one block.
 class GpuEnv {
  public:
-  __device__ GpuEnv(const WalkerCall& c, int lane, volatile uint32_t* stop, uint64_t start)
-      : c_(c), lane_(lane), stop_(stop), start_(start) {}
+  __device__ GpuEnv(const WalkerCall& c, uint64_t start)
+      : c_(c), token_(call_token(c.seq)), stop_(c.done + c.program.step_count), start_(start) {}
 
   __device__ char* buffer(uint8_t kind, uint32_t) {
     switch (kind) {
@@ -107,15 +170,15 @@ class GpuEnv {
   }
   __device__ bool done(uint32_t i) {
     uint32_t v = 0;
-    if (lane_ == 0) v = *reinterpret_cast<volatile uint32_t*>(c_.done + i);
-    v = __shfl_sync(kFull, v, 0);
+    if (threadIdx.x == 0) v = *reinterpret_cast<volatile uint32_t*>(c_.done + i);
+    v = from_first(v);
     __threadfence();
-    return v != 0;
+    return v == token_;
   }
   __device__ void set_done(uint32_t i) {
     __threadfence();
-    __syncwarp();
-    if (lane_ == 0) *reinterpret_cast<volatile uint32_t*>(c_.done + i) = 1;
+    __syncthreads();
+    if (threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(c_.done + i) = token_;
   }
   __device__ uint64_t& next_chunk(uint32_t) { return chunk_; }
   __device__ void start_queue(uint32_t q) { chunk_ = c_.queues[q].first_chunk; }
@@ -124,8 +187,8 @@ class GpuEnv {
   __device__ bool can_send(uint32_t q, uint64_t n) {
     const WalkerFifo& f = c_.queues[q];
     uint64_t released = 0;
-    if (lane_ == 0) released = *reinterpret_cast<volatile uint64_t*>(f.released);
-    released = __shfl_sync(kFull, released, 0);
+    if (threadIdx.x == 0) released = *reinterpret_cast<volatile uint64_t*>(f.released);
+    released = from_first(released);
     return n - released < f.slot_count;
   }
   __device__ char* send_slot(uint32_t q, uint64_t n) {
@@ -134,13 +197,13 @@ class GpuEnv {
   }
   __device__ void publish(uint32_t q, uint64_t n) {
     __threadfence_system();
-    __syncwarp();
-    if (lane_ == 0) *reinterpret_cast<volatile uint64_t*>(c_.queues[q].published) = n + 1;
+    __syncthreads();
+    if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(c_.queues[q].published) = n + 1;
   }
   __device__ bool can_recv(uint32_t q, uint64_t n) {
     uint64_t published = 0;
-    if (lane_ == 0) published = *reinterpret_cast<volatile uint64_t*>(c_.queues[q].published);
-    published = __shfl_sync(kFull, published, 0);
+    if (threadIdx.x == 0) published = *reinterpret_cast<volatile uint64_t*>(c_.queues[q].published);
+    published = from_first(published);
     __threadfence_system();
     return published > n;
   }
@@ -150,21 +213,21 @@ class GpuEnv {
   }
   __device__ void release(uint32_t q, uint64_t n) {
     __threadfence_system();
-    __syncwarp();
-    if (lane_ == 0) *reinterpret_cast<volatile uint64_t*>(c_.queues[q].released) = n + 1;
+    __syncthreads();
+    if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(c_.queues[q].released) = n + 1;
     in_slot_ = nullptr;
   }
   __device__ const void* header_out(uint32_t) { return c_.header_out; }
   __device__ bool header_ok(uint32_t q, const char* got) {
     const uint8_t* want = c_.queues[q].header_expected;
     bool same = true;
-    for (int i = lane_; i < static_cast<int>(device_walk::kHeaderBytes); i += kLanes)
+    for (unsigned i = threadIdx.x; i < device_walk::kHeaderBytes; i += blockDim.x)
       same = same && load_cg(reinterpret_cast<const uint8_t*>(got) + i) == want[i];
-    return __all_sync(kFull, same);
+    return __syncthreads_and(same) != 0;
   }
 
   __device__ void copy(char* dst, const char* src, size_t bytes) {
-    if (dst != src) warp_copy(dst, src, bytes, lane_, src == in_slot_);
+    if (dst != src) block_copy(dst, src, bytes, src == in_slot_);
   }
   __device__ void reduce(char* dst, const char* a, const char* b, size_t count) {
     const bool remote = b == in_slot_;
@@ -172,10 +235,10 @@ class GpuEnv {
     by_type<int>(static_cast<DataType>(c_.program.dtype), [&]<typename Fmt>() {
       switch (op) {
         case RedOp::kSum:
-        case RedOp::kAvg: warp_reduce<Fmt, Sum>(dst, a, b, count, lane_, remote); break;
-        case RedOp::kProd: warp_reduce<Fmt, Prod>(dst, a, b, count, lane_, remote); break;
-        case RedOp::kMax: warp_reduce<Fmt, Max>(dst, a, b, count, lane_, remote); break;
-        case RedOp::kMin: warp_reduce<Fmt, Min>(dst, a, b, count, lane_, remote); break;
+        case RedOp::kAvg: block_reduce<Fmt, Sum>(dst, a, b, count, remote); break;
+        case RedOp::kProd: block_reduce<Fmt, Prod>(dst, a, b, count, remote); break;
+        case RedOp::kMax: block_reduce<Fmt, Max>(dst, a, b, count, remote); break;
+        case RedOp::kMin: block_reduce<Fmt, Min>(dst, a, b, count, remote); break;
         default: break;
       }
       return 0;
@@ -183,58 +246,58 @@ class GpuEnv {
   }
   __device__ void divide(char* dst, size_t count) {
     by_type<int>(static_cast<DataType>(c_.program.dtype), [&]<typename Fmt>() {
-      warp_divide<Fmt>(dst, count, c_.program.nranks, lane_);
+      block_divide<Fmt>(dst, count, c_.program.nranks);
       return 0;
     }, 0);
   }
   // Stops on another walker's failure, an abort, or the call's time limit.
   __device__ bool pause() {
     int go = 1;
-    if (lane_ == 0) {
-      if (*stop_ != 0 || (c_.abort != nullptr && *c_.abort != 0)) go = 0;
+    if (threadIdx.x == 0) {
+      if (*stop_ == token_ || (c_.abort != nullptr && *c_.abort != 0)) go = 0;
       else if (c_.timeout_ns != 0 && (++polls_ & 255) == 0 && now_ns() - start_ > c_.timeout_ns) go = 0;
     }
-    go = __shfl_sync(kFull, go, 0);
+    go = from_first(go);
     if (go) __nanosleep(100);
     return go != 0;
+  }
+  // This call's other walkers stop at their next pause().
+  __device__ void stop_all() {
+    *stop_ = token_;
+    __threadfence();
   }
 
  private:
   const WalkerCall& c_;
-  const int lane_;
-  volatile uint32_t* stop_;
+  const uint32_t token_;
+  volatile uint32_t* stop_;  // the word after the done flags
   const uint64_t start_;
   uint64_t chunk_ = 0;
   uint32_t polls_ = 0;
   const char* in_slot_ = nullptr;  // the chunk being read out of a FIFO
 };
 
+// Block b < queue_count walks queue b; the last block, the local steps.
 __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
-  __shared__ uint32_t stop;
   __shared__ uint64_t start;
-  for (uint32_t i = threadIdx.x; i < c.program.step_count; i += blockDim.x) c.done[i] = 0;
-  if (threadIdx.x == 0) {
-    stop = 0;
-    start = now_ns();
-  }
+  if (threadIdx.x == 0) start = now_ns();
   __syncthreads();
-  const uint32_t warp = threadIdx.x / kLanes;
-  const int lane = static_cast<int>(threadIdx.x % kLanes);
-  GpuEnv env(c, lane, &stop, start);
+  const uint32_t walker = blockIdx.x;
+  GpuEnv env(c, start);
   int outcome = device_walk::kDone;
-  if (warp < c.program.queue_count) {
-    env.start_queue(warp);
-    outcome = device_walk::walk_queue(env, c.program, warp);
+  if (walker < c.program.queue_count) {
+    env.start_queue(walker);
+    outcome = device_walk::walk_queue(env, c.program, walker);
   } else {
     outcome = device_walk::walk_local(env, c.program);
   }
-  if (outcome != device_walk::kDone && lane == 0) {
-    stop = 1;
+  if (outcome != device_walk::kDone && threadIdx.x == 0) {
+    env.stop_all();
     if (c.error != nullptr && atomicCAS_system(&c.error->outcome, 0u, static_cast<uint32_t>(outcome)) == 0u) {
-      const bool queue = warp < c.program.queue_count;
-      c.error->walker = queue ? warp : kWalkerMaxQueues;
-      c.error->peer = queue ? c.queues[warp].peer : -1;
-      c.error->chunk = env.next_chunk(warp);
+      const bool queue = walker < c.program.queue_count;
+      c.error->walker = queue ? walker : kWalkerMaxQueues;
+      c.error->peer = queue ? c.queues[walker].peer : -1;
+      c.error->chunk = env.next_chunk(walker);
       c.error->seq = c.seq;
       __threadfence_system();
     }
@@ -243,7 +306,7 @@ __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
 
 }  // namespace
 
-Status launch_walker(const WalkerCall& call, Stream s) {
+Status launch_walker(const WalkerCall& call, Stream s, unsigned threads) {
   const DeviceProgramView& p = call.program;
   if (p.user_buffers > 0) return invalid_argument("the device executor does not run groups of send/recv calls yet");
   if (p.queue_count > kWalkerMaxQueues)
@@ -254,8 +317,10 @@ Status launch_walker(const WalkerCall& call, Stream s) {
     if (f.slot_count == 0 || f.slot_bytes < device_walk::kHeaderBytes || f.slot_bytes % 16 != 0)
       return invalid_argument("a device executor FIFO needs slots of at least 64 bytes, a multiple of 16");
   }
-  const unsigned threads = (p.queue_count + 1) * kLanes;
-  walker_kernel<<<1, threads, 0, static_cast<cudaStream_t>(s)>>>(call);
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    return invalid_argument("a device executor walker takes 32 to 1024 threads, a multiple of 32; asked for " +
+                            std::to_string(threads));
+  walker_kernel<<<p.queue_count + 1, threads, 0, static_cast<cudaStream_t>(s)>>>(call);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error(std::string("device executor kernel launch: ") + cudaGetErrorString(e));
   return Status();

@@ -1,14 +1,14 @@
 // The device-side executor on the GPU: src/device_walker.h's walkers as one kernel, queued on the
 // caller's stream by the call itself, so a device call needs no CUDA call from weft's thread after
-// it returns (docs/NCCL.md, "Stream order"). One block: a warp per queue of the rank's
-// DeviceProgram, one for its local steps.
+// it returns (docs/NCCL.md, "Stream order"). A block per queue of the rank's DeviceProgram and one
+// for its local steps; a block's threads share each copy and reduction.
 //
 // FIFOs live in device memory (or memory mapped from another process or GPU); their counters are
 // written with system-scope fences, so the peer may be another kernel on this GPU, another GPU or
 // another process. Chunks read out of a FIFO bypass L1 (another SM or GPU wrote them).
 //
 // Used by src/device_executor.h (WEFT_DEVICE_EXECUTOR=kernel). Tested by tests/gpu/walker_test.cc
-// (every rank a kernel of one process); not yet run on a GPU.
+// (every rank a kernel of one process) and the GPU test under WEFT_DEVICE_EXECUTOR=kernel.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 
 namespace weft::cuda {
 
-inline constexpr uint32_t kWalkerMaxQueues = 30;  // (queues + 1) warps in one block, and the call fits 4 KiB
+inline constexpr uint32_t kWalkerMaxQueues = 30;  // so that the call fits 4 KiB of kernel parameters
 
 // One queue's FIFO as this rank sees it. A send queue: the peer's receive slots, the peer's
 // `published` counter and this rank's `released` counter (the peer writes it). A receive queue:
@@ -49,18 +49,22 @@ struct WalkerCall {
   char* in = nullptr;
   char* out = nullptr;
   char* tmp = nullptr;
-  uint32_t* done = nullptr;  // program.step_count words of device memory (the kernel clears them)
+  // program.step_count + 1 words of device memory: a step's done flag, then the stop word. Zero
+  // at first; a call writes its token (derived from `seq`: never 0, never the last call's) into
+  // them, so calls that follow one another on the same words need no clearing in between.
+  uint32_t* done = nullptr;
   uint8_t header_out[64] = {};
   WalkerFifo queues[kWalkerMaxQueues];
   const volatile uint32_t* abort = nullptr;  // nonzero: stop (e.g. mapped host memory); may be null
   WalkerError* error = nullptr;              // device or mapped host memory
   uint64_t timeout_ns = 0;                   // the call fails when it runs longer (0: never)
-  uint64_t seq = 0;                          // the caller's number for the call (for the error)
+  uint64_t seq = 0;  // the caller's number for the call (for the error; its token for `done`)
 };
 static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
 
-// Queues the walker for `call` on `s`. Refuses programs with more than kWalkerMaxQueues queues
-// or with USER buffers (groups), which stay with the host executor.
-Status launch_walker(const WalkerCall& call, Stream s);
+// Queues the walker for `call` on `s`, `threads` (32 to 1024, a multiple of 32) per block. Refuses
+// programs with more than kWalkerMaxQueues queues or with USER buffers (groups), which stay with
+// the host executor.
+Status launch_walker(const WalkerCall& call, Stream s, unsigned threads);
 
 }  // namespace weft::cuda

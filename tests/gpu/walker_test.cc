@@ -2,9 +2,10 @@
 // call is one walker kernel of this process, on its own stream, with FIFOs in device memory; the
 // same calls as the CPU test of the walkers (tests/unit/device_walker_test.cc): every (collective,
 // algorithm) of the table at 1-5 and 8 ranks against the serial reference, other types and ops,
-// tiny slots (many chunks, wrapping FIFOs), calls back to back on the same FIFOs; and that ranks
-// which made different calls fail the header check, and a rank whose peer never comes stops at
-// the time limit, both with an error written, not a hang.
+// tiny slots (many chunks, wrapping FIFOs), calls back to back on the same FIFOs and done words at
+// 32, 512 and 1024 threads per block; and that ranks which made different calls fail the header
+// check, and a rank whose peer never comes stops at the time limit, both with an error written,
+// not a hang.
 //
 // Exits 77 (CTest: skipped) with a message when no CUDA device is usable.
 #include <algorithm>
@@ -68,7 +69,17 @@ struct Fifo {
 struct World {
   size_t slot_bytes = 128;
   uint32_t slots = 2;
+  unsigned threads = 512;  // per walker block
   std::map<std::tuple<int, int, int>, Fifo> fifos;
+  // Each rank's done words, kept across the world's calls as the device executor keeps them (each
+  // call marks them with its own token, with no clearing in between).
+  std::map<int, uint32_t*> done;
+  uint32_t* done_words(int rank) {
+    uint32_t*& d = done[rank];
+    if (d == nullptr) d = reinterpret_cast<uint32_t*>(device_bytes(kDoneWords * 4));
+    return d;
+  }
+  static constexpr size_t kDoneWords = 4096;
   Fifo& fifo(int from, int to, int channel) {
     Fifo& f = fifos[{from, to, channel}];
     if (f.slots == nullptr) {
@@ -87,6 +98,7 @@ struct RankCall {
   size_t out_bytes = 0;
   cuda::WalkerError* error = nullptr;
   cuda::Stream stream = nullptr;
+  unsigned threads = 0;
 };
 
 // Rank r's part of call `a`: program and buffers on the device, its queues on the world's FIFOs.
@@ -116,7 +128,12 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
   k.out = c->out;
   k.in = a.in_place ? out_alloc + at.in_start * elem : device_bytes(in_host.size(), in_host.data());
   k.tmp = device_bytes(std::max<size_t>(plan.program.tmp_count, 1) * elem);
-  k.done = reinterpret_cast<uint32_t*>(device_bytes(std::max<size_t>(v.step_count, 1) * 4));
+  if (v.step_count + 1 > World::kDoneWords) {
+    std::fprintf(stderr, "FAIL: %u steps: the test's done words hold %zu\n", v.step_count, World::kDoneWords - 1);
+    std::exit(1);
+  }
+  k.done = w.done_words(r);
+  k.seq = seq;
   const walker_cases::Header out_header = walker_cases::header_for(a, r, seq);
   std::memcpy(k.header_out, out_header.data(), sizeof k.header_out);
   for (uint32_t q = 0; q < v.queue_count && q < cuda::kWalkerMaxQueues; ++q) {
@@ -140,12 +157,13 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
   auto s = cuda::stream_create();
   ok(s.status(), "stream");
   c->stream = *s;
+  c->threads = w.threads;
   return c;
 }
 
 // Launches every rank's walker, waits for all; the outcome of each rank.
 std::vector<cuda::WalkerError> run(std::vector<std::unique_ptr<RankCall>>& calls) {
-  for (auto& c : calls) ok(cuda::launch_walker(c->call, c->stream), "launch_walker");
+  for (auto& c : calls) ok(cuda::launch_walker(c->call, c->stream, c->threads), "launch_walker");
   std::vector<cuda::WalkerError> errors;
   for (auto& c : calls) {
     ok(cuda::stream_sync(c->stream), "walker");
@@ -200,10 +218,13 @@ int main() {
     World w;
     check_case(w, c, ++seq);
   }
-  {  // back to back on the same FIFOs, slots of 4 KiB
+  // Back to back on the same FIFOs and done words, slots of 4 KiB, at the smallest, the default
+  // and the largest block.
+  for (unsigned threads : {32u, 512u, 1024u}) {
     World w;
     w.slot_bytes = 4096;
     w.slots = 3;
+    w.threads = threads;
     for (int round = 0; round < 3; ++round) {
       check_case(w, {walker_cases::args(algorithms::Collective::kAllReduce, 4, 100000), algorithms::Algorithm::kRing}, ++seq);
       check_case(w, {walker_cases::args(algorithms::Collective::kAllGather, 4, 777), algorithms::Algorithm::kBruck}, ++seq);

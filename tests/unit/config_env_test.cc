@@ -15,7 +15,7 @@ namespace {
 const char* const kVars[] = {
     "WEFT_TRANSPORT", "NCCL_SHM_DISABLE", "WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", "WEFT_DEBUG",
     "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
-    "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR",
+    "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR", "WEFT_DEVICE_WALKER_THREADS",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -59,6 +59,20 @@ TEST_F(ConfigEnvTest, DeviceExecutorIsHostUnlessKernelIsAsked) {
   EXPECT_FALSE(ok().device_kernel);
   ::setenv("WEFT_DEVICE_EXECUTOR", "gpu", 1);
   EXPECT_EQ(error(), "WEFT_DEVICE_EXECUTOR='gpu' is not one of host, kernel");
+}
+
+TEST_F(ConfigEnvTest, WalkerThreadsAreWarpMultiplesUpToABlock) {
+  EXPECT_EQ(ok().device_walker_threads, 512);
+  ::setenv("WEFT_DEVICE_WALKER_THREADS", "32", 1);
+  EXPECT_EQ(ok().device_walker_threads, 32);
+  ::setenv("WEFT_DEVICE_WALKER_THREADS", "1024", 1);
+  EXPECT_EQ(ok().device_walker_threads, 1024);
+  ::setenv("WEFT_DEVICE_WALKER_THREADS", "100", 1);
+  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_THREADS='100' is not a multiple of 32 from 32 to 1024");
+  ::setenv("WEFT_DEVICE_WALKER_THREADS", "2048", 1);
+  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_THREADS='2048' is not a multiple of 32 from 32 to 1024");
+  ::setenv("WEFT_DEVICE_WALKER_THREADS", "16", 1);
+  EXPECT_NE(error().find("WEFT_DEVICE_WALKER_THREADS"), std::string::npos);
 }
 
 TEST_F(ConfigEnvTest, P2pDisableStagesDeviceBuffersAndWeftWins) {
