@@ -277,7 +277,9 @@ class GpuEnv {
   const char* in_slot_ = nullptr;  // the chunk being read out of a FIFO
 };
 
-// Block b < queue_count walks queue b; the last block, the local steps.
+// Block b < queue_count walks queue b; the last block, the local steps. At most 512 threads a
+// block: ptxas gives the kernel 80 registers a thread (sm_90, CUDA 13), too many for 1024 threads
+// in an SM's 64K, and a __launch_bounds__ that forces fewer makes it spill.
 __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
   __shared__ uint64_t start;
   if (threadIdx.x == 0) start = now_ns();
@@ -317,9 +319,9 @@ Status launch_walker(const WalkerCall& call, Stream s, unsigned threads) {
     if (f.slot_count == 0 || f.slot_bytes < device_walk::kHeaderBytes || f.slot_bytes % 16 != 0)
       return invalid_argument("a device executor FIFO needs slots of at least 64 bytes, a multiple of 16");
   }
-  if (threads < 32 || threads > 1024 || threads % 32 != 0)
-    return invalid_argument("a device executor walker takes 32 to 1024 threads, a multiple of 32; asked for " +
-                            std::to_string(threads));
+  if (threads < 32 || threads > kWalkerMaxThreads || threads % 32 != 0)
+    return invalid_argument("a device executor walker takes 32 to " + std::to_string(kWalkerMaxThreads) +
+                            " threads, a multiple of 32; asked for " + std::to_string(threads));
   walker_kernel<<<p.queue_count + 1, threads, 0, static_cast<cudaStream_t>(s)>>>(call);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error(std::string("device executor kernel launch: ") + cudaGetErrorString(e));

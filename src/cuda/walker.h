@@ -19,6 +19,7 @@
 namespace weft::cuda {
 
 inline constexpr uint32_t kWalkerMaxQueues = 30;  // so that the call fits 4 KiB of kernel parameters
+inline constexpr unsigned kWalkerMaxThreads = 512;  // a block (walker.cu says why)
 
 // One queue's FIFO as this rank sees it. A send queue: the peer's receive slots, the peer's
 // `published` counter and this rank's `released` counter (the peer writes it). A receive queue:
@@ -62,7 +63,7 @@ struct WalkerCall {
 };
 static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
 
-// Queues the walker for `call` on `s`, `threads` (32 to 1024, a multiple of 32) per block. Refuses
+// Queues the walker for `call` on `s`, `threads` (32 to kWalkerMaxThreads, a multiple of 32) per block. Refuses
 // programs with more than kWalkerMaxQueues queues or with USER buffers (groups), which stay with
 // the host executor.
 Status launch_walker(const WalkerCall& call, Stream s, unsigned threads);

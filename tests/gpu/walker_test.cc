@@ -3,7 +3,7 @@
 // same calls as the CPU test of the walkers (tests/unit/device_walker_test.cc): every (collective,
 // algorithm) of the table at 1-5 and 8 ranks against the serial reference, other types and ops,
 // tiny slots (many chunks, wrapping FIFOs), calls back to back on the same FIFOs and done words at
-// 32, 512 and 1024 threads per block; and that ranks which made different calls fail the header
+// 32, 256 and 512 threads per block; and that ranks which made different calls fail the header
 // check, and a rank whose peer never comes stops at the time limit, both with an error written,
 // not a hang.
 //
@@ -218,9 +218,9 @@ int main() {
     World w;
     check_case(w, c, ++seq);
   }
-  // Back to back on the same FIFOs and done words, slots of 4 KiB, at the smallest, the default
-  // and the largest block.
-  for (unsigned threads : {32u, 512u, 1024u}) {
+  // Back to back on the same FIFOs and done words, slots of 4 KiB, at the smallest, a middle and
+  // the largest (default) block.
+  for (unsigned threads : {32u, 256u, cuda::kWalkerMaxThreads}) {
     World w;
     w.slot_bytes = 4096;
     w.slots = 3;

@@ -61,16 +61,16 @@ TEST_F(ConfigEnvTest, DeviceExecutorIsHostUnlessKernelIsAsked) {
   EXPECT_EQ(error(), "WEFT_DEVICE_EXECUTOR='gpu' is not one of host, kernel");
 }
 
-TEST_F(ConfigEnvTest, WalkerThreadsAreWarpMultiplesUpToABlock) {
+TEST_F(ConfigEnvTest, WalkerThreadsAreWarpMultiplesUpTo512) {
   EXPECT_EQ(ok().device_walker_threads, 512);
   ::setenv("WEFT_DEVICE_WALKER_THREADS", "32", 1);
   EXPECT_EQ(ok().device_walker_threads, 32);
-  ::setenv("WEFT_DEVICE_WALKER_THREADS", "1024", 1);
-  EXPECT_EQ(ok().device_walker_threads, 1024);
+  ::setenv("WEFT_DEVICE_WALKER_THREADS", "256", 1);
+  EXPECT_EQ(ok().device_walker_threads, 256);
   ::setenv("WEFT_DEVICE_WALKER_THREADS", "100", 1);
-  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_THREADS='100' is not a multiple of 32 from 32 to 1024");
-  ::setenv("WEFT_DEVICE_WALKER_THREADS", "2048", 1);
-  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_THREADS='2048' is not a multiple of 32 from 32 to 1024");
+  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_THREADS='100' is not a multiple of 32 from 32 to 512");
+  ::setenv("WEFT_DEVICE_WALKER_THREADS", "1024", 1);
+  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_THREADS='1024' is not a multiple of 32 from 32 to 512");
   ::setenv("WEFT_DEVICE_WALKER_THREADS", "16", 1);
   EXPECT_NE(error().find("WEFT_DEVICE_WALKER_THREADS"), std::string::npos);
 }
