@@ -91,49 +91,52 @@ union Lanes {
   B e[16 / sizeof(B)];
 };
 
+// a op b for the elements of one 16-byte word.
+template <typename Fmt, typename Op>
+__device__ inline uint4 combine(uint4 a, uint4 b) {
+  using B = typename Fmt::Bits;
+  Lanes<B> l, r;
+  l.v = a;
+  r.v = b;
+#pragma unroll
+  for (size_t e = 0; e < 16 / sizeof(B); ++e) l.e[e] = Fmt::narrow(apply<Op>(Fmt::widen(l.e[e]), Fmt::widen(r.e[e])));
+  return l.v;
+}
+
 // dst = a op b for n elements, by the block (dst may be a); `b_remote`: b was written elsewhere.
 template <typename Fmt, typename Op>
 __device__ void block_reduce(char* dst, const char* a, const char* b, size_t n, bool b_remote) {
   using B = typename Fmt::Bits;
-  constexpr size_t kPer = 16 / sizeof(B);
   const size_t t = threadIdx.x, stride = blockDim.x;
+  size_t done = 0;
+  // 16 bytes at a time where the element work is small enough to repeat that often in the loop:
+  // not fp8, which narrows in software (its 16 copies a word took this file from seconds to
+  // minutes to compile). Two words in flight a thread for the 4- and 8-byte types.
+  constexpr bool kWords = sizeof(B) >= 2 || std::is_integral<typename Fmt::Calc>::value;
+  if constexpr (kWords) {
+    if (aligned16(dst) && aligned16(a) && aligned16(b)) {
+      const size_t words = n * sizeof(B) / 16;
+      auto* dw = reinterpret_cast<uint4*>(dst);
+      auto* xw = reinterpret_cast<const uint4*>(a);
+      auto* yw = reinterpret_cast<const uint4*>(b);
+      size_t i = t;
+      if constexpr (sizeof(B) >= 4) {
+        // Both words' operands loaded before either store (dst may be a: each word is read before
+        // it is written, and no thread touches another's words).
+        for (; i + stride < words; i += 2 * stride) {
+          const uint4 a0 = xw[i], a1 = xw[i + stride];
+          const uint4 b0 = load(yw + i, b_remote), b1 = load(yw + i + stride, b_remote);
+          dw[i] = combine<Fmt, Op>(a0, b0);
+          dw[i + stride] = combine<Fmt, Op>(a1, b1);
+        }
+      }
+      for (; i < words; i += stride) dw[i] = combine<Fmt, Op>(xw[i], load(yw + i, b_remote));
+      done = words * 16 / sizeof(B);
+    }
+  }
   auto* d = reinterpret_cast<B*>(dst);
   auto* x = reinterpret_cast<const B*>(a);
   auto* y = reinterpret_cast<const B*>(b);
-  size_t done = 0;
-  if (aligned16(dst) && aligned16(a) && aligned16(b)) {
-    const size_t words = n / kPer;
-    auto* dw = reinterpret_cast<uint4*>(dst);
-    auto* xw = reinterpret_cast<const uint4*>(a);
-    auto* yw = reinterpret_cast<const uint4*>(b);
-    // Both operands of two words loaded before any store (dst may be a: each word is read before
-    // it is written, and no thread touches another's words).
-    constexpr size_t kUnroll = 2;
-    size_t i = t;
-    for (; i + (kUnroll - 1) * stride < words; i += kUnroll * stride) {
-      Lanes<B> l[kUnroll], r[kUnroll];
-#pragma unroll
-      for (size_t u = 0; u < kUnroll; ++u) {
-        l[u].v = xw[i + u * stride];
-        r[u].v = load(yw + i + u * stride, b_remote);
-      }
-#pragma unroll
-      for (size_t u = 0; u < kUnroll; ++u) {
-#pragma unroll
-        for (size_t e = 0; e < kPer; ++e) l[u].e[e] = Fmt::narrow(apply<Op>(Fmt::widen(l[u].e[e]), Fmt::widen(r[u].e[e])));
-        dw[i + u * stride] = l[u].v;
-      }
-    }
-    for (; i < words; i += stride) {
-      Lanes<B> l, r;
-      l.v = xw[i];
-      r.v = load(yw + i, b_remote);
-#pragma unroll
-      for (size_t e = 0; e < kPer; ++e) l.e[e] = Fmt::narrow(apply<Op>(Fmt::widen(l.e[e]), Fmt::widen(r.e[e])));
-      dw[i] = l.v;
-    }
-    done = words * kPer;
-  }
   for (size_t i = done + t; i < n; i += stride)
     d[i] = Fmt::narrow(apply<Op>(Fmt::widen(x[i]), Fmt::widen(load(y + i, b_remote))));
 }
