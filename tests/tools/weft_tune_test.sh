@@ -26,6 +26,13 @@ for coll in allreduce broadcast; do
   echo "$rows" | awk -F'|' '{ r = $8 + 0; if (r <= 0 || r > 1.0001) exit 1 }' || fail "$coll: a ratio outside (0, 1]: $rows"
 done
 grep -q "sizes: the tuner's pick within 10% of the best measured at" "$TMP/check.md" || fail "no summary line"
+# The round-by-round comparison: a best-by-median variant and a ratio on every size row, and its
+# own summary line (two rounds).
+for coll in allreduce broadcast; do
+  awk -v c="#### $coll" '$0 == c { on = 1; next } /^####/ { on = 0 } on && /^\| [0-9]/' "$TMP/check.md" |
+    awk -F'|' '{ if ($9 ~ /^ *-? *$/ || $10 + 0 <= 0) exit 1 }' || fail "$coll: a size row without its paired ratio"
+done
+grep -q "sizes, paired round by round (2 rounds, medians): within 10% at" "$TMP/check.md" || fail "no paired summary line"
 head -1 "$TMP/rows.csv" | grep -q ',variant$' || fail "csv header lacks the variant column"
 grep -q ',tuner$' "$TMP/rows.csv" || fail "no tuner rows in the csv"
 grep -q ',ring$' "$TMP/rows.csv" || fail "no forced ring rows in the csv"
