@@ -81,8 +81,9 @@ Result<Config> Config::from_env() {
   }
   if (const char* v = env("WEFT_DEVICE_WALKER_THREADS")) {
     WEFT_TRY(parse_size("WEFT_DEVICE_WALKER_THREADS", v, 32, &n));
-    if (n > 512 || n % 32 != 0)
-      return invalid_argument(std::string("WEFT_DEVICE_WALKER_THREADS='") + v + "' is not a multiple of 32 from 32 to 512");
+    if (n > Config::kMaxDeviceWalkerThreads || n % 32 != 0)
+      return invalid_argument(std::string("WEFT_DEVICE_WALKER_THREADS='") + v + "' is not a multiple of 32 from 32 to " +
+                              std::to_string(Config::kMaxDeviceWalkerThreads));
     c.device_walker_threads = static_cast<int>(n);
   }
   if (const char* v = env("WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", &name)) WEFT_TRY(parse_flag(name, v, &c.p2p_disable));

@@ -46,8 +46,10 @@ struct Config {
   // experimental); "host" (the default): weft's thread drives them (WEFT_CUDA_STREAM_ORDER above).
   bool device_kernel = false;
   // WEFT_DEVICE_WALKER_THREADS: the threads of each of that kernel's blocks (a block per FIFO and
-  // one for the local steps); 32 to 512 (src/cuda/walker.h's kWalkerMaxThreads), a multiple of 32.
-  int device_walker_threads = 512;
+  // one for the local steps); 32 to kMaxDeviceWalkerThreads (src/cuda/walker.cu says why no
+  // more), a multiple of 32.
+  static constexpr int kMaxDeviceWalkerThreads = 512;
+  int device_walker_threads = kMaxDeviceWalkerThreads;
   // WEFT_P2P_DISABLE (or NCCL_P2P_DISABLE): 1 sends device buffers between processes of one node
   // through host memory over shm instead of GPU to GPU over the cuda transport.
   bool p2p_disable = false;

@@ -33,6 +33,15 @@ __device__ T from_first(T v) {
   return shared;
 }
 
+// *p as thread 0 reads it (a counter or flag another block, GPU or process writes), for every
+// thread of the block.
+template <typename T>
+__device__ T read_by_first(const T* p) {
+  T v{};
+  if (threadIdx.x == 0) v = *reinterpret_cast<const volatile T*>(p);
+  return from_first(v);
+}
+
 // A load that bypasses L1: the bytes were written by another SM, GPU or process.
 template <typename T>
 __device__ inline T load_cg(const T* p) {
@@ -172,9 +181,7 @@ class GpuEnv {
     }
   }
   __device__ bool done(uint32_t i) {
-    uint32_t v = 0;
-    if (threadIdx.x == 0) v = *reinterpret_cast<volatile uint32_t*>(c_.done + i);
-    v = from_first(v);
+    const uint32_t v = read_by_first(c_.done + i);
     __threadfence();
     return v == token_;
   }
@@ -189,10 +196,7 @@ class GpuEnv {
 
   __device__ bool can_send(uint32_t q, uint64_t n) {
     const WalkerFifo& f = c_.queues[q];
-    uint64_t released = 0;
-    if (threadIdx.x == 0) released = *reinterpret_cast<volatile uint64_t*>(f.released);
-    released = from_first(released);
-    return n - released < f.slot_count;
+    return n - read_by_first(f.released) < f.slot_count;
   }
   __device__ char* send_slot(uint32_t q, uint64_t n) {
     const WalkerFifo& f = c_.queues[q];
@@ -204,9 +208,7 @@ class GpuEnv {
     if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(c_.queues[q].published) = n + 1;
   }
   __device__ bool can_recv(uint32_t q, uint64_t n) {
-    uint64_t published = 0;
-    if (threadIdx.x == 0) published = *reinterpret_cast<volatile uint64_t*>(c_.queues[q].published);
-    published = from_first(published);
+    const uint64_t published = read_by_first(c_.queues[q].published);
     __threadfence_system();
     return published > n;
   }

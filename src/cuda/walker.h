@@ -15,11 +15,12 @@
 
 #include "src/cuda/device.h"
 #include "src/device_program.h"
+#include "weft/config.h"
 
 namespace weft::cuda {
 
 inline constexpr uint32_t kWalkerMaxQueues = 30;  // so that the call fits 4 KiB of kernel parameters
-inline constexpr unsigned kWalkerMaxThreads = 512;  // a block (walker.cu says why)
+inline constexpr unsigned kWalkerMaxThreads = Config::kMaxDeviceWalkerThreads;  // a block (walker.cu says why)
 
 // One queue's FIFO as this rank sees it. A send queue: the peer's receive slots, the peer's
 // `published` counter and this rank's `released` counter (the peer writes it). A receive queue:
