@@ -32,7 +32,9 @@ TEST_P(VerifyTable, SmallSuite) {
   const bool quick = std::getenv("WEFT_TEST_QUICK") != nullptr;
   size_t verified = 0;
   for (int n : small_suite_sizes()) {
-    if (quick && n > 9 && n != 16 && n != 17 && n != 64) continue;
+    // Sanitizer builds (WEFT_TEST_QUICK) run ~12x slower; N = 64 alone was 90% of their 370 s
+    // here. The release run proves every N in 1..64.
+    if (quick && n > 9 && n != 16 && n != 17 && n != 32) continue;
     for (const VerifyCase& c : verify_cases(entry, n, /*large=*/false)) {
       Status s = verify(c.args, c.layout, entry.algorithm);
       ASSERT_TRUE(s.ok()) << c.layout.describe() << " slice " << c.args.slice_count << (c.args.in_place ? " in place" : "")
