@@ -128,6 +128,7 @@ Status Engine::connect() {
         own.push_back(cluster_.intra_out_link(r.device));
         own.push_back(cluster_.intra_in_link(r.device));
       }
+      if (cluster_.oversubscribed()) own.push_back(cluster_.node_cpu_link(cluster_.node_of(r.device)));
       for (uint32_t l : own) links_[canonical(l)].capacity = cluster_.link(l).capacity * spec.spill;
     }
   }

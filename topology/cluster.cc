@@ -272,6 +272,7 @@ std::string_view link_kind_name(LinkKind k) {
     case LinkKind::kLeafUp: return "leaf-up";
     case LinkKind::kLeafDown: return "leaf-down";
     case LinkKind::kTorus: return "torus";
+    case LinkKind::kNodeCpu: return "node-cpu";
   }
   return "?";
 }
@@ -413,11 +414,15 @@ void Cluster::build() {
   for (int d = 0; d < devices_; ++d) links_.push_back({LinkKind::kCompute, s.reduce_bandwidth * share, d});
   intra_out_ = static_cast<uint32_t>(links_.size());
   if (s.ranks_per_node > 1) {
-    for (int d = 0; d < devices_; ++d) links_.push_back({LinkKind::kIntraOut, s.intra.bandwidth * share, d});
+    for (int d = 0; d < devices_; ++d) links_.push_back({LinkKind::kIntraOut, s.intra.bandwidth, d});
   }
   intra_in_ = static_cast<uint32_t>(links_.size());
   if (s.ranks_per_node > 1) {
-    for (int d = 0; d < devices_; ++d) links_.push_back({LinkKind::kIntraIn, s.intra.bandwidth * share, d});
+    for (int d = 0; d < devices_; ++d) links_.push_back({LinkKind::kIntraIn, s.intra.bandwidth, d});
+  }
+  node_cpu_ = static_cast<uint32_t>(links_.size());
+  if (oversubscribed()) {
+    for (int node = 0; node < s.nodes; ++node) links_.push_back({LinkKind::kNodeCpu, s.cores * s.intra.bandwidth, node});
   }
   nic_out_ = static_cast<uint32_t>(links_.size());
   const int nic_count = s.nics > 0 && s.nodes > 1 ? s.nodes * s.nics : 0;
@@ -499,6 +504,7 @@ void Cluster::route(int a, int b, std::vector<uint32_t>* links, double* latency)
   if (na == nb) {
     links->push_back(intra_out_ + static_cast<uint32_t>(a));
     links->push_back(intra_in_ + static_cast<uint32_t>(b));
+    if (oversubscribed()) links->push_back(node_cpu_ + static_cast<uint32_t>(na));
     *latency += s.intra.latency;
     return;
   }
@@ -533,6 +539,10 @@ uint32_t Cluster::shift_link(uint32_t id, int shift) const {
       const uint32_t k = (id - torus_) % per;
       return torus_ + static_cast<uint32_t>(dev(l.owner)) * per + k;
     }
+    case LinkKind::kNodeCpu: {
+      const int moved = ((l.owner + shift / spec_.ranks_per_node) % spec_.nodes + spec_.nodes) % spec_.nodes;
+      return node_cpu_ + static_cast<uint32_t>(moved);
+    }
     case LinkKind::kNicOut:
     case LinkKind::kNicIn: {
       const uint32_t base = l.kind == LinkKind::kNicOut ? nic_out_ : nic_in_;
@@ -565,6 +575,7 @@ std::pair<uint32_t, uint64_t> Cluster::orbit(uint32_t id, int t) const {
     case LinkKind::kIntraOut:
     case LinkKind::kIntraIn:
     case LinkKind::kTorus: owner_device = l.owner; break;
+    case LinkKind::kNodeCpu: owner_device = l.owner * spec_.ranks_per_node; break;
     case LinkKind::kNicOut:
     case LinkKind::kNicIn: owner_device = (l.owner / spec_.nics) * spec_.ranks_per_node; break;
     case LinkKind::kLeafUp:
@@ -600,6 +611,7 @@ std::string Cluster::link_name(uint32_t id) const {
     case LinkKind::kCompute:
     case LinkKind::kIntraOut:
     case LinkKind::kIntraIn: return s + " device " + std::to_string(l.owner);
+    case LinkKind::kNodeCpu: return s + " node " + std::to_string(l.owner);
     case LinkKind::kNicOut:
     case LinkKind::kNicIn:
       return s + " node " + std::to_string(l.owner / spec_.nics) + " nic " + std::to_string(l.owner % spec_.nics);

@@ -18,7 +18,11 @@
 //     shorter way round; ties go the + way), `torus_link` each.
 //   - Each device has a compute resource (`reduce` bytes/s of reduction output; copies run at
 //     `copy`). When a node holds more ranks than `cores` (CPU ranks, oversubscribed), each rank gets
-//     cores / ranks_per_node of its compute and port bandwidth, and each message pays `wake` more.
+//     cores / ranks_per_node of its compute, each message pays `wake` more, and the messages
+//     between the node's ranks also cross the node's cores (one kNodeCpu link of cores x the
+//     port bandwidth, shared equally by the messages on it): the cores go where the work is, so
+//     two messages among four ranks on two cores each run at the full port rate, and four
+//     (a ring) at half of it.
 //   - Memory: when the buffers a call touches on a node (all its ranks' IN, OUT and scratch) exceed
 //     `cache` bytes, that node's compute and port bandwidths are multiplied by `spill` (the data
 //     streams from memory instead of the caches). cache=0: no such effect.
@@ -64,6 +68,7 @@ enum class LinkKind : uint8_t {
   kLeafUp,    // a leaf switch's uplinks (oversubscribed fabrics only)
   kLeafDown,
   kTorus,     // one direction of one torus edge
+  kNodeCpu,   // an oversubscribed node's cores, shared by the messages between its ranks
 };
 std::string_view link_kind_name(LinkKind k);
 
@@ -120,6 +125,8 @@ class Cluster {
   uint32_t compute_link(int device) const { return static_cast<uint32_t>(device); }
   // A device's port into and out of its node switch. REQUIRES: ranks_per_node > 1.
   uint32_t intra_out_link(int device) const { return intra_out_ + static_cast<uint32_t>(device); }
+  // REQUIRES: oversubscribed().
+  uint32_t node_cpu_link(int node) const { return node_cpu_ + static_cast<uint32_t>(node); }
   uint32_t intra_in_link(int device) const { return intra_in_ + static_cast<uint32_t>(device); }
 
   // The links a flow from device a to device b crosses, in order (appended to *links), and its
@@ -160,7 +167,7 @@ class Cluster {
   int leaves_ = 0;  // leaf switches per rail (rail) or in all (fat tree)
   int rails_ = 0;   // rails (rail fabric) or 1 (fat tree)
   // First link id of each kind (links_ is laid out kind by kind).
-  uint32_t intra_out_ = 0, intra_in_ = 0, nic_out_ = 0, nic_in_ = 0, leaf_up_ = 0, leaf_down_ = 0, torus_ = 0;
+  uint32_t intra_out_ = 0, intra_in_ = 0, node_cpu_ = 0, nic_out_ = 0, nic_in_ = 0, leaf_up_ = 0, leaf_down_ = 0, torus_ = 0;
   std::vector<Link> links_;
 };
 

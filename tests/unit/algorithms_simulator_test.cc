@@ -194,13 +194,36 @@ TEST(Simulator, NodesPastTheirCacheSlowDown) {
 }
 
 TEST(Simulator, OversubscribedRanksShareTheCores) {
-  // 4 ranks on 2 cores: ports and compute at half speed, every message pays the wake-up.
+  // 4 ranks on 2 cores, a ring: four messages at a time share the cores, each at half a port;
+  // every message pays the wake-up.
   const Cluster over = must_parse("nodes=1 ranks=4 intra=10GB/s,5us reduce=1000000TB/s cores=2 wake=20us");
   CollectiveArgs a = allreduce(4, 4 * 250000);
   a.slice_count = 250000;
   const double S = 4.0 * static_cast<double>(a.count);
   const double want = 2.0 * 3 * (kAlpha + 20e-6 + S / (4 * kBeta / 2));
   EXPECT_NEAR(must_simulate(a, Layout::flat(4), Algorithm::kRing, over).seconds, want, want * 1e-9);
+}
+
+TEST(Simulator, OversubscribedCoresGoWhereTheWorkIs) {
+  // 4 ranks on 2 cores. One message (0 -> 1) while 2 and 3 idle: the full port rate. Two at once
+  // (0 -> 1, 2 -> 3): the two cores carry both at the full rate. Four at once (a cycle): half.
+  const Cluster over = must_parse("nodes=1 ranks=4 intra=10GB/s,5us reduce=1000000TB/s cores=2 wake=20us");
+  const size_t count = size_t{1} << 20;  // 4 MiB
+  const double transfer = 4.0 * count / kBeta;
+  auto run = [&](std::vector<std::pair<int, int>> pairs) {
+    std::vector<ProgramBuilder> b;
+    for (int r = 0; r < 4; ++r) b.emplace_back(r, 4, DataType::kFloat32, RedOp::kSum);
+    for (auto [from, to] : pairs) {
+      b[static_cast<size_t>(from)].send(to, {kIn, 0, count});
+      b[static_cast<size_t>(to)].recv(from, {kOut, 0, count});
+    }
+    std::vector<Program> programs;
+    for (ProgramBuilder& x : b) programs.push_back(x.finish());
+    return must_simulate(over, Layout::flat(4), programs).seconds;
+  };
+  EXPECT_NEAR(run({{0, 1}}), kAlpha + 20e-6 + transfer, 1e-12);
+  EXPECT_NEAR(run({{0, 1}, {2, 3}}), kAlpha + 20e-6 + transfer, 1e-12);
+  EXPECT_NEAR(run({{0, 1}, {1, 2}, {2, 3}, {3, 0}}), kAlpha + 20e-6 + 2 * transfer, 1e-12);
 }
 
 // Folding by symmetry is exact where it applies: compare with the full simulation.

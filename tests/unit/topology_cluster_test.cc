@@ -144,11 +144,18 @@ TEST(ClusterPresets, LocalMachineIsOversubscribed) {
   EXPECT_EQ(shm.spec().nodes, 1);
   EXPECT_GT(shm.spec().cores, 0);
   const Cluster two = must_parse("shm:2");
-  // Four ranks on two cores: each gets half the compute and port bandwidth of its own.
+  // Four ranks on two cores: each gets half the compute bandwidth of its own; its ports keep a
+  // core's rate, and messages between them cross the node's cores (two ports' worth).
   if (shm.spec().cores == 2) {
     EXPECT_TRUE(shm.oversubscribed());
     EXPECT_FALSE(two.oversubscribed());
     EXPECT_DOUBLE_EQ(shm.link(shm.compute_link(0)).capacity, two.link(two.compute_link(0)).capacity / 2);
+    EXPECT_DOUBLE_EQ(shm.link(shm.intra_out_link(0)).capacity, two.link(two.intra_out_link(0)).capacity);
+    EXPECT_DOUBLE_EQ(shm.link(shm.node_cpu_link(0)).capacity, 2 * shm.link(shm.intra_out_link(0)).capacity);
+    std::vector<uint32_t> route;
+    double latency = 0;
+    shm.route(0, 1, &route, &latency);
+    EXPECT_EQ(route, (std::vector<uint32_t>{shm.intra_out_link(0), shm.intra_in_link(1), shm.node_cpu_link(0)}));
   }
   EXPECT_TRUE(Cluster::parse("tcp:4").ok());
 }
