@@ -243,6 +243,10 @@ TEST(Simulator, FoldingEqualsFullSimulation) {
       {"torus:4x4x4", Algorithm::kTorus, 786432, 1e-9},  // parts of 3 * 2^18 split evenly
       {"dgx-h100:8", Algorithm::kHierarchical, 786432, 1e-9},
       {"dgx-h100:8", Algorithm::kRabenseifner, size_t{1} << 16, 1e-9},
+      // Oversubscribed nodes: the node-cpu links fold with their nodes.
+      {"nodes=4 ranks=4 intra=10GB/s,1us nics=1 nic=5GB/s,5us cores=2 wake=10us", Algorithm::kRing, size_t{1} << 18, 1e-9},
+      {"nodes=4 ranks=4 intra=10GB/s,1us nics=1 nic=5GB/s,5us cores=2 wake=10us", Algorithm::kRabenseifner,
+       size_t{1} << 20, 1e-9},
   };
   int folded = 0;
   for (const Case& c : cases) {
