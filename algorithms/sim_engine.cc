@@ -116,7 +116,8 @@ Status Engine::connect() {
     }
     links_[l].capacity = cap;
   }
-  // Nodes whose buffers outgrow the cache run their compute and ports at the spill factor.
+  // Nodes whose buffers outgrow the cache run their compute, ports and shared cores (node-cpu)
+  // at the spill factor.
   const topology::ClusterSpec& spec = cluster_.spec();
   if (spec.cache_bytes > 0 && spec.spill < 1) {
     std::unordered_map<int, double> working_set;
