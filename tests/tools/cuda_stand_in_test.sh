@@ -4,8 +4,9 @@
 # the toolkit links instead of the GPU path. (device_none.cc names each declaration it defines,
 # so a signature that drifts already fails to compile; this catches a function it lacks.)
 #   sh cuda_stand_in_test.sh BUILD_DIR STAND_IN_OBJECT
-# The objects checked are every *.o under BUILD_DIR except those of the targets only CUDA builds
-# make (the GPU path itself, the stand-in, the GPU tests).
+# The objects checked are those the build's current targets make (`ninja -t targets`, so objects
+# of deleted sources left in a reused build directory do not count), except those of the targets
+# only CUDA builds make (the GPU path itself, the stand-in, the GPU tests).
 set -u
 BUILD=$1
 STAND_IN=$2
@@ -14,11 +15,11 @@ trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 [ -f "$STAND_IN" ] || fail "no stand-in object at $STAND_IN"
-find "$BUILD" -name '*.o' -path '*CMakeFiles*' \
-  ! -path '*/weft_cuda.dir/*' ! -path '*/weft_cuda_none_check.dir/*' \
-  ! -path '*/nccl_device_test.dir/*' ! -path '*/reduce_device_test.dir/*' ! -path '*/walker_test.dir/*' \
-  >"$TMP/objects"
-[ -s "$TMP/objects" ] || fail "no objects under $BUILD"
+ninja -C "$BUILD" -t targets all 2>/dev/null | sed -n 's/^\([^:]*\.o\): .*/\1/p' |
+  grep -v -e '/weft_cuda\.dir/' -e '/weft_cuda_none_check\.dir/' -e '/nccl_device_test\.dir/' \
+    -e '/reduce_device_test\.dir/' -e '/walker_test\.dir/' |
+  while read -r o; do [ -f "$BUILD/$o" ] && echo "$BUILD/$o"; done >"$TMP/objects"
+[ -s "$TMP/objects" ] || fail "no objects of $BUILD's targets (is it a Ninja build directory?)"
 # Undefined references into weft::cuda, and the stand-in's definitions (demangled, one a line).
 xargs nm -C -u <"$TMP/objects" 2>/dev/null | sed -n 's/^ *U \(weft::cuda::.*\)$/\1/p' | sort -u >"$TMP/needed"
 nm -C --defined-only "$STAND_IN" | sed -n 's/^[0-9a-f]* [TW] \(weft::cuda::.*\)$/\1/p' | sort -u >"$TMP/defined"
