@@ -15,6 +15,10 @@
 // from the first with WEFT_ALGO=<collective>:<algorithm> (and WEFT_SLICE_BYTES; no
 // WEFT_TUNE_FILE), and every size runs every variant in turn, so a slow phase of this machine
 // hits all of them alike. Rows carry the variant (the `variant` column of --csv/--json).
+// -s PASSES splits each size's -n timed calls into PASSES blocks, taken in turn by every variant
+// (one untimed call before each block after the first); a variant's time is the median of its
+// blocks' per-call means. A slow phase of a shared machine then spoils one block of each variant
+// at most, not one variant's whole measurement. Default 1: nccl-tests' single block.
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +51,7 @@ struct Options : weft::bench::SweepOptions {
   int average = 1;
   int device = 0;  // -G 1: buffers in GPU memory (the GPU path)
   int progress = -1;  // -P: -1 when stderr is a terminal
+  int passes = 1;     // -s: the timed calls in this many interleaved blocks (median kept)
   std::vector<std::string> variants;  // -V: empty, or the variants to run side by side
   weft::DataType dtype = weft::DataType::kFloat32;
   weft::RedOp op = weft::RedOp::kSum;
@@ -57,7 +62,7 @@ int usage(const char* msg) {
                "weft-bench: %s\nusage: weft-bench [allreduce|reduce_scatter|allgather|alltoall|broadcast|"
                "reduce|gather|scatter|sendrecv] [-b min] [-e max] [-f factor | -i step] [-n iters] [-w warmup]\n"
                "                  [-c 0|1] [-o sum|prod|max|min|avg] [-d type] [-r root] [-a 0-3] [-T seconds] [-G 0|1]\n"
-               "                  [-P 0|1] [-V tuner,ring,tree@64K,...] [--csv | --json]\n",
+               "                  [-P 0|1] [-V tuner,ring,tree@64K,...] [-s passes] [--csv | --json]\n",
                msg);
   return 2;
 }
@@ -170,6 +175,7 @@ int main(int argc, char** argv) {
     bool ok = true;
     if (flag == "-G") ok = as_int(&o.device);
     else if (flag == "-P") ok = as_int(&o.progress);
+    else if (flag == "-s") ok = as_int(&o.passes) && o.passes >= 1;
     else if (flag == "-a") ok = as_int(&o.average) && o.average >= 0 && o.average <= 3;
     else if (flag == "-o") ok = static_cast<bool>(weft::parse_op(v)), o.op = weft::parse_op(v).value_or(o.op);
     else if (flag == "-d") ok = static_cast<bool>(weft::parse_dtype(v)), o.dtype = weft::parse_dtype(v).value_or(o.dtype);
@@ -186,6 +192,7 @@ int main(int argc, char** argv) {
   }
   if (std::string error; !weft::bench::sweep_options_valid(o, &error)) return usage(error.c_str());
   if (!o.variants.empty() && o.coll == Collective::kSendRecv) return usage("-V: sendrecv has no algorithms to compare");
+  if (o.passes > o.iters) return usage("-s: more passes than timed iterations (-n)");
 
   auto config = weft::Config::from_env();
   if (!config.ok()) return usage(config.status().message().c_str());
@@ -273,16 +280,12 @@ int main(int argc, char** argv) {
   const bool checking = o.check && o.coll != Collective::kSendRecv;
   std::vector<char> input;
 
-  // One variant at one size and place: checked once when -c 1 (input above), then warmed up and
-  // timed; the time combined across ranks as -a says.
-  struct Measured {
-    double time_us = 0;
-    uint64_t wrong = 0;
-  };
-  auto measure = [&](weft::Communicator& c, size_t count, int place) -> weft::Result<Measured> {
+  // One variant at one size and place: checked once when -c 1 (input above), then warmed up.
+  // Returns the number of wrong elements over all ranks.
+  auto prepare = [&](weft::Communicator& c, size_t count, int place) -> weft::Result<uint64_t> {
     const CollectiveArgs a = call_args(count, place);
     Layout l = layout(a, rank, send_base, recv_base);
-    Measured m;
+    uint64_t wrong = 0;
     if (checking) {
       Layout h = layout(a, rank, sendbuf.data(), recvbuf.data());
       const size_t out_elems = weft::algorithms::out_count(a, rank);
@@ -292,20 +295,62 @@ int main(int argc, char** argv) {
       WEFT_TRY(run_once(c, o, l.send, l.recv, count));
       WEFT_TRY(to_host());
       uint64_t w = weft::bench::count_wrong(a, rank, h.recv, 42);
-      WEFT_TRY(c.allreduce(&w, &m.wrong, 1, weft::DataType::kUint64, weft::RedOp::kSum).wait());
+      WEFT_TRY(c.allreduce(&w, &wrong, 1, weft::DataType::kUint64, weft::RedOp::kSum).wait());
     }
     for (int w = 0; w < o.warmup; ++w) WEFT_TRY(run_once(c, o, l.send, l.recv, count));
+    return wrong;
+  };
+  // One timed block of `calls` calls after a barrier (and `rewarm`: one untimed call first);
+  // this rank's mean time per call in us.
+  auto timed_block = [&](weft::Communicator& c, size_t count, int place, int calls, bool rewarm) -> weft::Result<double> {
+    const CollectiveArgs a = call_args(count, place);
+    Layout l = layout(a, rank, send_base, recv_base);
+    if (rewarm) WEFT_TRY(run_once(c, o, l.send, l.recv, count));
     WEFT_TRY(c.barrier().wait());
     const auto t0 = std::chrono::steady_clock::now();
-    for (int it = 0; it < o.iters; ++it) WEFT_TRY(run_once(c, o, l.send, l.recv, count));
-    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
-    m.time_us = us;
+    for (int it = 0; it < calls; ++it) WEFT_TRY(run_once(c, o, l.send, l.recv, count));
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
+  };
+  // This rank's time (the median block) combined across ranks as -a says.
+  auto combine = [&](weft::Communicator& c, std::vector<double> pass_us) -> weft::Result<double> {
+    std::sort(pass_us.begin(), pass_us.end());
+    const size_t k = pass_us.size();
+    const double us = k % 2 ? pass_us[k / 2] : (pass_us[k / 2 - 1] + pass_us[k / 2]) / 2;
+    if (o.average == 0) return us;
+    double out = us;
     weft::RedOp how = o.average == 2 ? weft::RedOp::kMin : o.average == 3 ? weft::RedOp::kMax : weft::RedOp::kSum;
-    if (o.average != 0) {
-      WEFT_TRY(c.allreduce(&us, &m.time_us, 1, weft::DataType::kFloat64, how).wait());
-      if (o.average == 1) m.time_us /= n;
+    WEFT_TRY(c.allreduce(&us, &out, 1, weft::DataType::kFloat64, how).wait());
+    return o.average == 1 ? out / n : out;
+  };
+  struct Measured {
+    double time_us = 0;
+    uint64_t wrong = 0;
+  };
+  // Every variant at one size and place: each prepared just before its first block, then -s
+  // blocks in turn (one block, as nccl-tests times, by default).
+  auto measure_all = [&](size_t count, int place, std::vector<std::array<Measured, 2>>* got) -> weft::Status {
+    const size_t p = static_cast<size_t>(place);
+    std::vector<std::vector<double>> pass_us(variants.size());
+    for (int pass = 0; pass < o.passes; ++pass) {
+      const int calls = o.iters / o.passes + (pass < o.iters % o.passes ? 1 : 0);
+      for (size_t v = 0; v < variants.size(); ++v) {
+        weft::Communicator& c = *variants[v].comm;
+        if (pass == 0) {
+          weft::Result<uint64_t> wrong = prepare(c, count, place);
+          WEFT_TRY(wrong);
+          (*got)[v][p].wrong = *wrong;
+        }
+        weft::Result<double> us = timed_block(c, count, place, calls, pass > 0);
+        WEFT_TRY(us);
+        pass_us[v].push_back(*us);
+      }
     }
-    return m;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      weft::Result<double> us = combine(*variants[v].comm, pass_us[v]);
+      WEFT_TRY(us);
+      (*got)[v][p].time_us = *us;
+    }
+    return weft::Status();
   };
 
   uint64_t total_wrong = 0;
@@ -328,13 +373,9 @@ int main(int argc, char** argv) {
         input.resize(weft::algorithms::in_count(a, rank) * elem);
         weft::bench::fill_input(a, rank, input.data(), 42);
       }
-      for (size_t v = 0; v < variants.size(); ++v) {
-        auto m = measure(*variants[v].comm, count, place);
-        if (!m.ok()) {
-          std::fprintf(stderr, "weft-bench: %s\n", m.status().to_string().c_str());
-          return 1;
-        }
-        got[v][static_cast<size_t>(place)] = *m;
+      if (weft::Status st = measure_all(count, place, &got); !st.ok()) {
+        std::fprintf(stderr, "weft-bench: %s\n", st.to_string().c_str());
+        return 1;
       }
     }
     if (rank != 0) continue;

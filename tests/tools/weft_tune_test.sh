@@ -2,7 +2,7 @@
 # weft-tune end to end on a tiny sweep: the table, the --check report (the tuner's pick against
 # the best measured algorithm), the CSV of every row and the per-algorithm plot; the check with the
 # table loaded (--check-with); then with forced slices (--slices), whose winner's slice the table
-# names; and bench/variant-ratios, which counts from such CSVs, on rows with a known answer.
+# names; --passes above -i is refused; and bench/variant-ratios, which counts from such CSVs, on rows with a known answer.
 #   sh weft_tune_test.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=$1
@@ -57,6 +57,8 @@ grep -q ',ring@64$' "$TMP/slices.csv" && grep -q ',ring@1K$' "$TMP/slices.csv" |
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "slice_bytes") c = i; next }
          $NF == "ring@64" && $c != 64 { exit 1 }' "$TMP/slices.csv" || fail "ring@64 rows ran another slice"
 python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 --slices 32 -o - >/dev/null 2>&1 && fail "--slices 32 accepted"
+python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 -i 2 --passes 3 -o - >"$TMP/err" 2>&1 && fail "--passes 3 with -i 2 accepted"
+grep -q -- "--passes: 3 is not between 1 and the timed iterations (-i 2)" "$TMP/err" || fail "--passes: $(cat "$TMP/err")"
 
 # bench/variant-ratios (docs/PERFORMANCE.md quotes it) on rows whose answer is known: per size the
 # fastest row of each variant counts, the tuner's rows are not a forced variant, sizes below
