@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "bench/reference.h"
@@ -73,6 +74,16 @@ int run_peer_sweep(const PeerOptions& o, PeerComm& comm) {
                 comm.library.c_str(), o.coll_name.c_str(), n, o.algorithm.c_str(), o.transport.c_str(), o.iters,
                 o.warmup, o.check);
     std::printf("# %10s %12s %9s %7s %7s %6s\n", "size(B)", "count", "time(us)", "algbw", "busbw", "#wrong");
+  }
+  // Before the sweep, as weft-bench does (bench/sweep.h): untimed calls at the largest size, then
+  // at the smallest.
+  for (const auto& [bytes, calls] : {std::pair{sizes.back(), o.warmup}, std::pair{sizes.front(), settle_calls(o.warmup)}}) {
+    CollectiveArgs a = most;
+    a.count = bytes / elem / blocks;
+    if (a.count == 0) continue;
+    std::string err = comm.prepare ? comm.prepare(a) : std::string();
+    for (int c = 0; err.empty() && c < calls; ++c) err = comm.run(a, sendbuf.data(), recvbuf.data());
+    if (!err.empty()) return fail(comm, err);
   }
   uint64_t total_wrong = 0;
   for (size_t k = 0; k < sizes.size(); ++k) {

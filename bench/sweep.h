@@ -42,6 +42,12 @@ struct SweepOptions {
   RowFormat format = RowFormat::kTable;
 };
 
+// Before a sweep, every benchmark here makes untimed calls: `warmup` at the largest size, as
+// nccl-tests does, then settle_calls(warmup) at the smallest. With eight ranks on two cores the
+// first size timed otherwise ran up to 3x slower than the next ones (docs/BENCH.md).
+inline constexpr int kSettleCalls = 100;
+inline int settle_calls(int warmup) { return warmup > kSettleCalls ? warmup : kSettleCalls; }
+
 // When argv[*i] is one of SweepOptions' flags: consumes it and its value (advancing *i), and
 // returns true; a missing or bad value sets *error. Any other argument: returns false, untouched.
 bool take_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std::string* error);

@@ -357,11 +357,8 @@ int main(int argc, char** argv) {
   double bus_sum = 0;
   int bus_points = 0;
   const std::vector<size_t> sizes = weft::bench::sweep_sizes(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
-  // Before the sweep, as nccl-tests does: untimed calls of every variant at the largest size
-  // (-w of them), then at the smallest (kSettleCalls, the variants taking turns ten calls at a
-  // time). With eight ranks on two cores the first size timed otherwise ran up to 3x slower than
-  // the next ones after -w 2, and as fast after 100 calls.
-  constexpr int kSettleCalls = 100;
+  // Before the sweep (bench/sweep.h): untimed calls of every variant at the largest size, then
+  // at the smallest, the variants taking turns ten calls at a time.
   auto untimed = [&](size_t bytes, int calls) -> weft::Status {
     const size_t count = bytes / elem / blocks;
     const Layout l = layout(call_args(count, 0), rank, send_base, recv_base);
@@ -371,7 +368,7 @@ int main(int argc, char** argv) {
     return weft::Status();
   };
   weft::Status settled = untimed(sizes.back(), o.warmup);
-  if (settled.ok()) settled = untimed(sizes.front(), std::max(o.warmup, kSettleCalls));
+  if (settled.ok()) settled = untimed(sizes.front(), weft::bench::settle_calls(o.warmup));
   if (!settled.ok()) {
     std::fprintf(stderr, "weft-bench: %s\n", settled.to_string().c_str());
     return 1;
