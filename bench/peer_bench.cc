@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "bench/reference.h"
@@ -77,12 +76,12 @@ int run_peer_sweep(const PeerOptions& o, PeerComm& comm) {
   }
   // Before the sweep, as weft-bench does (bench/sweep.h): untimed calls at the largest size, then
   // at the smallest.
-  for (const auto& [bytes, calls] : {std::pair{sizes.back(), o.warmup}, std::pair{sizes.front(), settle_calls(o.warmup)}}) {
+  for (const UntimedCalls& u : untimed_before_sweep(sizes, o.warmup)) {
     CollectiveArgs a = most;
-    a.count = bytes / elem / blocks;
+    a.count = u.bytes / elem / blocks;
     if (a.count == 0) continue;
     std::string err = comm.prepare ? comm.prepare(a) : std::string();
-    for (int c = 0; err.empty() && c < calls; ++c) err = comm.run(a, sendbuf.data(), recvbuf.data());
+    for (int c = 0; err.empty() && c < u.calls; ++c) err = comm.run(a, sendbuf.data(), recvbuf.data());
     if (!err.empty()) return fail(comm, err);
   }
   uint64_t total_wrong = 0;

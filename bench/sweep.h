@@ -3,6 +3,7 @@
 // benchmarks (Open MPI, Gloo) print the same rows, so bench/weft-compare reads them all one way.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -43,10 +44,17 @@ struct SweepOptions {
 };
 
 // Before a sweep, every benchmark here makes untimed calls: `warmup` at the largest size, as
-// nccl-tests does, then settle_calls(warmup) at the smallest. With eight ranks on two cores the
-// first size timed otherwise ran up to 3x slower than the next ones (docs/BENCH.md).
+// nccl-tests does, then at least kSettleCalls at the smallest. With eight ranks on two cores the
+// first size timed otherwise took 1.5-2.6x its time at the next sizes (docs/BENCH.md).
 inline constexpr int kSettleCalls = 100;
-inline int settle_calls(int warmup) { return warmup > kSettleCalls ? warmup : kSettleCalls; }
+struct UntimedCalls {
+  size_t bytes;
+  int calls;
+};
+// The untimed calls before a sweep of `sizes` (not empty), in order.
+inline std::array<UntimedCalls, 2> untimed_before_sweep(const std::vector<size_t>& sizes, int warmup) {
+  return {{{sizes.back(), warmup}, {sizes.front(), warmup > kSettleCalls ? warmup : kSettleCalls}}};
+}
 
 // When argv[*i] is one of SweepOptions' flags: consumes it and its value (advancing *i), and
 // returns true; a missing or bad value sets *error. Any other argument: returns false, untouched.

@@ -280,11 +280,9 @@ int main(int argc, char** argv) {
   const bool checking = o.check && o.coll != Collective::kSendRecv;
   std::vector<char> input;
 
-  // One variant at one size and place: checked once when -c 1 (input above), then warmed up.
-  // Returns the number of wrong elements over all ranks.
-  auto prepare = [&](weft::Communicator& c, size_t count, int place) -> weft::Result<uint64_t> {
-    const CollectiveArgs a = call_args(count, place);
-    Layout l = layout(a, rank, send_base, recv_base);
+  // One variant at one size and place (call `a`, buffers `l`): checked once when -c 1 (input
+  // above), then warmed up. Returns the number of wrong elements over all ranks.
+  auto prepare = [&](weft::Communicator& c, const CollectiveArgs& a, const Layout& l) -> weft::Result<uint64_t> {
     uint64_t wrong = 0;
     if (checking) {
       Layout h = layout(a, rank, sendbuf.data(), recvbuf.data());
@@ -292,19 +290,17 @@ int main(int argc, char** argv) {
       weft::bench::poison(h.recv, out_elems * elem);
       if (!input.empty()) std::memcpy(const_cast<void*>(h.send), input.data(), input.size());
       WEFT_TRY(to_device());
-      WEFT_TRY(run_once(c, o, l.send, l.recv, count));
+      WEFT_TRY(run_once(c, o, l.send, l.recv, a.count));
       WEFT_TRY(to_host());
       uint64_t w = weft::bench::count_wrong(a, rank, h.recv, 42);
       WEFT_TRY(c.allreduce(&w, &wrong, 1, weft::DataType::kUint64, weft::RedOp::kSum).wait());
     }
-    for (int w = 0; w < o.warmup; ++w) WEFT_TRY(run_once(c, o, l.send, l.recv, count));
+    for (int w = 0; w < o.warmup; ++w) WEFT_TRY(run_once(c, o, l.send, l.recv, a.count));
     return wrong;
   };
   // One timed block of `calls` calls after a barrier (and `rewarm`: one untimed call first);
   // this rank's mean time per call in us.
-  auto timed_block = [&](weft::Communicator& c, size_t count, int place, int calls, bool rewarm) -> weft::Result<double> {
-    const CollectiveArgs a = call_args(count, place);
-    Layout l = layout(a, rank, send_base, recv_base);
+  auto timed_block = [&](weft::Communicator& c, const Layout& l, size_t count, int calls, bool rewarm) -> weft::Result<double> {
     if (rewarm) WEFT_TRY(run_once(c, o, l.send, l.recv, count));
     WEFT_TRY(c.barrier().wait());
     const auto t0 = std::chrono::steady_clock::now();
@@ -330,17 +326,19 @@ int main(int argc, char** argv) {
   // blocks in turn (one block, as nccl-tests times, by default).
   auto measure_all = [&](size_t count, int place, std::vector<std::array<Measured, 2>>* got) -> weft::Status {
     const size_t p = static_cast<size_t>(place);
+    const CollectiveArgs a = call_args(count, place);
+    const Layout l = layout(a, rank, send_base, recv_base);
     std::vector<std::vector<double>> pass_us(variants.size());
     for (int pass = 0; pass < o.passes; ++pass) {
       const int calls = o.iters / o.passes + (pass < o.iters % o.passes ? 1 : 0);
       for (size_t v = 0; v < variants.size(); ++v) {
         weft::Communicator& c = *variants[v].comm;
         if (pass == 0) {
-          weft::Result<uint64_t> wrong = prepare(c, count, place);
+          weft::Result<uint64_t> wrong = prepare(c, a, l);
           WEFT_TRY(wrong);
           (*got)[v][p].wrong = *wrong;
         }
-        weft::Result<double> us = timed_block(c, count, place, calls, pass > 0);
+        weft::Result<double> us = timed_block(c, l, count, calls, pass > 0);
         WEFT_TRY(us);
         pass_us[v].push_back(*us);
       }
@@ -357,22 +355,21 @@ int main(int argc, char** argv) {
   double bus_sum = 0;
   int bus_points = 0;
   const std::vector<size_t> sizes = weft::bench::sweep_sizes(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
-  // Before the sweep (bench/sweep.h): untimed calls of every variant at the largest size, then
-  // at the smallest, the variants taking turns ten calls at a time.
-  auto untimed = [&](size_t bytes, int calls) -> weft::Status {
-    const size_t count = bytes / elem / blocks;
+  // Before the sweep (bench/sweep.h): untimed calls of every variant in turn, kSettleTurn at a time.
+  constexpr int kSettleTurn = 10;
+  auto untimed = [&](const weft::bench::UntimedCalls& u) -> weft::Status {
+    const size_t count = u.bytes / elem / blocks;
     const Layout l = layout(call_args(count, 0), rank, send_base, recv_base);
-    for (int done = 0; done < calls; done += 10)
+    for (int done = 0; done < u.calls; done += kSettleTurn)
       for (const Variant& v : variants)
-        for (int c = done; c < std::min(calls, done + 10); ++c) WEFT_TRY(run_once(*v.comm, o, l.send, l.recv, count));
+        for (int c = done; c < std::min(u.calls, done + kSettleTurn); ++c) WEFT_TRY(run_once(*v.comm, o, l.send, l.recv, count));
     return weft::Status();
   };
-  weft::Status settled = untimed(sizes.back(), o.warmup);
-  if (settled.ok()) settled = untimed(sizes.front(), weft::bench::settle_calls(o.warmup));
-  if (!settled.ok()) {
-    std::fprintf(stderr, "weft-bench: %s\n", settled.to_string().c_str());
-    return 1;
-  }
+  for (const weft::bench::UntimedCalls& u : weft::bench::untimed_before_sweep(sizes, o.warmup))
+    if (weft::Status st = untimed(u); !st.ok()) {
+      std::fprintf(stderr, "weft-bench: %s\n", st.to_string().c_str());
+      return 1;
+    }
   weft::bench::RowPrinter printer(o.format, stdout);
   weft::bench::Progress progress(rank == 0 && (o.progress < 0 ? isatty(2) != 0 : o.progress != 0), sizes.size());
   for (size_t k = 0; k < sizes.size(); ++k) {

@@ -2,7 +2,8 @@
 # weft-tune end to end on a tiny sweep: the table, the --check report (the tuner's pick against
 # the best measured algorithm), the CSV of every row and the per-algorithm plot; the check with the
 # table loaded (--check-with); then with forced slices (--slices), whose winner's slice the table
-# names; --passes above -i is refused; and bench/variant-ratios, which counts from such CSVs, on rows with a known answer.
+# names; --passes above -i is refused; and bench/variant-ratios, which counts from such CSVs, on
+# rows with a known answer.
 #   sh weft_tune_test.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=$1
