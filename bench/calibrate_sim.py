@@ -181,6 +181,9 @@ def main():
             within = sum(e <= 0.25 for e in errs)
             summary.append(f"{transport} N={n} {a}: >= 64 KiB, {within} of {len(errs)} sizes within 25%, "
                            f"median |error| {100 * statistics.median(errs):.0f}%, worst {100 * max(errs):.0f}%")
+        spread = sorted(r[6] / r[5] for r in rows if r[2] >= TARGET_BYTES)
+        summary.append(f"{transport} runs' spread at >= 64 KiB (slowest run / fastest, per point): median "
+                       f"{statistics.median(spread):.2f}, worst {spread[-1]:.2f}")
         for n, a, b, m, pr, lo, hi in rows:
             err = pr / m - 1
             mark = "" if b < TARGET_BYTES or abs(err) <= 0.25 else " **"

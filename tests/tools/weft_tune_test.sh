@@ -3,7 +3,7 @@
 # the best measured algorithm), the CSV of every row and the per-algorithm plot; the check with the
 # table loaded (--check-with); then with forced slices (--slices), whose winner's slice the table
 # names; --passes above -i is refused; and bench/variant-ratios, which counts from such CSVs, on
-# rows with a known answer.
+# rows with a known answer; bench/sim-error on rows made from weft-sim's predictions.
 #   sh weft_tune_test.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=$1
@@ -73,4 +73,17 @@ grep -qx 'all files: ring: 1 of 2 within 10%, worst 0.80' "$TMP/ratios.out" &&
   grep -qx 'all files: tree: 2 of 2 within 10%, worst 0.95' "$TMP/ratios.out" ||
   fail "variant-ratios: $(cat "$TMP/ratios.out")"
 grep -q tuner "$TMP/ratios.out" && fail "variant-ratios counted the tuner's rows: $(cat "$TMP/ratios.out")"
+# bench/sim-error (docs/SIMULATOR.md quotes it) on rows made from weft-sim's own predictions: the
+# ring measured as predicted at 64 KiB (+0%) and in half the time at 128 KiB (+100%); the tuner's
+# and in-place rows are left out.
+"$BUILD/tools/weft-sim" --cluster shm:2 --algo ring -b 64K -e 128K -f 2 --csv >"$TMP/sim.csv" ||
+  fail "weft-sim exited $?"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; print "bytes,time_us,variant,in_place"; next }
+         { us = $col["seconds"] * 1e6; if ($col["bytes"] == 131072) us /= 2
+           print $col["bytes"] "," us ",ring,0"; print $col["bytes"] ",1,tuner,0"; print $col["bytes"] ",1,ring,1" }' \
+  "$TMP/sim.csv" >"$TMP/err.csv"
+python3 "$SRC/bench/sim-error" --build "$BUILD" --cluster shm:2 "$TMP/err.csv" >"$TMP/err.out" 2>&1 ||
+  fail "sim-error exited $?: $(cat "$TMP/err.out")"
+grep -qx '  ring: 1 of 2 sizes within 25%: 64K +0% 128K +100%' "$TMP/err.out" &&
+  [ "$(grep -c '^  ' "$TMP/err.out")" -eq 1 ] || fail "sim-error: $(cat "$TMP/err.out")"
 echo PASS
