@@ -41,13 +41,20 @@ Program barrier_dissemination(const CollectiveArgs& a, int rank);
 
 // --- AllReduce family (tree, recursive doubling, Rabenseifner, hierarchical, torus) ---
 //   allreduce_tree                double binary tree: two complementary pipelined trees, half each
+//   allreduce_oneshot             every rank sends its vector to every other, one round (small, few ranks)
 //   allreduce_recursive_doubling  log2(n) whole-vector exchanges (small messages)
 //   allreduce_rabenseifner        recursive-halving reduce-scatter + recursive-doubling allgather
 //   allreduce_hierarchical        reduce-scatter in each node, allreduce across nodes, allgather
 //   allreduce_torus               dimension by dimension over a 2D/3D torus, in rotated orders
 // Each file's opening comment states the steps and the alpha-beta cost.
 Program allreduce_tree(const CollectiveArgs& a, int rank);
+Program allreduce_oneshot(const CollectiveArgs& a, int rank);
 Program allreduce_recursive_doubling(const CollectiveArgs& a, int rank);
+// allreduce_oneshot's limits: it moves (n-1) vectors per rank, so it is offered only for few
+// ranks and small vectors (and the mailbox of src/mailbox.h is sized by these).
+inline constexpr int kOneShotMaxRanks = 16;
+inline constexpr size_t kOneShotMaxBytes = size_t{4} << 10;
+bool applies_oneshot(const CollectiveArgs& a, const Layout& l);
 Program allreduce_rabenseifner(const CollectiveArgs& a, int rank);
 
 // The links of `rank` in tree `tree` (0 or 1) of allreduce_tree's double binary tree over

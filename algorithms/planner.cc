@@ -8,7 +8,7 @@ namespace {
 constexpr std::array<std::string_view, kAlgorithmCount> kNames = {
     "ring",     "tree",     "recursive_doubling", "recursive_halving", "rabenseifner",
     "hierarchical", "torus", "bruck",             "pairwise",          "binomial",
-    "scatter_allgather", "linear", "dissemination", "group"};
+    "scatter_allgather", "linear", "dissemination", "oneshot", "group"};
 
 // Adapts a generator that needs no layout to the table's signature.
 template <Program (*F)(const CollectiveArgs&, int)>
@@ -28,7 +28,9 @@ constexpr AlgorithmEntry kTable[] = {
     {Collective::kGather, Algorithm::kLinear, flat<gather_linear>, nullptr},
     {Collective::kScatter, Algorithm::kLinear, flat<scatter_linear>, nullptr},
     {Collective::kBarrier, Algorithm::kDissemination, flat<barrier_dissemination>, nullptr},
-    // AllReduce family.
+    // AllReduce family. oneshot before recursive doubling: at two ranks they move the same
+    // messages, and the tie goes to the one that runs on the mailbox (src/mailbox.h).
+    {Collective::kAllReduce, Algorithm::kOneShot, flat<allreduce_oneshot>, applies_oneshot},
     {Collective::kAllReduce, Algorithm::kTree, flat<allreduce_tree>, nullptr},
     {Collective::kAllReduce, Algorithm::kRecursiveDoubling, flat<allreduce_recursive_doubling>, nullptr},
     {Collective::kAllReduce, Algorithm::kRabenseifner, flat<allreduce_rabenseifner>, nullptr},

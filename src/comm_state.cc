@@ -23,6 +23,9 @@ constexpr auto kWorkerNap = std::chrono::milliseconds(2);
 constexpr auto kWorkerDeepSleepAfter = std::chrono::milliseconds(100);
 constexpr auto kWaitSpin = std::chrono::microseconds(500);  // waiters yield this long before sleeping
 constexpr int kEagerConnectRanks = 64;  // communicators up to this size connect all pairs at init
+// How long a call that run_now() started on the mailbox may wait there for its peers before the
+// queue takes it over (and the caller returns with a Request).
+constexpr int64_t kRunNowPatienceUs = 50;
 
 uint64_t hash_bytes(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
@@ -247,6 +250,14 @@ Status CommState::init(const UniqueId& id) {
   if (nranks_ <= kEagerConnectRanks) {
     for (int peer = 0; peer < nranks_; ++peer) WEFT_TRY(connection(peer, 0, deadline));
   }
+  // The mailbox serves the ranks of one node (its waits watch the peers through their shm
+  // connections, joined above).
+  if (layout_.node_count() == 1 && nranks_ >= 2 && nranks_ <= Mailbox::kMaxRanks && config_.transport != "tcp") {
+    auto mailbox = Mailbox::create(rank_, nranks_, ctx.comm_tag, *bootstrap_, deadline);
+    WEFT_TRY(mailbox);
+    mailbox_ = std::move(*mailbox);
+    if (!mailbox_) log_.warn("no shared mailbox (a rank could not make or map it): oneshot allreduce runs over the connections");
+  }
   log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + ", transport " + config_.transport);
   return Status();
 }
@@ -371,6 +382,7 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       if (op->stream_ordered) wake_now_ = wake = true;  // nobody will wait on the host
     }
     queue_.push_back(op);
+    queued_.store(queue_.size(), std::memory_order_relaxed);
     ++submits_;
     if (op->bytes >= kWakeWorkerBytes) wake = wake_now_ = true;
     if (worker_deep_sleep_.load(std::memory_order_acquire)) wake = true;
@@ -385,6 +397,7 @@ bool CommState::run_next() {
     if (queue_.empty()) return false;
     op = std::move(queue_.front());
     queue_.pop_front();
+    queued_.store(queue_.size(), std::memory_order_relaxed);
   }
   Status s = execute(*op);
   if (op->device) {
@@ -490,26 +503,56 @@ const algorithms::Plan& CommState::plan_for(const algorithms::CollectiveArgs& a,
   return it->second;
 }
 
-Status CommState::execute(Operation& op) {
-  // Built only on the error paths: a string per call is measurable on small messages.
-  auto who = [this] { return "rank " + std::to_string(rank_) + ": "; };
+Status CommState::usable() {
   if (aborted()) {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    return remote_error(who() + "communicator was aborted (" + abort_reason_ + ")");
+    return remote_error("rank " + std::to_string(rank_) + ": communicator was aborted (" + abort_reason_ + ")");
   }
   if (!broken_.ok())
-    return Status(broken_.code(), who() + "communicator is unusable after an earlier error: " + broken_.message());
+    return Status(broken_.code(), "rank " + std::to_string(rank_) +
+                                      ": communicator is unusable after an earlier error: " + broken_.message());
+  return Status();
+}
 
-  const algorithms::CollectiveArgs& a = op.args;
-  RunSpec spec;
+void CommState::init_spec(RunSpec& spec, const algorithms::CollectiveArgs& a) const {
   spec.args = a;
   spec.abort = &aborted_;
   spec.deadline = Deadline::after(config_.timeout);
   spec.oversubscribed = oversubscribed_;
+}
+
+Status CommState::set_program(RunSpec& spec, const algorithms::Plan& plan, bool device) {
+  spec.program = &plan.program;
+  spec.index = &plan.index;
+  spec.algorithm = plan.algorithm;
+  if (!device && plan.program.tmp_count > 0) {
+    auto tmp = scratch_.get(plan.program.tmp_count * dtype_size(plan.program.dtype));
+    WEFT_TRY(tmp);
+    spec.bindings.tmp = *tmp;
+  }
+  if (log_.enabled(LogLevel::kTrace))
+    log_.trace(algorithms::describe(spec.args) + " with " + std::string(algorithms::algorithm_name(plan.algorithm)) +
+               ":\n" + plan.program.to_string());
+  return Status();
+}
+
+Status CommState::execute(Operation& op) {
+  const algorithms::CollectiveArgs& a = op.args;
+  const bool group = a.coll == algorithms::Collective::kSendRecv;
+  if (op.mailbox_open) {
+    // run_now() started it; its seq was taken then.
+    RunSpec spec;
+    Status s = host_spec(spec, a, op.send, op.recv, op.mailbox_seq, plan_for(a, false));
+    return outcome(s.ok() ? mailbox_->finish(spec, *this, -1) : s);
+  }
+  if (!group && !op.device) return run_host_collective(a, op.send, op.recv);
+  WEFT_TRY(usable());
+  RunSpec spec;
+  init_spec(spec, a);
   // Groups only: a Plan on the stack costs every call its zeroing and destruction.
   std::unique_ptr<algorithms::Plan> group_plan;
   const algorithms::Plan* plan = nullptr;
-  if (a.coll == algorithms::Collective::kSendRecv) {
+  if (group) {
     group_plan = std::make_unique<algorithms::Plan>();
     group_plan->algorithm = algorithms::Algorithm::kGroup;
     group_plan->program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
@@ -524,20 +567,74 @@ Status CommState::execute(Operation& op) {
     spec.bindings.in = const_cast<void*>(op.send);
     spec.bindings.out = op.recv;
   }
-  spec.program = &plan->program;
-  spec.index = &plan->index;
-  spec.algorithm = plan->algorithm;
-  if (!op.device && plan->program.tmp_count > 0) {
-    auto tmp = scratch_.get(plan->program.tmp_count * dtype_size(plan->program.dtype));
-    WEFT_TRY(tmp);
-    spec.bindings.tmp = *tmp;
+  WEFT_TRY(set_program(spec, *plan, op.device));
+  return outcome(op.device ? execute_device(op, spec) : executor_.run(spec));
+}
+
+Status CommState::host_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv,
+                            uint64_t seq, const algorithms::Plan& plan) {
+  init_spec(spec, a);
+  spec.args.slice_count = plan.slice_count;
+  spec.seq = seq;
+  spec.bindings.in = const_cast<void*>(send);
+  spec.bindings.out = recv;
+  return set_program(spec, plan, false);
+}
+
+Status CommState::run_host_collective(const algorithms::CollectiveArgs& a, const void* send, void* recv) {
+  WEFT_TRY(usable());
+  RunSpec spec;
+  WEFT_TRY(host_spec(spec, a, send, recv, coll_seq_++, plan_for(a, false)));
+  const bool mailbox = mailbox_ && spec.algorithm == algorithms::Algorithm::kOneShot;
+  return outcome(mailbox ? mailbox_->run(spec, *this) : executor_.run(spec));
+}
+
+bool CommState::run_now(const std::shared_ptr<Operation>& op) {
+  const algorithms::CollectiveArgs& a = op->args;
+  if (!mailbox_ || a.coll == algorithms::Collective::kSendRecv ||
+      (cuda::available() && (cuda::is_device_pointer(op->send) || cuda::is_device_pointer(op->recv))))
+    return false;
+  // Only when nothing is queued or running: calls complete in the order they were made.
+  std::unique_lock<std::mutex> exec(exec_mu_, std::try_to_lock);
+  if (!exec.owns_lock()) return false;
+  // Ops are queued by this thread only and taken off by holders of exec_mu_ (us, now).
+  if (queued_.load(std::memory_order_relaxed) != 0) return false;
+  const algorithms::Plan& plan = plan_for(a, false);
+  if (plan.algorithm != algorithms::Algorithm::kOneShot) return false;
+  op->state = this;
+  op->submitted = true;
+  Status s = usable();
+  if (!s.ok()) {
+    op->finish_unshared(std::move(s));
+    return true;
   }
-  if (log_.enabled(LogLevel::kTrace))
-    log_.trace(algorithms::describe(a) + " with " + std::string(algorithms::algorithm_name(plan->algorithm)) +
-               ":\n" + plan->program.to_string());
-  Status s = op.device ? execute_device(op, spec) : executor_.run(spec);
+  RunSpec spec;
+  s = host_spec(spec, a, op->send, op->recv, coll_seq_++, plan);
+  if (s.ok()) s = mailbox_->start(spec);
+  // A short wait here (none when ranks share cores: the peer needs ours); then the queue
+  // finishes the call, so that the caller is free to make its next one.
+  if (s.ok()) s = mailbox_->finish(spec, *this, oversubscribed_ ? 0 : kRunNowPatienceUs);
+  if (s.code() != StatusCode::kInProgress) {
+    op->finish_unshared(outcome(std::move(s)));
+    return true;
+  }
+  op->mailbox_open = true;
+  op->mailbox_seq = spec.seq;
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    queue_.push_back(op);
+    queued_.store(queue_.size(), std::memory_order_relaxed);
+    ++submits_;
+    wake = worker_deep_sleep_.load(std::memory_order_acquire);
+  }
+  if (wake) queue_cv_.notify_one();
+  return true;
+}
+
+Status CommState::outcome(Status s) {
   if (s.ok()) return s;
-  s = Status(s.code(), who() + s.message());
+  s = Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message());
   broken_ = s;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
@@ -569,6 +666,7 @@ void CommState::abort(const std::string& reason) {
     abort_reason_ = reason;
     aborted_.store(true, std::memory_order_release);
     pending.swap(queue_);
+    queued_.store(0, std::memory_order_relaxed);
   }
   if (bootstrap_) bootstrap_->abort();
   if (kernel_executor_) kernel_executor_->abort();

@@ -33,6 +33,7 @@
 #include "src/device_executor.h"
 #include "src/executor.h"
 #include "src/log.h"
+#include "src/mailbox.h"
 #include "src/net/bootstrap.h"
 #include "src/operation.h"
 #include "src/scratch.h"
@@ -71,6 +72,12 @@ class CommState : public ConnectionSource {
   void submit(const std::shared_ptr<Operation>& op);
   // Runs queued operations on this thread (when no other thread is) until `op` is done.
   Status wait(Operation& op);
+  // The small-call path, instead of submit(): a host collective (already validated) whose plan
+  // runs on the mailbox starts now, on this thread, when nothing is queued or running, and
+  // finishes here if its peers' messages come within a short wait (then `op` is done); else the
+  // queue finishes it, as any submitted op. Returns false, having done nothing, when the op is
+  // not for this path: submit it.
+  bool run_now(const std::shared_ptr<Operation>& op);
 
   // A fresh Operation for the next call: the one the last call used when nothing refers to it
   // any more (its Requests are gone and the queue let go of it), else a new one. The calling
@@ -96,6 +103,21 @@ class CommState : public ConnectionSource {
   // REQUIRES: exec_mu_ held. Runs the oldest queued operation, if any.
   bool run_next();
   Status execute(Operation& op);
+  // REQUIRES: exec_mu_ held. A collective on host memory: the mailbox runs it when its plan is
+  // oneshot and there is one, else the executor.
+  Status run_host_collective(const algorithms::CollectiveArgs& a, const void* send, void* recv);
+  // The RunSpec of a host collective with sequence number `seq` (its plan's program and TMP).
+  Status host_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv, uint64_t seq,
+                   const algorithms::Plan& plan);
+  // The error to report when the communicator was aborted or broken by an earlier failure.
+  Status usable();
+  // What every run of `a` shares: the call, the abort flag, the deadline, the waiting style.
+  void init_spec(RunSpec& spec, const algorithms::CollectiveArgs& a) const;
+  // Points spec at plan's program (and TMP from the scratch pool, on host memory).
+  Status set_program(RunSpec& spec, const algorithms::Plan& plan, bool device);
+  // A run's outcome: a failure (not an argument error: those are found before) breaks the
+  // communicator (see the file comment) and is returned with this rank's name.
+  Status outcome(Status s);
   void fail_connections(const std::string& reason);
   // Device operations: which kind of memory the op's buffers are (all one kind, or an error).
   Status classify(Operation& op);
@@ -133,6 +155,8 @@ class CommState : public ConnectionSource {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<transport::Transport> self_, shm_, tcp_;
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;
+  // One node, 2..Mailbox::kMaxRanks ranks, shm allowed: runs allreduce_oneshot on host memory.
+  std::unique_ptr<Mailbox> mailbox_;
 
   // Execution state (exec_mu_).
   std::mutex exec_mu_;
@@ -155,6 +179,7 @@ class CommState : public ConnectionSource {
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
   std::deque<std::shared_ptr<Operation>> queue_;
+  std::atomic<size_t> queued_{0};  // queue_.size(), for run_now() (which holds exec_mu_, not queue_mu_)
   bool stop_ = false;
   bool wake_now_ = false;
   uint64_t submits_ = 0;  // ops submitted so far (under queue_mu_): the worker's idle clock

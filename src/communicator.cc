@@ -123,8 +123,8 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   op->stream = call_stream().stream;
   op->stream_ordered = call_stream().set;
   op->bytes = std::max(algorithms::in_count(a, st.rank()), algorithms::out_count(a, st.rank())) * dtype_size(a.dtype);
-  st.submit(op);
-  return Request(op);
+  if (!st.run_now(op)) st.submit(op);
+  return Request(std::move(op));
 }
 
 CollectiveArgs args_of(Collective coll, size_t count, DataType type, RedOp op = RedOp::kSum, int root = 0) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "src/backoff.h"
+#include "src/host_steps.h"
 #include "src/kernels/copy.h"
 #include "src/kernels/reduce.h"
 
@@ -18,33 +19,7 @@ using algorithms::Region;
 using algorithms::Step;
 using algorithms::StepKind;
 
-namespace {
-
-
-std::string describe_header(const CollHeader& h, int nranks) {
-  algorithms::CollectiveArgs a;
-  a.coll = static_cast<Collective>(h.coll);
-  a.count = h.count;
-  a.dtype = static_cast<DataType>(h.dtype);
-  a.op = static_cast<RedOp>(h.op);
-  a.root = h.root;
-  a.nranks = nranks;
-  return algorithms::describe(a);
-}
-
-}  // namespace
-
-char* Executor::address(const Region& r) const {
-  const Bindings& b = spec_->bindings;
-  char* base = nullptr;
-  switch (r.buffer.kind) {
-    case BufferKind::kIn: base = static_cast<char*>(b.in); break;
-    case BufferKind::kOut: base = static_cast<char*>(b.out); break;
-    case BufferKind::kTmp: base = static_cast<char*>(b.tmp); break;
-    case BufferKind::kUser: base = static_cast<char*>(b.user[r.buffer.index]); break;
-  }
-  return base + r.offset * elem_;
-}
+char* Executor::address(const Region& r) const { return region_address(spec_->bindings, r, elem_); }
 
 Status Executor::prepare(const RunSpec& spec) {
   const algorithms::Program& p = *spec.program;
@@ -173,23 +148,10 @@ Status Executor::take_inline(const Queue& q, uint32_t i) {
 }
 
 CollHeader Executor::make_header(const Queue& q, uint32_t step) const {
-  const algorithms::CollectiveArgs& a = spec_->args;
-  CollHeader h;
-  h.coll = static_cast<uint8_t>(a.coll);
-  h.dtype = static_cast<uint8_t>(a.dtype);
-  h.op = static_cast<uint8_t>(a.op);
-  h.algorithm = static_cast<uint8_t>(spec_->algorithm);
-  h.root = a.root;
-  h.sender = spec_->program->rank;
-  h.slice_count = a.slice_count;
-  if (a.coll == Collective::kSendRecv) {
-    const Step& s = spec_->program->steps[step];
-    h.count = s.src.count * elem_;
-    h.seq = (*spec_->peer_seq)[static_cast<size_t>(q.peer)];
-  } else {
-    h.count = a.count;
-    h.seq = spec_->seq;
-  }
+  if (spec_->args.coll != Collective::kSendRecv) return collective_header(*spec_);
+  CollHeader h = collective_header(*spec_);
+  h.count = spec_->program->steps[step].src.count * elem_;
+  h.seq = (*spec_->peer_seq)[static_cast<size_t>(q.peer)];
   return h;
 }
 
@@ -216,24 +178,7 @@ Status Executor::check_header(const Queue& q, uint32_t step) const {
                            " (message " + std::to_string(got.seq) + " between them)");
     return Status();
   }
-  const CollHeader mine = make_header(q, step);
-  if (got.coll != mine.coll || got.count != mine.count || got.dtype != mine.dtype ||
-      (algorithms::has_op(a.coll) && got.op != mine.op) ||
-      (algorithms::has_root(a.coll) && got.root != mine.root)) {
-    return invalid_usage(them() + " called " + describe_header(got, nranks) + " but " + us() + " called " +
-                         describe_header(mine, nranks) + " (collective #" + std::to_string(mine.seq) + ")");
-  }
-  if (got.seq != mine.seq)
-    return invalid_usage(them() + " is at collective #" + std::to_string(got.seq) + " but " + us() +
-                         " is at #" + std::to_string(mine.seq) + ": a rank skipped or added a call");
-  if (got.algorithm != mine.algorithm || got.slice_count != mine.slice_count)
-    return invalid_usage(them() + " runs " + describe_header(got, nranks) + " with algorithm " +
-                         std::string(algorithms::algorithm_name(static_cast<algorithms::Algorithm>(got.algorithm))) +
-                         " and slices of " + std::to_string(got.slice_count) + " elements but " + us() +
-                         " uses " + std::string(algorithms::algorithm_name(spec_->algorithm)) + " and " +
-                         std::to_string(mine.slice_count) +
-                         ": set WEFT_ALGO and WEFT_SLICE_BYTES the same on every rank");
-  return Status();
+  return check_collective_header(got, *spec_, q.peer);
 }
 
 void Executor::complete(uint32_t step) {
@@ -263,30 +208,8 @@ Status Executor::do_local(uint32_t i) {
     }
     return Status();
   }
-  switch (s.kind) {
-    case StepKind::kCopy: {
-      char* dst = address(s.dst);
-      const char* src = address(s.src);
-      const size_t bytes = s.dst.count * elem_;
-      if (dst + bytes <= src || src + bytes <= dst) {
-        kernels::copy(dst, src, bytes);
-      } else if (dst != src) {
-        std::memmove(dst, src, bytes);
-      }
-      break;
-    }
-    case StepKind::kReduce: {
-      char* dst = address(s.dst);
-      kernels::reduce(dst, dst, address(s.src), s.dst.count, p.dtype, p.op);
-      break;
-    }
-    case StepKind::kDivide: {
-      char* dst = address(s.dst);
-      kernels::divide_by(dst, dst, s.dst.count, p.dtype, p.nranks);
-      break;
-    }
-    default: return internal_error("run_local on a communication step");
-  }
+  if (algorithms::is_comm(s.kind)) return internal_error("run_local on a communication step");
+  run_host_local(p, s, spec_->bindings);
   return Status();
 }
 

@@ -39,6 +39,11 @@ struct Operation {
   cuda::Event start = nullptr;
   uint32_t ticket = 0;
 
+  // A call the mailbox started on the caller's thread (CommState::run_now) and left open: its
+  // sequence number; the queue finishes it.
+  bool mailbox_open = false;
+  uint64_t mailbox_seq = 0;
+
   CommState* state = nullptr;  // the communicator that runs it; null once complete
   bool submitted = false;      // false while its group is still open
 
@@ -63,6 +68,8 @@ struct Operation {
     stream = nullptr;
     start = nullptr;
     ticket = 0;
+    mailbox_open = false;
+    mailbox_seq = 0;
     state = nullptr;
     submitted = false;
     status = Status();
@@ -82,6 +89,13 @@ struct Operation {
     if (sleepers.load(std::memory_order_seq_cst) == 0) return;
     { std::lock_guard<std::mutex> lock(mu); }
     cv.notify_all();
+  }
+
+  // finish() for an op no other thread has seen yet (no Request, not queued): nobody can be
+  // asleep on it, so no fence and no lock.
+  void finish_unshared(Status s) {
+    status = std::move(s);
+    done.store(true, std::memory_order_release);
   }
 
   // Sleeps until done or `limit` passes, whichever is first.

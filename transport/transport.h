@@ -75,6 +75,14 @@ class Connection {
   // Best-effort notice to the peer that this rank aborts; the peer's progress() then fails with
   // a message containing `reason`. Later calls on this connection fail.
   virtual void abort(std::string_view reason) = 0;
+  // For a caller that waits on the peer outside this connection (src/mailbox.h): kRemoteError
+  // once the peer closed, aborted or died, as progress() would report it. Costs a system call at
+  // most; call it every millisecond or so of waiting, not every poll.
+  virtual Status check_peer() { return progress(); }
+  // With no receive posted: whether the peer has sent a message here that no receive claimed
+  // yet (a caller outside the connection, src/mailbox.h, learns so that the peer runs another
+  // call). Transports that cannot tell cheaply say false.
+  virtual bool has_unclaimed_message() const { return false; }
   // "shm to rank 3 channel 0": for error messages and logs.
   virtual std::string describe() const = 0;
   // For waiting in the kernel instead of spinning: appends the file descriptors (with poll

@@ -588,6 +588,21 @@ Status ShmConnection::progress() {
   return Status();
 }
 
+Status ShmConnection::check_peer() {
+  WEFT_TRY(progress());
+  if (peer_info_->closed.load(std::memory_order_acquire) != 0)
+    return fail(remote_error(peer_name() + " closed the connection"));
+  Status s = check_process();
+  return s.ok() ? s : fail(std::move(s));
+}
+
+bool ShmConnection::has_unclaimed_message() const {
+  if (!recvs_.empty()) return false;
+  const SlotRecord& next = rx_slots_[slots_received_ & (kSlots - 1)];
+  return next.flag.load(std::memory_order_acquire) == slots_received_ + 1 ||
+         rx_->head.load(std::memory_order_acquire) != rx_tail_;
+}
+
 void ShmConnection::abort(std::string_view reason) {
   if (abort_started_.exchange(true)) return;
   if (self_info_ != nullptr) {

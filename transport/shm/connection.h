@@ -92,6 +92,8 @@ class ShmConnection final : public Connection {
 
   Result<uint64_t> post_send(const void* src, size_t bytes) override;
   Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override;
+  Status check_peer() override;
+  bool has_unclaimed_message() const override;
   Status progress() override;
   uint64_t sends_done() const override { return sends_done_; }
   uint64_t recvs_done() const override { return recvs_done_; }

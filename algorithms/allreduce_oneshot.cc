@@ -1,0 +1,58 @@
+// allreduce_oneshot: the one-round allreduce for small messages on one node. Every rank sends
+// its whole IN to every other rank and receives theirs, all at once; then each rank combines the
+// n contributions locally, in rank order:
+//   ACC = ((c0 (op) c1) (op) c2) ... (op) c(n-1)
+// The reduce kernels are exactly commutative (src/kernels/reduce.h), so c0 (op) c1 and
+// c1 (op) c0 are the same bits, and every rank ends with bitwise the same result, whatever the op.
+//   rank 0 or 1: ACC = its IN (op) the other's vector, reduced as it arrives (RECV_REDUCE);
+//   rank >= 2: ACC receives c0 (RECV), then takes c1 .. c(n-1) in order, its own from IN;
+//   the other vectors land in TMP (peer q's at slot (q - r - 1) mod n) and are reduced into ACC
+//   in rank order once all have arrived.
+// ACC is OUT; in place (OUT is IN, which the sends read) it is a TMP region copied to OUT at the
+// end. avg: OUT is divided by n at the end.
+// Cost: one latency, (n-1) * bytes sent and received per rank, and (n-1) reductions of the
+// vector per rank. At two ranks it is recursive doubling's one exchange; above, it trades
+// log2(n) latencies for (n-1)-fold traffic, which pays only where latency dominates: small
+// vectors, few ranks. On a single node of shared memory its messages go through the
+// communicator's mailbox (src/mailbox.h): a few cache lines per peer, no FIFO and no header.
+// Applies to at most kOneShotMaxRanks ranks and kOneShotMaxBytes per rank (applies_oneshot).
+// Messages are never sliced and no message waits for another step, so the program is one round
+// (ProgramIndex::one_round).
+#include "algorithms/algorithms.h"
+#include "algorithms/planner.h"
+
+namespace weft::algorithms {
+
+bool applies_oneshot(const CollectiveArgs& a, const Layout&) {
+  return a.nranks <= kOneShotMaxRanks && a.count * dtype_size(a.dtype) <= kOneShotMaxBytes;
+}
+
+Program allreduce_oneshot(const CollectiveArgs& a, int r) {
+  const int n = a.nranks;
+  const size_t count = a.count;
+  ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
+  const Region in{kIn, 0, count}, out{kOut, 0, count};
+  if (allreduce_trivial(b, a)) return b.finish();
+  const size_t slots = static_cast<size_t>(n - 1) * count;
+  const Region acc = a.in_place ? Region{kTmp, slots, count} : out;
+  b.need_tmp(slots + (a.in_place ? count : 0));
+  const auto slot = [&](int q) { return Region{kTmp, static_cast<size_t>((q - r - 1 + n) % n) * count, count}; };
+  // All sends ahead of all receives: an executor that takes steps in program order (a
+  // receive blocking until its message is there) still cannot deadlock.
+  for (int k = 1; k < n; ++k) b.send((r + k) % n, in);
+  int next = 2;  // the first contribution not yet in ACC
+  if (r <= 1) {
+    b.recv_reduce(1 - r, in, acc);
+  } else {
+    b.recv(0, acc);
+    next = 1;
+  }
+  for (int q = next; q < n; ++q)
+    if (q != r) b.recv(q, slot(q));
+  for (int q = next; q < n; ++q) b.reduce(q == r ? in : slot(q), acc);
+  if (a.in_place) b.copy(acc, out);
+  if (a.op == RedOp::kAvg) b.divide(out);
+  return b.finish();
+}
+
+}  // namespace weft::algorithms

@@ -1,0 +1,166 @@
+#include "src/mailbox.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "src/backoff.h"
+#include "src/host_steps.h"
+#include "src/kernels/reduce.h"
+
+namespace weft {
+
+using algorithms::Step;
+using algorithms::StepKind;
+
+namespace {
+constexpr auto kPeerCheckPeriod = std::chrono::milliseconds(1);
+}  // namespace
+
+Result<std::unique_ptr<Mailbox>> Mailbox::create(int rank, int nranks, uint64_t comm_tag, Bootstrap& bootstrap,
+                                                 Deadline deadline) {
+  if (nranks < 2 || nranks > kMaxRanks)
+    return invalid_argument("mailbox: " + std::to_string(nranks) + " ranks (it serves 2 to " + std::to_string(kMaxRanks) + ")");
+  char name[64];
+  std::snprintf(name, sizeof(name), "/weft-mbox-%016" PRIx64, comm_tag);
+  const size_t bytes = static_cast<size_t>(nranks) * static_cast<size_t>(nranks) * 2 * kSlotBytes;
+  // Two rounds, so that every rank learns whether every other one has the segment mapped: rank
+  // 0 makes it, then the others map it.
+  transport::shm::ShmSegment segment;
+  uint8_t ok = 0;
+  std::vector<uint8_t> all(static_cast<size_t>(nranks));
+  if (rank == 0) {
+    auto made = transport::shm::ShmSegment::create(name, bytes);
+    if (made.ok()) segment = std::move(*made), ok = 1;
+  }
+  WEFT_TRY(bootstrap.allgather(&ok, all.data(), 1, deadline));
+  if (all[0] == 0) return std::unique_ptr<Mailbox>();
+  if (rank != 0) {
+    auto mapped = transport::shm::ShmSegment::open(name, deadline, [] { return Status(); });
+    ok = mapped.ok() && mapped->size() >= bytes;
+    if (mapped.ok()) segment = std::move(*mapped);
+  }
+  WEFT_TRY(bootstrap.allgather(&ok, all.data(), 1, deadline));
+  segment.unlink();
+  for (uint8_t o : all)
+    if (o == 0) return std::unique_ptr<Mailbox>();
+  return std::unique_ptr<Mailbox>(new Mailbox(rank, nranks, std::move(segment)));
+}
+
+Status Mailbox::start(const RunSpec& spec) {
+  if (open_) return internal_error("mailbox: a call started while another is open");
+  const algorithms::Program& p = *spec.program;
+  const size_t elem = dtype_size(p.dtype);
+  const uint64_t call = calls_++;
+  open_ = true;
+  next_ = 0;
+  CollHeader& h = header_;
+  h = collective_header(spec);
+  for (const Step& s : p.steps) {
+    if (s.kind != StepKind::kSend) continue;
+    const size_t bytes = s.src.count * elem;
+    if (bytes > kSlotData)
+      return internal_error("mailbox: a message of " + std::to_string(bytes) + " bytes to rank " + std::to_string(s.peer) +
+                            " (slots hold " + std::to_string(kSlotData) + ")");
+    Slot& out = slot(rank_, s.peer, call);
+    const char* src = region_address(spec.bindings, s.src, elem);
+    const bool inline_data = bytes <= CollHeader::kInlineBytes;
+    h.inline_bytes = inline_data ? static_cast<uint8_t>(bytes) : 0;
+    std::memcpy(inline_data ? reinterpret_cast<char*>(h.inline_data) : data_of(out), src, bytes);
+    std::memcpy(&out.header, &h, sizeof(h));
+    out.ready.store(call + 1, std::memory_order_release);
+  }
+  return Status();
+}
+
+Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us) {
+  if (!open_) return internal_error("mailbox: finish() with no call open");
+  const algorithms::Program& p = *spec.program;
+  const size_t elem = dtype_size(p.dtype);
+  const uint64_t call = calls_ - 1;
+  for (; next_ < p.steps.size(); ++next_) {
+    const Step& s = p.steps[next_];
+    if (s.kind != StepKind::kRecv && s.kind != StepKind::kRecvReduce) continue;
+    Slot& in = slot(s.peer, rank_, call);
+    if (in.ready.load(std::memory_order_acquire) != call + 1) WEFT_TRY(await(spec, in, call + 1, s.peer, peers, patience_us));
+    const CollHeader& got = in.header;
+    const size_t bytes = s.dst.count * elem;
+    const bool inline_data = bytes <= CollHeader::kInlineBytes;
+    if (got.magic != CollHeader::kMagic || got.sender != s.peer || got.inline_bytes != (inline_data ? bytes : 0))
+      return internal_error("rank " + std::to_string(s.peer) + " left a malformed message for rank " + std::to_string(rank_) +
+                            " in the mailbox (stream out of step)");
+    // The common case in a few compares; the full check (and its message) when they differ.
+    if (got.seq != header_.seq || got.count != header_.count || got.coll != header_.coll || got.dtype != header_.dtype ||
+        got.op != header_.op || got.root != header_.root || got.algorithm != header_.algorithm ||
+        got.slice_count != header_.slice_count)
+      WEFT_TRY(check_collective_header(got, spec, s.peer));
+    const char* data = inline_data ? reinterpret_cast<const char*>(got.inline_data) : data_of(in);
+    char* dst = region_address(spec.bindings, s.dst, elem);
+    if (s.kind == StepKind::kRecvReduce)
+      kernels::reduce(dst, region_address(spec.bindings, s.src, elem), data, s.dst.count, p.dtype, p.op);
+    else
+      std::memcpy(dst, data, bytes);
+  }
+  for (const Step& s : p.steps)
+    if (!algorithms::is_comm(s.kind)) run_host_local(p, s, spec.bindings);
+  open_ = false;
+  return Status();
+}
+
+Status Mailbox::other_call(const RunSpec& spec, transport::Connection& conn, int peer) {
+  const auto differ = [&] {
+    return invalid_usage("rank " + std::to_string(rank_) + " called " + algorithms::describe(spec.args) +
+                         " (collective #" + std::to_string(spec.seq) + ") but rank " + std::to_string(peer) +
+                         " sent it a message of another call: the ranks called different collectives");
+  };
+  // The peer's call starts with its header (src/executor.h): it says what the peer called.
+  CollHeader theirs;
+  transport::RecvSink sink;
+  sink.dst = &theirs;
+  auto ticket = conn.post_recv(sink, sizeof(theirs));
+  if (!ticket.ok()) return differ();
+  for (int tries = 0; tries < 1000 && conn.recvs_done() < *ticket; ++tries)
+    if (!conn.progress().ok()) return differ();
+  if (conn.recvs_done() < *ticket || theirs.magic != CollHeader::kMagic || theirs.sender != peer) return differ();
+  Status s = check_collective_header(theirs, spec, peer);
+  return s.ok() ? differ() : s;
+}
+
+Status Mailbox::await(const RunSpec& spec, Slot& s, uint64_t want, int peer, ConnectionSource& peers,
+                      int64_t patience_us) {
+  Backoff backoff(spec.oversubscribed);
+  uint32_t polls = 0;
+  auto next_check = DeadlineClock::now() + kPeerCheckPeriod;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(patience_us);
+  while (s.ready.load(std::memory_order_acquire) != want) {
+    if (patience_us >= 0 && (polls & 15) == 0 && std::chrono::steady_clock::now() >= give_up)
+      return Status(StatusCode::kInProgress, "waiting for rank " + std::to_string(peer));
+    if ((++polls & 63) == 0) {
+      if (spec.abort != nullptr && spec.abort->load(std::memory_order_relaxed))
+        return remote_error("communicator aborted during " + algorithms::describe(spec.args));
+      const auto now = DeadlineClock::now();
+      if (now >= spec.deadline.at())
+        return timeout_error(algorithms::describe(spec.args) + " timed out waiting for rank " + std::to_string(peer) +
+                             "'s message in the mailbox (collective #" + std::to_string(spec.seq) +
+                             "; that rank has not reached this call, or called another)");
+      if (now >= next_check) {
+        next_check = now + kPeerCheckPeriod;
+        auto conn = peers.connection(peer, 0, spec.deadline);
+        WEFT_TRY(conn);
+        // Every message of earlier calls from the peer was received by them; one on the
+        // connection now, sent after its message here would have been, is another call's.
+        const bool elsewhere = (*conn)->has_unclaimed_message();
+        Status alive = (*conn)->check_peer();
+        if (s.ready.load(std::memory_order_acquire) == want) break;
+        if (elsewhere) return other_call(spec, **conn, peer);
+        if (!alive.ok()) return alive;
+      }
+    }
+    backoff.pause();
+  }
+  backoff.reset();
+  return Status();
+}
+
+}  // namespace weft
