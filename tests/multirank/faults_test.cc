@@ -144,6 +144,26 @@ TEST_P(Faults, PeerKilledMidCollective) {
   for (int r : {0, 2, 3}) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
 }
 
+// The same for small calls, which on one node wait in the mailbox (src/mailbox.h) rather than on
+// a connection: a rank killed before its call is named within seconds, far inside the timeout.
+TEST_P(Faults, PeerKilledBeforeSmallCollective) {
+  const Config config = make_config(GetParam(), 30);
+  auto status = run_ranks(3, 3, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    Communicator& c = **comm;
+    std::vector<float> buf(16, 1.0f);
+    for (int i = 0; i < 3; ++i)
+      if (!c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait().ok()) return 21;
+    if (r == 1) raise(SIGKILL);
+    const auto t0 = Clock::now();
+    Status s = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    return expect_error(s, "rank 1", Clock::now() - t0, std::chrono::seconds(5), r);
+  });
+  ASSERT_EQ(status.size(), 3u);
+  EXPECT_EQ(exit_code(status[1]), 128 + SIGKILL);
+  for (int r : {0, 2}) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
 TEST_P(Faults, AbortDuringCollective) {
   const Config config = make_config(GetParam(), 30);
   auto status = run_ranks(3, 3, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
