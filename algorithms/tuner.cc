@@ -40,8 +40,8 @@ Result<topology::Cluster> machine_model(const Layout& l, std::string_view transp
   return topology::Cluster::from_spec(std::move(spec));
 }
 
-Tuner::Tuner(Layout layout, AlgoFilter filter, std::optional<topology::Cluster> model, TuneTable table)
-    : layout_(std::move(layout)), filter_(filter), model_(std::move(model)), table_(std::move(table)) {}
+Tuner::Tuner(Layout layout, AlgoFilter filter, std::optional<topology::Cluster> model, TuneTable table, bool mailbox)
+    : layout_(std::move(layout)), filter_(filter), model_(std::move(model)), table_(std::move(table)), mailbox_(mailbox) {}
 
 namespace {
 
@@ -73,10 +73,11 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
     if (a.slice_count == 0 && t->slice_bytes > 0) slices = {slice_elements(t->slice_bytes, a.dtype)};
   }
   if (!from_table) {
-    // An algorithm that is another one under its name here would only add its twin's prediction.
+    // An algorithm that is another one under its name here would only add its twin's prediction;
+    // oneshot without the mailbox is not weighed (see the constructor).
     std::vector<Algorithm> distinct;
     for (Algorithm c : cands)
-      if (!duplicates_flat(a, layout_, c)) distinct.push_back(c);
+      if (!duplicates_flat(a, layout_, c) && (mailbox_ || c != Algorithm::kOneShot)) distinct.push_back(c);
     if (!distinct.empty()) cands = std::move(distinct);
   }
   TunedCall best{cands.front(), slices.front(), from_table ? "table" : "order"};

@@ -72,7 +72,12 @@ struct TunedCall {
 class Tuner {
  public:
   Tuner() = default;
-  Tuner(Layout layout, AlgoFilter filter, std::optional<topology::Cluster> model, TuneTable table);
+  // mailbox: whether the communicator runs oneshot on its mailbox (src/mailbox.h: one node, shm
+  // allowed). Without it the tuner does not weigh oneshot (unless a table names it, or the
+  // filter allows nothing else): through connections each of its n-1 messages costs the CPU
+  // more than the model counts (over tcp at N=4 it measured 0-25% slower than recursive
+  // doubling, which the model predicted 2x slower; docs/PERFORMANCE.md).
+  Tuner(Layout layout, AlgoFilter filter, std::optional<topology::Cluster> model, TuneTable table, bool mailbox = true);
 
   // REQUIRES: a.coll != kSendRecv; a.nranks == the layout's. a.slice_count == 0: the tuner picks
   // the slice too.
@@ -85,6 +90,7 @@ class Tuner {
   AlgoFilter filter_;
   std::optional<topology::Cluster> model_;
   TuneTable table_;
+  bool mailbox_ = true;
   using Key = std::tuple<int, size_t, int, int, int, size_t>;
   mutable std::mutex mu_;
   mutable std::map<Key, TunedCall> cache_;

@@ -235,7 +235,7 @@ Status CommState::init(const UniqueId& id) {
     }
   }
   tuner_.emplace(layout_, *filter, model.ok() ? std::optional<topology::Cluster>(std::move(*model)) : std::nullopt,
-                 std::move(table));
+                 std::move(table), wants_mailbox());
   // A dump that cannot be written is worth a warning, not a failed communicator (only rank 0
   // writes, and the others would be left waiting).
   if (rank_ == 0 && !config_.topo_dump_file.empty()) {
@@ -252,7 +252,7 @@ Status CommState::init(const UniqueId& id) {
   }
   // The mailbox serves the ranks of one node (its waits watch the peers through their shm
   // connections, joined above).
-  if (layout_.node_count() == 1 && nranks_ >= 2 && nranks_ <= Mailbox::kMaxRanks && config_.transport != "tcp") {
+  if (wants_mailbox()) {
     auto mailbox = Mailbox::create(rank_, nranks_, ctx.comm_tag, *bootstrap_, deadline);
     WEFT_TRY(mailbox);
     mailbox_ = std::move(*mailbox);
@@ -280,6 +280,10 @@ CommState::~CommState() {
     cuda::device_free(done_flag_);
     cuda::stream_destroy(stream_);
   }
+}
+
+bool CommState::wants_mailbox() const {
+  return layout_.node_count() == 1 && nranks_ >= 2 && nranks_ <= Mailbox::kMaxRanks && config_.transport != "tcp";
 }
 
 Result<transport::Transport*> CommState::transport_for(int peer) {

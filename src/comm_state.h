@@ -93,6 +93,11 @@ class CommState : public ConnectionSource {
   // ConnectionSource: the executor's view.
   Result<transport::Connection*> connection(int peer, int channel, Deadline deadline) override;
 
+  // Whether this communicator has a mailbox for oneshot (one node, 2..16 ranks, shm allowed):
+  // the same answer on every rank. (A mailbox that could not be made leaves oneshot to the
+  // connections.)
+  bool wants_mailbox() const;
+
   // The transport that serves `peer` ("self", "shm" or "tcp").
   Result<transport::Transport*> transport_for(int peer);
 

@@ -66,6 +66,19 @@ TEST(Tuner, ModelPrefersOneExchangeForTinyAllReduceAndBandwidthAlgorithmsForLarg
   }
 }
 
+// Without the mailbox (tcp, several nodes) oneshot is not weighed, unless nothing else is allowed.
+TEST(Tuner, OneShotOnlyWithTheMailbox) {
+  const Layout l = Layout::flat(4);
+  const topology::Cluster model = shm_model(l);
+  auto any = AlgoFilter::parse("");
+  auto only = AlgoFilter::parse("allreduce:oneshot");
+  ASSERT_TRUE(any.ok() && only.ok());
+  EXPECT_EQ(Tuner(l, *any, model, TuneTable(), true).choose(allreduce(4, 8)).algorithm, Algorithm::kOneShot);
+  const TunedCall without = Tuner(l, *any, model, TuneTable(), false).choose(allreduce(4, 8));
+  EXPECT_NE(without.algorithm, Algorithm::kOneShot);
+  EXPECT_EQ(Tuner(l, *only, model, TuneTable(), false).choose(allreduce(4, 8)).algorithm, Algorithm::kOneShot);
+}
+
 TEST(Tuner, ChoiceIsTheFastestPredictedCandidateWithinTheMargin) {
   const Layout l = Layout::flat(4);
   const Tuner t = model_tuner(l);
