@@ -160,9 +160,10 @@ case "$CASE" in
     ;;
 
   interrupt)
-    # SIGTERM to weft-cluster: ranks stopped, namespaces deleted, exit 128 + 15.
+    # SIGTERM to weft-cluster: ranks stopped (each sees the SIGTERM, not only the SIGKILL after
+    # it), namespaces deleted, exit 128 + 15.
     "$CLUSTER" run --prefix "$PREFIX" --nodes 2 --ranks-per-node 1 --timeout "$LIMIT" \
-      -- sh -c 'echo started; exec sleep 40' >"$TMP/out" 2>"$TMP/err" &
+      -- sh -c 'trap "echo term; exit 0" TERM; echo started; sleep 40 & wait' >"$TMP/out" 2>"$TMP/err" &
     pid=$!
     i=0
     while [ "$(grep -c started "$TMP/out" 2>/dev/null)" != 2 ] && [ $i -lt 200 ]; do
@@ -176,6 +177,7 @@ case "$CASE" in
     wait $pid
     rc=$?
     [ "$rc" = 143 ] || fail "exited $rc, expected 143"
+    [ "$(grep -c '^\[[01]\] term$' "$TMP/out")" = 2 ] || fail "a rank did not see SIGTERM"
     ;;
 
   not-found)
