@@ -5,7 +5,8 @@
 // sum ~50 GB/s). With 512-bit vectors each instruction does 32 elements, masked loads and
 // stores finish the ragged ends without a scalar loop, and large out-of-place calls stream their
 // output past the caches like the same-width types (dispatch.h's kStreamReduceBytes).
-// Every other type keeps its AVX2 kernel: those are memory-bound already.
+// fp8 sum and prod take the same route in 512-bit vectors (below). Every other kernel is the AVX2
+// one: those are memory-bound already.
 // docs/PERFORMANCE.md, "CPU kernels".
 #include "src/kernels/dispatch.h"
 
@@ -183,6 +184,103 @@ WEFT_AVX512 void divide_kernel(void* dst, const void* src, size_t count, int div
   }
 }
 
+// ---- fp8 sum and prod: fp8_avx2.h's route (byte -> fp16 by shifts, F16C-style widening to
+// fp32, combine, round to fp16, integer rounding to fp8) 32 elements a step, with in-order
+// widening (vpmovzxbw) and narrowing (vpmovwb) instead of unpack/pack, and NaN lanes found and
+// fixed with mask registers. The same bits as the AVX2 kernels (the unit tests run every pair of
+// bytes on every table). max and min keep the AVX2 table's byte kernels (memory-bound already).
+
+// Rounds the fp16 magnitudes `a` (16-bit lanes) to nearest even at bit kShift and shifts it out.
+template <int kShift>
+WEFT_AVX512 inline __m512i round_off(__m512i a) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi16(a, kShift), _mm512_set1_epi16(1));
+  return _mm512_srli_epi16(_mm512_add_epi16(_mm512_add_epi16(a, _mm512_set1_epi16((1 << (kShift - 1)) - 1)), lsb),
+                           kShift);
+}
+
+// Each format: wide(w) turns 32 input bytes, zero-extended to 16-bit lanes, into fp16 bits;
+// nan(w) marks the NaN inputs; narrow(h, x, y) turns fp16 results into bytes (16-bit lanes),
+// given both inputs' widened lanes.
+struct E4m3x8 {
+  using Scalar = scalar::E4m3;
+  static constexpr float kProdRescale = 256.0f;  // wide() scales by 2^-8; products twice
+  // S.EEEE.MMM in the high byte, shifted right by one with the sign copied, bit 14 cleared.
+  WEFT_AVX512 static __m512i wide(__m512i w) {
+    return _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(w, 8), 1), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
+  }
+  WEFT_AVX512 static __mmask32 nan(__m512i w) {
+    return _mm512_cmpeq_epi16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7F));
+  }
+  WEFT_AVX512 static __m512i narrow(__m512i h, __m512i x, __m512i y) {
+    const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
+    const __m512i mag = round_off<7>(_mm512_min_epu16(a, _mm512_set1_epi16(0x3F00)));
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi16(h, 8), _mm512_set1_epi16(0x80));
+    return _mm512_mask_mov_epi16(_mm512_or_si512(mag, sign), nan(x) | nan(y), _mm512_set1_epi16(0x7F));
+  }
+};
+
+struct E5m2x8 {
+  using Scalar = scalar::E5m2;
+  static constexpr float kProdRescale = 1.0f;
+  WEFT_AVX512 static __m512i wide(__m512i w) { return _mm512_slli_epi16(w, 8); }
+  // Magnitude above 0x7B: inf (0x7C) or NaN.
+  WEFT_AVX512 static __mmask32 special(__m512i w) {
+    return _mm512_cmpgt_epu16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7B));
+  }
+  // fp16 -> e5m2 (NaN from inf - inf, 0 * inf or a NaN input -> 0x7E); a finite result past
+  // 57344 saturates to 0x7B unless an input was inf or NaN.
+  WEFT_AVX512 static __m512i narrow(__m512i h, __m512i x, __m512i y) {
+    const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi16(h, 8), _mm512_set1_epi16(0x80));
+    const __m512i nan_or_sat = _mm512_mask_mov_epi16(_mm512_set1_epi16(0x7B), special(x) | special(y), _mm512_set1_epi16(0x7F));
+    const __m512i mag = _mm512_min_epu16(round_off<8>(a), nan_or_sat);
+    const __m512i code = _mm512_or_si512(mag, sign);
+    return _mm512_mask_mov_epi16(code, _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7C00)), _mm512_set1_epi16(0x7E));
+  }
+};
+
+struct Fp8Sum {
+  using ScalarOp = scalar::FSum;
+  template <typename Fmt>
+  WEFT_AVX512 static __m512 apply(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+};
+struct Fp8Prod {
+  using ScalarOp = scalar::FProd;
+  template <typename Fmt>
+  WEFT_AVX512 static __m512 apply(__m512 a, __m512 b) {
+    return _mm512_mul_ps(_mm512_mul_ps(a, b), _mm512_set1_ps(Fmt::kProdRescale));
+  }
+};
+
+// dst = a (op) b, 32 elements a step, the tail by the scalar loop (the same bits). Each step reads
+// its inputs before it writes, so dst may be a or b.
+template <typename Fmt, typename Op>
+WEFT_AVX512 void fp8_reduce_kernel(void* dst, const void* a, const void* b, size_t count) {
+  char* d = static_cast<char*>(dst);
+  const char* xs = static_cast<const char*>(a);
+  const char* ys = static_cast<const char*>(b);
+  size_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    const __m512i x = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + i)));
+    const __m512i y = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys + i)));
+    const __m512i hx = Fmt::wide(x), hy = Fmt::wide(y);
+    const __m512 lo = Op::template apply<Fmt>(_mm512_cvtph_ps(_mm512_castsi512_si256(hx)),
+                                              _mm512_cvtph_ps(_mm512_castsi512_si256(hy)));
+    const __m512 hi = Op::template apply<Fmt>(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(hx, 1)),
+                                              _mm512_cvtph_ps(_mm512_extracti64x4_epi64(hy, 1)));
+    const __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT)),
+                                         _mm512_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtepi16_epi8(Fmt::narrow(h, x, y)));
+  }
+  scalar::reduce_small_loop<typename Fmt::Scalar, typename Op::ScalarOp>(d + i, xs + i, ys + i, count - i);
+}
+
+template <typename Fmt>
+void set_fp8(KernelTable& t, DataType type) {
+  t.reduce[static_cast<int>(type)][0] = fp8_reduce_kernel<Fmt, Fp8Sum>;
+  t.reduce[static_cast<int>(type)][1] = fp8_reduce_kernel<Fmt, Fp8Prod>;
+}
+
 // ---- the table ----
 
 template <typename Fmt>
@@ -197,6 +295,8 @@ KernelTable make_avx512_table(const KernelTable& avx2) {
   t.isa = "avx512";
   set_half_width<F16>(t, DataType::kFloat16);
   set_half_width<Bf16>(t, DataType::kBfloat16);
+  set_fp8<E4m3x8>(t, DataType::kFloat8e4m3);
+  set_fp8<E5m2x8>(t, DataType::kFloat8e5m2);
   return t;
 }
 
