@@ -17,8 +17,10 @@
 // communicator's mailbox (src/mailbox.h): a few cache lines per peer, no FIFO and no header.
 // Applies to at most kOneShotMaxRanks ranks and kOneShotMaxBytes per rank (applies_oneshot).
 // Messages are never sliced and no message waits for another step, so the program is one round
-// (ProgramIndex::one_round).
+// (ProgramIndex::one_round). The receiving and combining is oneshot.h's, shared with
+// reduce_scatter_oneshot.
 #include "algorithms/algorithms.h"
+#include "algorithms/oneshot.h"
 #include "algorithms/planner.h"
 
 namespace weft::algorithms {
@@ -36,20 +38,8 @@ Program allreduce_oneshot(const CollectiveArgs& a, int r) {
   const size_t slots = static_cast<size_t>(n - 1) * count;
   const Region acc = a.in_place ? Region{kTmp, slots, count} : out;
   b.need_tmp(slots + (a.in_place ? count : 0));
-  const auto slot = [&](int q) { return Region{kTmp, static_cast<size_t>((q - r - 1 + n) % n) * count, count}; };
-  // All sends ahead of all receives: an executor that takes steps in program order (a
-  // receive blocking until its message is there) still cannot deadlock.
   for (int k = 1; k < n; ++k) b.send((r + k) % n, in);
-  int next = 2;  // the first contribution not yet in ACC
-  if (r <= 1) {
-    b.recv_reduce(1 - r, in, acc);
-  } else {
-    b.recv(0, acc);
-    next = 1;
-  }
-  for (int q = next; q < n; ++q)
-    if (q != r) b.recv(q, slot(q));
-  for (int q = next; q < n; ++q) b.reduce(q == r ? in : slot(q), acc);
+  oneshot::receive_and_combine(b, r, n, in, acc);
   if (a.in_place) b.copy(acc, out);
   if (a.op == RedOp::kAvg) b.divide(out);
   return b.finish();

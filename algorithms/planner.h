@@ -32,7 +32,8 @@ enum class Algorithm : uint8_t {
   kScatterAllgather,   // broadcast
   kLinear,             // gather, scatter
   kDissemination,      // barrier
-  kOneShot,            // allreduce: one round, every rank to every rank (small messages, few ranks)
+  kOneShot,            // allreduce, reduce_scatter, allgather, alltoall: one round, every rank to
+                       // every rank (small messages, few ranks)
   kGroup,              // send/recv groups
 };
 inline constexpr int kAlgorithmCount = static_cast<int>(Algorithm::kGroup) + 1;

@@ -79,6 +79,10 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
     for (Algorithm c : cands)
       if (!duplicates_flat(a, layout_, c) && (mailbox_ || c != Algorithm::kOneShot)) distinct.push_back(c);
     if (!distinct.empty()) cands = std::move(distinct);
+    // On the mailbox oneshot costs less than the model's messages say: it comes first, so that
+    // only an algorithm predicted kAlgorithmMargin faster displaces it.
+    if (auto one = std::find(cands.begin(), cands.end(), Algorithm::kOneShot); mailbox_ && one != cands.end())
+      std::rotate(cands.begin(), one, one + 1);
   }
   TunedCall best{cands.front(), slices.front(), from_table ? "table" : "order"};
   if (!model_ || (cands.size() == 1 && slices.size() == 1)) return best;

@@ -73,10 +73,11 @@ class Tuner {
  public:
   Tuner() = default;
   // mailbox: whether the communicator runs oneshot on its mailbox (src/mailbox.h: one node, shm
-  // allowed). Without it the tuner does not weigh oneshot (unless a table names it, or the
-  // filter allows nothing else): through connections each of its n-1 messages costs the CPU
-  // more than the model counts (over tcp at N=4 it measured 0-25% slower than recursive
-  // doubling, which the model predicted 2x slower; docs/PERFORMANCE.md).
+  // allowed). With it, oneshot is weighed first, ahead of table order (ties go to it: its messages
+  // cost less there than the model's). Without it the tuner does not weigh oneshot (unless a
+  // table names it, or the filter allows nothing else): through connections each of its n-1
+  // messages costs the CPU more than the model counts (over tcp at N=4 it measured 0-25% slower
+  // than recursive doubling, which the model predicted 2x slower; docs/PERFORMANCE.md).
   Tuner(Layout layout, AlgoFilter filter, std::optional<topology::Cluster> model, TuneTable table, bool mailbox = true);
 
   // REQUIRES: a.coll != kSendRecv; a.nranks == the layout's. a.slice_count == 0: the tuner picks

@@ -1,5 +1,6 @@
 #include "src/mailbox.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -52,9 +53,16 @@ Status Mailbox::start(const RunSpec& spec) {
   if (open_) return internal_error("mailbox: a call started while another is open");
   const algorithms::Program& p = *spec.program;
   const size_t elem = dtype_size(p.dtype);
-  const uint64_t call = calls_++;
   open_ = true;
   next_ = 0;
+  // A call with no messages (count 0 on every rank) leaves the slots alone: counting it would let
+  // this rank refill a slot two calls on without having heard from the peer in between.
+  const bool talks = std::any_of(p.steps.begin(), p.steps.end(), [](const Step& s) { return algorithms::is_comm(s.kind); });
+  if (!talks) {
+    next_ = p.steps.size();
+    return Status();
+  }
+  const uint64_t call = calls_++;
   CollHeader& h = header_;
   h = collective_header(spec);
   for (const Step& s : p.steps) {
@@ -79,6 +87,7 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
   const algorithms::Program& p = *spec.program;
   const size_t elem = dtype_size(p.dtype);
   const uint64_t call = calls_ - 1;
+  // (A call without messages took no number: start() left next_ at the end.)
   for (; next_ < p.steps.size(); ++next_) {
     const Step& s = p.steps[next_];
     if (s.kind != StepKind::kRecv && s.kind != StepKind::kRecvReduce) continue;

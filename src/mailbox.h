@@ -13,7 +13,8 @@
 // received the peer's message of call k+1, which the peer sent only after it had read everything
 // of call k. That holds when every peer a call sends to also sends to this rank in that call, and
 // every rank runs the same mailbox calls in the same order: the plan decides which calls (the
-// same on every rank), and allreduce_oneshot exchanges with every peer.
+// same on every rank), and the oneshot programs exchange with every peer. A call without
+// messages (count 0) does not count: it uses no slot and hears from no peer.
 //
 // Waits are bounded: the abort flag, the deadline, and, every millisecond, the awaited peer's
 // shm connection (Connection::check_peer: closed, aborted, exited) end them with an error that
