@@ -89,6 +89,7 @@ inline bool allreduce_trivial(ProgramBuilder& b, const CollectiveArgs& a) {
 //   reduce_scatter_recursive_halving  halve the range with partner r^d, d = p/2..1 (any n: fold)
 //   reduce_scatter_hierarchical       intra-node ring reduce-scatter, then inter-node among equals
 //   reduce_scatter/allgather/alltoall_oneshot  every rank to every rank in one round (small, few ranks)
+//   broadcast_oneshot                 the root to every rank in one round (small, few ranks)
 //   allgather_recursive_doubling      double the range with partner r^d, d = 1..p/2 (any n: fold)
 //   allgather_bruck                   ceil(log2 n) rounds over a rotated TMP, for any n
 //   allgather_hierarchical            inter-node ring allgather among equals, then intra-node
@@ -104,6 +105,7 @@ Program reduce_scatter_recursive_halving(const CollectiveArgs& a, int rank);
 Program reduce_scatter_oneshot(const CollectiveArgs& a, int rank);
 Program allgather_oneshot(const CollectiveArgs& a, int rank);
 Program alltoall_oneshot(const CollectiveArgs& a, int rank);
+Program broadcast_oneshot(const CollectiveArgs& a, int rank);
 Program reduce_scatter_hierarchical(const CollectiveArgs& a, const Layout& l, int rank);
 Program allgather_recursive_doubling(const CollectiveArgs& a, int rank);
 Program allgather_bruck(const CollectiveArgs& a, int rank);

@@ -49,6 +49,7 @@ constexpr AlgorithmEntry kTable[] = {
     {Collective::kReduceScatter, Algorithm::kOneShot, flat<reduce_scatter_oneshot>, applies_oneshot},
     {Collective::kAllGather, Algorithm::kOneShot, flat<allgather_oneshot>, applies_oneshot},
     {Collective::kAllToAll, Algorithm::kOneShot, flat<alltoall_oneshot>, applies_oneshot},
+    {Collective::kBroadcast, Algorithm::kOneShot, flat<broadcast_oneshot>, applies_oneshot},
     {Collective::kBroadcast, Algorithm::kBinomial, flat<broadcast_binomial>, nullptr},
     {Collective::kBroadcast, Algorithm::kScatterAllgather, flat<broadcast_scatter_allgather>, nullptr},
     {Collective::kReduce, Algorithm::kBinomial, flat<reduce_binomial>, nullptr},

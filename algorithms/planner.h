@@ -32,8 +32,8 @@ enum class Algorithm : uint8_t {
   kScatterAllgather,   // broadcast
   kLinear,             // gather, scatter
   kDissemination,      // barrier
-  kOneShot,            // allreduce, reduce_scatter, allgather, alltoall: one round, every rank to
-                       // every rank (small messages, few ranks)
+  kOneShot,            // allreduce, reduce_scatter, allgather, alltoall, broadcast: one round
+                       // (every rank to every rank; the root to all), small messages, few ranks
   kGroup,              // send/recv groups
 };
 inline constexpr int kAlgorithmCount = static_cast<int>(Algorithm::kGroup) + 1;

@@ -614,10 +614,11 @@ bool CommState::run_now(const std::shared_ptr<Operation>& op) {
   }
   RunSpec spec;
   s = host_spec(spec, a, op->send, op->recv, coll_seq_++, plan);
-  if (s.ok()) s = mailbox_->start(spec);
   // A short wait here (none when ranks share cores: the peer needs ours); then the queue
   // finishes the call, so that the caller is free to make its next one.
-  if (s.ok()) s = mailbox_->finish(spec, *this, oversubscribed_ ? 0 : kRunNowPatienceUs);
+  const int64_t patience = oversubscribed_ ? 0 : kRunNowPatienceUs;
+  if (s.ok()) s = mailbox_->start(spec, *this, patience);
+  if (s.ok()) s = mailbox_->finish(spec, *this, patience);
   if (s.code() != StatusCode::kInProgress) {
     op->finish_unshared(outcome(std::move(s)));
     return true;

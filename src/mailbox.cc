@@ -25,7 +25,7 @@ Result<std::unique_ptr<Mailbox>> Mailbox::create(int rank, int nranks, uint64_t 
     return invalid_argument("mailbox: " + std::to_string(nranks) + " ranks (it serves 2 to " + std::to_string(kMaxRanks) + ")");
   char name[64];
   std::snprintf(name, sizeof(name), "/weft-mbox-%016" PRIx64, comm_tag);
-  const size_t bytes = static_cast<size_t>(nranks) * static_cast<size_t>(nranks) * 2 * kSlotBytes;
+  const size_t bytes = segment_bytes(nranks);
   // Two rounds, so that every rank learns whether every other one has the segment mapped: rank
   // 0 makes it, then the others map it.
   transport::shm::ShmSegment segment;
@@ -49,20 +49,32 @@ Result<std::unique_ptr<Mailbox>> Mailbox::create(int rank, int nranks, uint64_t 
   return std::unique_ptr<Mailbox>(new Mailbox(rank, nranks, std::move(segment)));
 }
 
-Status Mailbox::start(const RunSpec& spec) {
-  if (open_) return internal_error("mailbox: a call started while another is open");
+Status Mailbox::start(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us) {
+  if (phase_ == Phase::kOpen) return internal_error("mailbox: a call started while another is open");
   const algorithms::Program& p = *spec.program;
   const size_t elem = dtype_size(p.dtype);
-  open_ = true;
   next_ = 0;
-  // A call with no messages (count 0 on every rank) leaves the slots alone: counting it would let
-  // this rank refill a slot two calls on without having heard from the peer in between.
+  // A call with no messages (count 0 on every rank) takes no number and uses no slot.
   const bool talks = std::any_of(p.steps.begin(), p.steps.end(), [](const Step& s) { return algorithms::is_comm(s.kind); });
   if (!talks) {
     next_ = p.steps.size();
+    phase_ = Phase::kOpen;
     return Status();
   }
-  const uint64_t call = calls_++;
+  const uint64_t call = calls_;
+  // Every slot this call fills must be free first (see the file comment), so that a start that
+  // gives up has sent nothing.
+  phase_ = Phase::kStarting;
+  for (const Step& s : p.steps) {
+    if (s.kind != StepKind::kSend) continue;
+    const uint64_t held = written_[static_cast<size_t>(s.peer) * 2 + (call & 1)];
+    if (held == 0 || heard_[static_cast<size_t>(s.peer)] > held) continue;
+    const std::atomic<uint64_t>& mark = taken(rank_, s.peer, call).value;
+    if (mark.load(std::memory_order_acquire) != held)
+      WEFT_TRY(await(spec, mark, held, s.peer, peers, patience_us, " to take its last message from the mailbox"));
+  }
+  ++calls_;
+  phase_ = Phase::kOpen;
   CollHeader& h = header_;
   h = collective_header(spec);
   for (const Step& s : p.steps) {
@@ -78,12 +90,14 @@ Status Mailbox::start(const RunSpec& spec) {
     std::memcpy(inline_data ? reinterpret_cast<char*>(h.inline_data) : data_of(out), src, bytes);
     std::memcpy(&out.header, &h, sizeof(h));
     out.ready.store(call + 1, std::memory_order_release);
+    written_[static_cast<size_t>(s.peer) * 2 + (call & 1)] = call + 1;
   }
   return Status();
 }
 
 Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us) {
-  if (!open_) return internal_error("mailbox: finish() with no call open");
+  if (phase_ == Phase::kStarting) WEFT_TRY(start(spec, peers, patience_us));
+  if (phase_ != Phase::kOpen) return internal_error("mailbox: finish() with no call open");
   const algorithms::Program& p = *spec.program;
   const size_t elem = dtype_size(p.dtype);
   const uint64_t call = calls_ - 1;
@@ -92,7 +106,8 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
     const Step& s = p.steps[next_];
     if (s.kind != StepKind::kRecv && s.kind != StepKind::kRecvReduce) continue;
     Slot& in = slot(s.peer, rank_, call);
-    if (in.ready.load(std::memory_order_acquire) != call + 1) WEFT_TRY(await(spec, in, call + 1, s.peer, peers, patience_us));
+    if (in.ready.load(std::memory_order_acquire) != call + 1)
+      WEFT_TRY(await(spec, in.ready, call + 1, s.peer, peers, patience_us, "'s message in the mailbox"));
     const CollHeader& got = in.header;
     const size_t bytes = s.dst.count * elem;
     const bool inline_data = bytes <= CollHeader::kInlineBytes;
@@ -110,10 +125,12 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
       kernels::reduce(dst, region_address(spec.bindings, s.src, elem), data, s.dst.count, p.dtype, p.op);
     else
       std::memcpy(dst, data, bytes);
+    taken(s.peer, rank_, call).value.store(call + 1, std::memory_order_release);
+    heard_[static_cast<size_t>(s.peer)] = call + 1;
   }
   for (const Step& s : p.steps)
     if (!algorithms::is_comm(s.kind)) run_host_local(p, s, spec.bindings);
-  open_ = false;
+  phase_ = Phase::kIdle;
   return Status();
 }
 
@@ -136,13 +153,13 @@ Status Mailbox::other_call(const RunSpec& spec, transport::Connection& conn, int
   return s.ok() ? differ() : s;
 }
 
-Status Mailbox::await(const RunSpec& spec, Slot& s, uint64_t want, int peer, ConnectionSource& peers,
-                      int64_t patience_us) {
+Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, uint64_t want, int peer,
+                      ConnectionSource& peers, int64_t patience_us, const char* what) {
   Backoff backoff(spec.oversubscribed);
   uint32_t polls = 0;
   auto next_check = DeadlineClock::now() + kPeerCheckPeriod;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(patience_us);
-  while (s.ready.load(std::memory_order_acquire) != want) {
+  while (word.load(std::memory_order_acquire) != want) {
     if (patience_us >= 0 && (polls & 15) == 0 && std::chrono::steady_clock::now() >= give_up)
       return Status(StatusCode::kInProgress, "waiting for rank " + std::to_string(peer));
     if ((++polls & 63) == 0) {
@@ -151,7 +168,7 @@ Status Mailbox::await(const RunSpec& spec, Slot& s, uint64_t want, int peer, Con
       const auto now = DeadlineClock::now();
       if (now >= spec.deadline.at())
         return timeout_error(algorithms::describe(spec.args) + " timed out waiting for rank " + std::to_string(peer) +
-                             "'s message in the mailbox (collective #" + std::to_string(spec.seq) +
+                             what + " (collective #" + std::to_string(spec.seq) +
                              "; that rank has not reached this call, or called another)");
       if (now >= next_check) {
         next_check = now + kPeerCheckPeriod;
@@ -161,7 +178,7 @@ Status Mailbox::await(const RunSpec& spec, Slot& s, uint64_t want, int peer, Con
         // connection now, sent after its message here would have been, is another call's.
         const bool elsewhere = (*conn)->has_unclaimed_message();
         Status alive = (*conn)->check_peer();
-        if (s.ready.load(std::memory_order_acquire) == want) break;
+        if (word.load(std::memory_order_acquire) == want) break;
         if (elsewhere) return other_call(spec, **conn, peer);
         if (!alive.ok()) return alive;
       }

@@ -9,12 +9,13 @@
 // call's number + 1 in the slot's ready word (release); it receives by waiting for that number
 // in the peer's slot to it (acquire) and checking the header, as the executor does.
 //
-// Reuse needs no acknowledgement: this rank fills a slot of call k again in call k+2, after it
-// received the peer's message of call k+1, which the peer sent only after it had read everything
-// of call k. That holds when every peer a call sends to also sends to this rank in that call, and
-// every rank runs the same mailbox calls in the same order: the plan decides which calls (the
-// same on every rank), and the oneshot programs exchange with every peer. A call without
-// messages (count 0) does not count: it uses no slot and hears from no peer.
+// A receiver marks each message taken (a word per slot, on its own cache line). A sender refills
+// a slot once the peer has taken what it held. Usually it knows so without reading the mark: a
+// message from the peer arrived since the slot was filled, and the peer sent that one only after
+// the call that read the slot had finished (each rank runs its calls in order). Otherwise (a
+// broadcast root hears nothing back) it reads the mark and, when the peer is two calls behind,
+// waits. So any one-round program can run here; the plan decides which calls do (the oneshot
+// algorithms), the same on every rank. A call without messages (count 0) takes no number.
 //
 // Waits are bounded: the abort flag, the deadline, and, every millisecond, the awaited peer's
 // shm connection (Connection::check_peer: closed, aborted, exited) end them with an error that
@@ -28,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "algorithms/algorithms.h"
 #include "src/deadline.h"
@@ -51,18 +53,19 @@ class Mailbox {
 
   // Runs spec's program: its sends, then its receives, then its local steps in program order.
   // `peers` gives the connection whose check_peer() watches each awaited rank. REQUIRES: host
-  // memory, spec.index->one_round, every peer sent to is also received from (see above), no
-  // call open; a message larger than kSlotData is an internal error.
+  // memory, spec.index->one_round, no call open; a message larger than kSlotData is an internal
+  // error.
   Status run(const RunSpec& spec, ConnectionSource& peers) {
-    WEFT_TRY(start(spec));
+    WEFT_TRY(start(spec, peers, -1));
     return finish(spec, peers, -1);
   }
-  // run() in two halves. start() sends and opens the call; finish() takes the receives and the
-  // local steps. With patience_us >= 0, finish() gives up once it has waited that long for a
-  // message: it returns kInProgress with the call still open, and a later finish() with the
-  // same spec (the same buffers, sequence number and TMP) goes on where it stopped. With -1 it
-  // waits as long as spec's deadline allows.
-  Status start(const RunSpec& spec);
+  // run() in two halves. start() sends (once every slot it fills is free) and opens the call;
+  // finish() takes the receives and the local steps. With patience_us >= 0 either gives up once
+  // it has waited that long, returning kInProgress: start() then has sent nothing, and finish()
+  // (which also completes a start that gave up) goes on where it stopped when called again with
+  // the same spec (the same buffers, sequence number and TMP). With -1 they wait as long as
+  // spec's deadline allows.
+  Status start(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us);
   Status finish(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us);
 
  private:
@@ -73,15 +76,35 @@ class Mailbox {
   static_assert(sizeof(Slot) == 64);
   static constexpr size_t kSlotBytes = sizeof(Slot) + kSlotData;
 
+  struct alignas(64) Taken {
+    std::atomic<uint64_t> value;  // the call number + 1 of the last message the receiver took
+  };
+  static size_t segment_bytes(int nranks) {
+    const size_t pairs = static_cast<size_t>(nranks) * static_cast<size_t>(nranks) * 2;
+    return pairs * (kSlotBytes + sizeof(Taken));
+  }
+
   Mailbox(int rank, int nranks, transport::shm::ShmSegment segment)
-      : rank_(rank), nranks_(nranks), segment_(std::move(segment)) {}
+      : rank_(rank),
+        nranks_(nranks),
+        segment_(std::move(segment)),
+        written_(static_cast<size_t>(nranks) * 2, 0),
+        heard_(static_cast<size_t>(nranks), 0) {}
+  size_t pair(int from, int to, uint64_t call) const {
+    return (static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to)) * 2 + (call & 1);
+  }
+  Taken& taken(int from, int to, uint64_t call) const {
+    const size_t slots = static_cast<size_t>(nranks_) * static_cast<size_t>(nranks_) * 2 * kSlotBytes;
+    return *reinterpret_cast<Taken*>(static_cast<char*>(segment_.data()) + slots + pair(from, to, call) * sizeof(Taken));
+  }
   Slot& slot(int from, int to, uint64_t call) const {
-    const size_t i = (static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to)) * 2 + (call & 1);
-    return *reinterpret_cast<Slot*>(static_cast<char*>(segment_.data()) + i * kSlotBytes);
+    return *reinterpret_cast<Slot*>(static_cast<char*>(segment_.data()) + pair(from, to, call) * kSlotBytes);
   }
   static char* data_of(Slot& s) { return reinterpret_cast<char*>(&s) + sizeof(Slot); }
-  // Waits until `s` holds message `want` from `peer` (patience_us: as finish()).
-  Status await(const RunSpec& spec, Slot& s, uint64_t want, int peer, ConnectionSource& peers, int64_t patience_us);
+  // Waits until `word` (a slot's ready word, or the mark of a slot to `peer`) reads `want`
+  // (patience_us: as finish()). `what` names it for the timeout message.
+  Status await(const RunSpec& spec, const std::atomic<uint64_t>& word, uint64_t want, int peer, ConnectionSource& peers,
+               int64_t patience_us, const char* what);
   // The error for a peer that sent a message over `conn` (another call) instead of its part of
   // this one: what it called, from the header of its call.
   Status other_call(const RunSpec& spec, transport::Connection& conn, int peer);
@@ -90,8 +113,10 @@ class Mailbox {
   const int nranks_;
   transport::shm::ShmSegment segment_;
   uint64_t calls_ = 0;  // mailbox calls started so far; the open one is calls_ - 1
-  bool open_ = false;   // a call was started and has not finished
+  enum class Phase { kIdle, kStarting, kOpen } phase_ = Phase::kIdle;  // kStarting: start() gave up
   size_t next_ = 0;     // finish(): the open call's next step
+  std::vector<uint64_t> written_;  // [to * 2 + parity]: call + 1 of the last message put there (0: none)
+  std::vector<uint64_t> heard_;    // [from]: call + 1 of the last message taken from that rank (0: none)
   CollHeader header_;   // the open call's header (as sent, less its inline data)
 };
 

@@ -152,6 +152,27 @@ TEST(Collectives, EmptyCallsBetweenSmallOnes) {
   }
 }
 
+// A root's small broadcast returns once sent, so the root runs ahead of slow receivers; the
+// mailbox must not refill a slot a receiver has not taken yet. Roots rotate, and allreduces come
+// between, so a sender learns a slot is free both ways (a message back since, or the mark).
+TEST(Collectives, BroadcastsRunAhead) {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  std::vector<int32_t> v(5);
+  for (int i = 0; i < 400; ++i) {
+    const int root = (i / 7) % n;
+    std::fill(v.begin(), v.end(), r == root ? i * 100 + root : -1);
+    if (r != root && i % 50 == r) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slow receiver
+    ASSERT_TRUE(c.broadcast(v.data(), v.data(), v.size(), DataType::kInt32, root).wait().ok());
+    ASSERT_EQ(v[4], i * 100 + root) << "broadcast " << i;
+    if (i % 13 == 0) {
+      int64_t one = 1, sum = 0;
+      ASSERT_TRUE(c.allreduce(&one, &sum, 1, DataType::kInt64, RedOp::kSum).wait().ok());
+      ASSERT_EQ(sum, n);
+    }
+  }
+}
+
 TEST(Collectives, Barrier) {
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(world().barrier().wait().ok());
 }
