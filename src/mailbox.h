@@ -1,9 +1,10 @@
 // Mailbox: how a communicator whose ranks all share one node runs one-round programs on host
-// memory (allreduce_oneshot, the small-message allreduce): through one shared segment instead of
-// the per-pair FIFOs of the shm transport.
+// memory (the oneshot algorithms of allreduce, reduce_scatter, allgather, alltoall and broadcast,
+// for small messages): through one shared segment instead of the per-pair FIFOs of the shm
+// transport.
 //
 // The segment holds, for every ordered pair (from, to) of ranks, two slots that alternate
-// between calls. A slot is one cache line (a ready word and the CollHeader every collective
+// between calls, and after all slots a mark per slot (below). A slot is one cache line (a ready word and the CollHeader every collective
 // checks) and kSlotData bytes behind it; a message of at most CollHeader::kInlineBytes rides in
 // the header's own line. A call sends by filling its slot to each peer and then storing the
 // call's number + 1 in the slot's ready word (release); it receives by waiting for that number
