@@ -17,7 +17,7 @@ constexpr int kDeviceChannel = 1 << 16;
 constexpr int kKernelChannel = 2 << 16;
 }  // namespace
 
-Status CommState::classify(Operation& op) {
+Status CommState::classify_buffers(Operation& op) {
   int device = 0, host = 0;
   const void* last = nullptr;
   // Each query is a CUDA call (0.1-0.25 us on an H100 host, docs/PERFORMANCE.md): an in-place

@@ -256,7 +256,7 @@ Status CommState::init(const UniqueId& id) {
     auto mailbox = Mailbox::create(rank_, nranks_, ctx.comm_tag, *bootstrap_, deadline);
     WEFT_TRY(mailbox);
     mailbox_ = std::move(*mailbox);
-    if (!mailbox_) log_.warn("no shared mailbox (a rank could not make or map it): oneshot allreduce runs over the connections");
+    if (!mailbox_) log_.warn("no shared mailbox (a rank could not make or map it): oneshot calls run over the connections");
   }
   log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + ", transport " + config_.transport);
   return Status();
@@ -336,6 +336,12 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
     op->finish(std::move(s));
     return;
   }
+  if (!op->device && run_now(op)) return;
+  queue_op(op);
+}
+
+void CommState::queue_op(const std::shared_ptr<Operation>& op) {
+  Status s;
   if (op->device) {
     {
       std::lock_guard<std::mutex> lock(queue_mu_);
@@ -385,13 +391,17 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       }
       if (op->stream_ordered) wake_now_ = wake = true;  // nobody will wait on the host
     }
-    queue_.push_back(op);
-    queued_.store(queue_.size(), std::memory_order_relaxed);
-    ++submits_;
-    if (op->bytes >= kWakeWorkerBytes) wake = wake_now_ = true;
-    if (worker_deep_sleep_.load(std::memory_order_acquire)) wake = true;
+    if (enqueue_locked(op)) wake = true;
   }
   if (wake) queue_cv_.notify_one();
+}
+
+bool CommState::enqueue_locked(const std::shared_ptr<Operation>& op) {
+  queue_.push_back(op);
+  queued_.store(queue_.size(), std::memory_order_relaxed);
+  ++submits_;
+  if (op->bytes >= kWakeWorkerBytes) return wake_now_ = true;
+  return worker_deep_sleep_.load(std::memory_order_acquire);
 }
 
 bool CommState::run_next() {
@@ -595,9 +605,7 @@ Status CommState::run_host_collective(const algorithms::CollectiveArgs& a, const
 
 bool CommState::run_now(const std::shared_ptr<Operation>& op) {
   const algorithms::CollectiveArgs& a = op->args;
-  if (!mailbox_ || a.coll == algorithms::Collective::kSendRecv ||
-      (cuda::available() && (cuda::is_device_pointer(op->send) || cuda::is_device_pointer(op->recv))))
-    return false;
+  if (!mailbox_ || a.coll == algorithms::Collective::kSendRecv) return false;
   // Only when nothing is queued or running: calls complete in the order they were made.
   std::unique_lock<std::mutex> exec(exec_mu_, std::try_to_lock);
   if (!exec.owns_lock()) return false;
@@ -605,8 +613,6 @@ bool CommState::run_now(const std::shared_ptr<Operation>& op) {
   if (queued_.load(std::memory_order_relaxed) != 0) return false;
   const algorithms::Plan& plan = plan_for(a, false);
   if (plan.algorithm != algorithms::Algorithm::kOneShot) return false;
-  op->state = this;
-  op->submitted = true;
   Status s = usable();
   if (!s.ok()) {
     op->finish_unshared(std::move(s));
@@ -628,10 +634,7 @@ bool CommState::run_now(const std::shared_ptr<Operation>& op) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    queue_.push_back(op);
-    queued_.store(queue_.size(), std::memory_order_relaxed);
-    ++submits_;
-    wake = worker_deep_sleep_.load(std::memory_order_acquire);
+    wake = enqueue_locked(op);
   }
   if (wake) queue_cv_.notify_one();
   return true;

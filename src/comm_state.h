@@ -66,18 +66,13 @@ class CommState : public ConnectionSource {
   // cuda transport's records, so device runs get slices no finer than its chunk.
   algorithms::TunedCall tuned_for(algorithms::CollectiveArgs a, bool device) const;
 
-  // Queues `op` (already validated) and returns. The op completes later with its outcome.
+  // Queues `op` (already validated) and returns. The op completes later with its outcome; a
+  // small host call on the mailbox may complete before this returns (run_now()).
   // Device buffers: the op is ordered after the work already on op->stream (and, when
   // stream_ordered, later work on that stream waits for it); see Operation.
   void submit(const std::shared_ptr<Operation>& op);
   // Runs queued operations on this thread (when no other thread is) until `op` is done.
   Status wait(Operation& op);
-  // The small-call path, instead of submit(): a host collective (already validated) whose plan
-  // runs on the mailbox starts now, on this thread, when nothing is queued or running, and
-  // finishes here if its peers' messages come within a short wait (then `op` is done); else the
-  // queue finishes it, as any submitted op. Returns false, having done nothing, when the op is
-  // not for this path: submit it.
-  bool run_now(const std::shared_ptr<Operation>& op);
 
   // A fresh Operation for the next call: the one the last call used when nothing refers to it
   // any more (its Requests are gone and the queue let go of it), else a new one. The calling
@@ -125,7 +120,21 @@ class CommState : public ConnectionSource {
   Status outcome(Status s);
   void fail_connections(const std::string& reason);
   // Device operations: which kind of memory the op's buffers are (all one kind, or an error).
-  Status classify(Operation& op);
+  // Without a GPU, host memory (no CUDA call: this is on every call's path).
+  Status classify(Operation& op) {
+    op.device = false;
+    return cuda::available() ? classify_buffers(op) : Status();
+  }
+  Status classify_buffers(Operation& op);
+  // submit()'s small-call path for a host collective whose plan runs on the mailbox: it starts
+  // now, on this thread, when nothing is queued or running, and finishes here if its peers'
+  // messages come within a short wait (then `op` is done); else the queue finishes it, as any
+  // submitted op. Returns false, having done nothing, when the op is not for this path.
+  bool run_now(const std::shared_ptr<Operation>& op);
+  // submit()'s path for the rest: device set-up (stream order, kernels), then the queue.
+  void queue_op(const std::shared_ptr<Operation>& op);
+  // REQUIRES: queue_mu_ held. Appends `op` to the queue; true when the worker must be woken.
+  bool enqueue_locked(const std::shared_ptr<Operation>& op);
   // REQUIRES: queue_mu_ held. The stream, flag and device the first device op brings.
   Status device_setup(const Operation& op);
   // WEFT_DEVICE_EXECUTOR=kernel, on the caller's thread: queues `op` as a kernel on its stream
@@ -160,7 +169,7 @@ class CommState : public ConnectionSource {
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<transport::Transport> self_, shm_, tcp_;
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;
-  // One node, 2..Mailbox::kMaxRanks ranks, shm allowed: runs allreduce_oneshot on host memory.
+  // One node, 2..Mailbox::kMaxRanks ranks, shm allowed: runs the oneshot plans on host memory.
   std::unique_ptr<Mailbox> mailbox_;
 
   // Execution state (exec_mu_).

@@ -123,7 +123,7 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   op->stream = call_stream().stream;
   op->stream_ordered = call_stream().set;
   op->bytes = std::max(algorithms::in_count(a, st.rank()), algorithms::out_count(a, st.rank())) * dtype_size(a.dtype);
-  if (!st.run_now(op)) st.submit(op);
+  st.submit(op);
   return Request(std::move(op));
 }
 
