@@ -65,7 +65,7 @@ Status Mailbox::start(const RunSpec& spec, ConnectionSource& peers, int64_t pati
   phase_ = Phase::kStarting;
   for (const Step& s : p.steps) {
     if (s.kind != StepKind::kSend) continue;
-    const uint64_t held = written_[static_cast<size_t>(s.peer) * 2 + (call & 1)];
+    const uint64_t held = written(s.peer, call);
     if (held == 0 || heard_[static_cast<size_t>(s.peer)] > held) continue;
     const std::atomic<uint64_t>& mark = taken(rank_, s.peer, call).value;
     if (mark.load(std::memory_order_acquire) != held)
@@ -88,7 +88,7 @@ Status Mailbox::start(const RunSpec& spec, ConnectionSource& peers, int64_t pati
     std::memcpy(inline_data ? reinterpret_cast<char*>(h.inline_data) : data_of(out), src, bytes);
     std::memcpy(&out.header, &h, sizeof(h));
     out.ready.store(call + 1, std::memory_order_release);
-    written_[static_cast<size_t>(s.peer) * 2 + (call & 1)] = call + 1;
+    written(s.peer, call) = call + 1;
   }
   return Status();
 }

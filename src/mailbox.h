@@ -3,8 +3,8 @@
 // for small messages): through one shared segment instead of the per-pair FIFOs of the shm
 // transport.
 //
-// The segment holds, for every ordered pair (from, to) of ranks, two slots that alternate
-// between calls, and after all slots a mark per slot (below). A slot is one cache line (a ready word and the CollHeader every collective
+// The segment holds, for every ordered pair (from, to) of ranks, kSlots slots that calls take in
+// turn, and after all slots a mark per slot (below). A slot is one cache line (a ready word and the CollHeader every collective
 // checks) and kSlotData bytes behind it; a message of at most CollHeader::kInlineBytes rides in
 // the header's own line. A call sends by filling its slot to each peer and then storing the
 // call's number + 1 in the slot's ready word (release); it receives by waiting for that number
@@ -14,7 +14,7 @@
 // a slot once the peer has taken what it held. Usually it knows so without reading the mark: a
 // message from the peer arrived since the slot was filled, and the peer sent that one only after
 // the call that read the slot had finished (each rank runs its calls in order). Otherwise (a
-// broadcast root hears nothing back) it reads the mark and, when the peer is two calls behind,
+// broadcast root hears nothing back) it reads the mark and, when the peer is kSlots calls behind,
 // waits. So any one-round program can run here; the plan decides which calls do (the oneshot
 // algorithms), the same on every rank. A call without messages (count 0) takes no number.
 //
@@ -44,6 +44,9 @@ class Mailbox {
  public:
   static constexpr size_t kSlotData = algorithms::kOneShotMaxBytes;
   static constexpr int kMaxRanks = algorithms::kOneShotMaxRanks;
+  // How many calls a sender may run ahead of a receiver that has not taken its messages (a
+  // broadcast root: NCCL's channels also hold 8 steps). The exchanges never use more than two.
+  static constexpr uint64_t kSlots = 8;
 
   // Collective over the communicator's bootstrap: rank 0 makes the segment, the others map it.
   // Every rank gets a mailbox, or every rank gets null (no rank could make or map it: the
@@ -81,26 +84,29 @@ class Mailbox {
     std::atomic<uint64_t> value;  // the call number + 1 of the last message the receiver took
   };
   static size_t segment_bytes(int nranks) {
-    const size_t pairs = static_cast<size_t>(nranks) * static_cast<size_t>(nranks) * 2;
-    return pairs * (kSlotBytes + sizeof(Taken));
+    return slot_count(nranks) * (kSlotBytes + sizeof(Taken));
   }
 
   Mailbox(int rank, int nranks, transport::shm::ShmSegment segment)
       : rank_(rank),
         nranks_(nranks),
         segment_(std::move(segment)),
-        written_(static_cast<size_t>(nranks) * 2, 0),
+        written_(static_cast<size_t>(nranks) * kSlots, 0),
         heard_(static_cast<size_t>(nranks), 0) {}
-  size_t pair(int from, int to, uint64_t call) const {
-    return (static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to)) * 2 + (call & 1);
+  static size_t slot_count(int nranks) { return static_cast<size_t>(nranks) * static_cast<size_t>(nranks) * kSlots; }
+  // The index of the slot (and of its mark) that `call` uses from `from` to `to`.
+  size_t slot_index(int from, int to, uint64_t call) const {
+    return (static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to)) * kSlots + call % kSlots;
   }
   Taken& taken(int from, int to, uint64_t call) const {
-    const size_t slots = static_cast<size_t>(nranks_) * static_cast<size_t>(nranks_) * 2 * kSlotBytes;
-    return *reinterpret_cast<Taken*>(static_cast<char*>(segment_.data()) + slots + pair(from, to, call) * sizeof(Taken));
+    return *reinterpret_cast<Taken*>(static_cast<char*>(segment_.data()) + slot_count(nranks_) * kSlotBytes +
+                                     slot_index(from, to, call) * sizeof(Taken));
   }
   Slot& slot(int from, int to, uint64_t call) const {
-    return *reinterpret_cast<Slot*>(static_cast<char*>(segment_.data()) + pair(from, to, call) * kSlotBytes);
+    return *reinterpret_cast<Slot*>(static_cast<char*>(segment_.data()) + slot_index(from, to, call) * kSlotBytes);
   }
+  // written_'s entry for the slot `call` uses to `to`.
+  uint64_t& written(int to, uint64_t call) { return written_[static_cast<size_t>(to) * kSlots + call % kSlots]; }
   static char* data_of(Slot& s) { return reinterpret_cast<char*>(&s) + sizeof(Slot); }
   // Waits until `word` (a slot's ready word, or the mark of a slot to `peer`) reads `want`
   // (patience_us: as finish()). `what` names it for the timeout message.
@@ -116,7 +122,7 @@ class Mailbox {
   uint64_t calls_ = 0;  // mailbox calls started so far; the open one is calls_ - 1
   enum class Phase { kIdle, kStarting, kOpen } phase_ = Phase::kIdle;  // kStarting: start() gave up
   size_t next_ = 0;     // finish(): the open call's next step
-  std::vector<uint64_t> written_;  // [to * 2 + parity]: call + 1 of the last message put there (0: none)
+  std::vector<uint64_t> written_;  // [to * kSlots + call % kSlots]: call + 1 of the last message put there (0: none)
   std::vector<uint64_t> heard_;    // [from]: call + 1 of the last message taken from that rank (0: none)
   CollHeader header_;   // the open call's header (as sent, less its inline data)
 };
