@@ -66,6 +66,13 @@ struct TreeLinks {
 TreeLinks allreduce_tree_links(int nranks, int tree, int rank);
 
 enum class Algorithm : uint8_t;  // planner.h
+
+// Whether a plan of algorithm `alg` for `a` is one the mailbox (src/mailbox.h) runs on a single
+// node: one round on every rank, messages of at most kOneShotMaxBytes. That is oneshot (which
+// applies only there) and linear gather and scatter for blocks that small. Every rank of a call
+// gets the same answer.
+bool mailbox_runs(Algorithm alg, const CollectiveArgs& a);
+
 // Hierarchical over the layout's nodes with `inner` across nodes (any flat allreduce of the
 // table). REQUIRES: l.uniform().
 Program allreduce_hierarchical(const CollectiveArgs& a, const Layout& l, int rank, Algorithm inner);
@@ -90,6 +97,7 @@ inline bool allreduce_trivial(ProgramBuilder& b, const CollectiveArgs& a) {
 //   reduce_scatter_hierarchical       intra-node ring reduce-scatter, then inter-node among equals
 //   reduce_scatter/allgather/alltoall_oneshot  every rank to every rank in one round (small, few ranks)
 //   broadcast_oneshot                 the root to every rank in one round (small, few ranks)
+//   reduce_oneshot                    every rank to the root in one round (small, few ranks)
 //   allgather_recursive_doubling      double the range with partner r^d, d = 1..p/2 (any n: fold)
 //   allgather_bruck                   ceil(log2 n) rounds over a rotated TMP, for any n
 //   allgather_hierarchical            inter-node ring allgather among equals, then intra-node
@@ -106,6 +114,7 @@ Program reduce_scatter_oneshot(const CollectiveArgs& a, int rank);
 Program allgather_oneshot(const CollectiveArgs& a, int rank);
 Program alltoall_oneshot(const CollectiveArgs& a, int rank);
 Program broadcast_oneshot(const CollectiveArgs& a, int rank);
+Program reduce_oneshot(const CollectiveArgs& a, int rank);
 Program reduce_scatter_hierarchical(const CollectiveArgs& a, const Layout& l, int rank);
 Program allgather_recursive_doubling(const CollectiveArgs& a, int rank);
 Program allgather_bruck(const CollectiveArgs& a, int rank);

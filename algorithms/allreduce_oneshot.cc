@@ -29,6 +29,10 @@ bool applies_oneshot(const CollectiveArgs& a, const Layout&) {
   return a.nranks <= kOneShotMaxRanks && a.count * dtype_size(a.dtype) <= kOneShotMaxBytes;
 }
 
+bool mailbox_runs(Algorithm alg, const CollectiveArgs& a) {
+  return alg == Algorithm::kOneShot || (alg == Algorithm::kLinear && applies_oneshot(a, Layout{}));
+}
+
 Program allreduce_oneshot(const CollectiveArgs& a, int r) {
   const int n = a.nranks;
   const size_t count = a.count;

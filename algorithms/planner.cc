@@ -52,6 +52,7 @@ constexpr AlgorithmEntry kTable[] = {
     {Collective::kBroadcast, Algorithm::kOneShot, flat<broadcast_oneshot>, applies_oneshot},
     {Collective::kBroadcast, Algorithm::kBinomial, flat<broadcast_binomial>, nullptr},
     {Collective::kBroadcast, Algorithm::kScatterAllgather, flat<broadcast_scatter_allgather>, nullptr},
+    {Collective::kReduce, Algorithm::kOneShot, flat<reduce_oneshot>, applies_oneshot},
     {Collective::kReduce, Algorithm::kBinomial, flat<reduce_binomial>, nullptr},
     {Collective::kReduce, Algorithm::kRabenseifner, flat<reduce_rabenseifner>, nullptr},
 };

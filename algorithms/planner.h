@@ -32,8 +32,9 @@ enum class Algorithm : uint8_t {
   kScatterAllgather,   // broadcast
   kLinear,             // gather, scatter
   kDissemination,      // barrier
-  kOneShot,            // allreduce, reduce_scatter, allgather, alltoall, broadcast: one round
-                       // (every rank to every rank; the root to all), small messages, few ranks
+  kOneShot,            // allreduce, reduce_scatter, allgather, alltoall, broadcast, reduce: one
+                       // round (every rank to every rank; the root to all; all to the root),
+                       // small messages, few ranks
   kGroup,              // send/recv groups
 };
 inline constexpr int kAlgorithmCount = static_cast<int>(Algorithm::kGroup) + 1;

@@ -599,7 +599,7 @@ Status CommState::run_host_collective(const algorithms::CollectiveArgs& a, const
   WEFT_TRY(usable());
   RunSpec spec;
   WEFT_TRY(host_spec(spec, a, send, recv, coll_seq_++, plan_for(a, false)));
-  const bool mailbox = mailbox_ && spec.algorithm == algorithms::Algorithm::kOneShot;
+  const bool mailbox = mailbox_ && algorithms::mailbox_runs(spec.algorithm, a);
   return outcome(mailbox ? mailbox_->run(spec, *this) : executor_.run(spec));
 }
 
@@ -612,7 +612,7 @@ bool CommState::run_now(const std::shared_ptr<Operation>& op) {
   // Ops are queued by this thread only and taken off by holders of exec_mu_ (us, now).
   if (queued_.load(std::memory_order_relaxed) != 0) return false;
   const algorithms::Plan& plan = plan_for(a, false);
-  if (plan.algorithm != algorithms::Algorithm::kOneShot) return false;
+  if (!algorithms::mailbox_runs(plan.algorithm, a)) return false;
   Status s = usable();
   if (!s.ok()) {
     op->finish_unshared(std::move(s));

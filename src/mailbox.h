@@ -1,7 +1,7 @@
 // Mailbox: how a communicator whose ranks all share one node runs one-round programs on host
-// memory (the oneshot algorithms of allreduce, reduce_scatter, allgather, alltoall and broadcast,
-// for small messages): through one shared segment instead of the per-pair FIFOs of the shm
-// transport.
+// memory (the oneshot algorithms of allreduce, reduce_scatter, allgather, alltoall, broadcast and
+// reduce, and linear gather and scatter, for small messages: algorithms::mailbox_runs): through
+// one shared segment instead of the per-pair FIFOs of the shm transport.
 //
 // The segment holds, for every ordered pair (from, to) of ranks, kSlots slots that calls take in
 // turn, and after all slots a mark per slot (below). A slot is one cache line (a ready word and the CollHeader every collective
@@ -15,8 +15,8 @@
 // message from the peer arrived since the slot was filled, and the peer sent that one only after
 // the call that read the slot had finished (each rank runs its calls in order). Otherwise (a
 // broadcast root hears nothing back) it reads the mark and, when the peer is kSlots calls behind,
-// waits. So any one-round program can run here; the plan decides which calls do (the oneshot
-// algorithms), the same on every rank. A call without messages (count 0) takes no number.
+// waits. So any one-round program can run here; the plan decides which calls do
+// (mailbox_runs), the same on every rank. A call without messages (count 0) takes no number.
 //
 // Waits are bounded: the abort flag, the deadline, and, every millisecond, the awaited peer's
 // shm connection (Connection::check_peer: closed, aborted, exited) end them with an error that
