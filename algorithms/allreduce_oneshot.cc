@@ -18,7 +18,7 @@
 // Applies to at most kOneShotMaxRanks ranks and kOneShotMaxBytes per rank (applies_oneshot).
 // Messages are never sliced and no message waits for another step, so the program is one round
 // (ProgramIndex::one_round). The receiving and combining is oneshot.h's, shared with
-// reduce_scatter_oneshot.
+// reduce_scatter_oneshot and reduce_oneshot (combine_into).
 #include "algorithms/algorithms.h"
 #include "algorithms/oneshot.h"
 #include "algorithms/planner.h"
@@ -39,13 +39,8 @@ Program allreduce_oneshot(const CollectiveArgs& a, int r) {
   ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
   const Region in{kIn, 0, count}, out{kOut, 0, count};
   if (allreduce_trivial(b, a)) return b.finish();
-  const size_t slots = static_cast<size_t>(n - 1) * count;
-  const Region acc = a.in_place ? Region{kTmp, slots, count} : out;
-  b.need_tmp(slots + (a.in_place ? count : 0));
   for (int k = 1; k < n; ++k) b.send((r + k) % n, in);
-  oneshot::receive_and_combine(b, r, n, in, acc);
-  if (a.in_place) b.copy(acc, out);
-  if (a.op == RedOp::kAvg) b.divide(out);
+  oneshot::combine_into(b, a, r, in, out);
   return b.finish();
 }
 

@@ -4,6 +4,7 @@
 // message is there, still cannot deadlock), so that the mailbox (src/mailbox.h) can run them.
 #pragma once
 
+#include "algorithms/collective.h"
 #include "algorithms/schedule.h"
 
 namespace weft::algorithms::oneshot {
@@ -33,6 +34,20 @@ inline void receive_and_combine(ProgramBuilder& b, int r, int n, Region own, Reg
   for (int q = next; q < n; ++q)
     if (q != r) b.recv(q, slot(q, r, n, 0, count));
   for (int q = next; q < n; ++q) b.reduce(q == r ? own : slot(q, r, n, 0, count), acc);
+}
+
+// The receiving side of a reducing oneshot that ends in `out` (count elements of OUT), after its
+// sends: receive_and_combine into OUT or, in place (OUT is the IN the sends read), into TMP
+// behind the slots, copied to OUT at the end; avg then divides OUT by n. Sizes TMP.
+// REQUIRES: n >= 2.
+inline void combine_into(ProgramBuilder& b, const CollectiveArgs& a, int r, Region own, Region out) {
+  const int n = a.nranks;
+  const size_t slots = static_cast<size_t>(n - 1) * out.count;
+  const Region acc = a.in_place ? Region{kTmp, slots, out.count} : out;
+  b.need_tmp(slots + (a.in_place ? out.count : 0));
+  receive_and_combine(b, r, n, own, acc);
+  if (a.in_place) b.copy(acc, out);
+  if (a.op == RedOp::kAvg) b.divide(out);
 }
 
 }  // namespace weft::algorithms::oneshot

@@ -26,12 +26,7 @@ Program reduce_oneshot(const CollectiveArgs& a, int r) {
     if (!a.in_place) b.copy(in, out);
     return b.finish();
   }
-  const size_t slots = static_cast<size_t>(n - 1) * count;
-  const Region acc = a.in_place ? Region{kTmp, slots, count} : out;
-  b.need_tmp(slots + (a.in_place ? count : 0));
-  oneshot::receive_and_combine(b, r, n, in, acc);
-  if (a.in_place) b.copy(acc, out);
-  if (a.op == RedOp::kAvg) b.divide(out);
+  oneshot::combine_into(b, a, r, in, out);
   return b.finish();
 }
 

@@ -24,16 +24,11 @@ Program reduce_scatter_oneshot(const CollectiveArgs& a, int r) {
     if (!a.in_place) b.copy(own, out);
     return b.finish();
   }
-  const size_t slots = static_cast<size_t>(n - 1) * count;
-  const Region acc = a.in_place ? Region{kTmp, slots, count} : out;
-  b.need_tmp(slots + (a.in_place ? count : 0));
   for (int k = 1; k < n; ++k) {
     const int q = (r + k) % n;
     b.send(q, {kIn, static_cast<size_t>(q) * count, count});
   }
-  oneshot::receive_and_combine(b, r, n, own, acc);
-  if (a.in_place) b.copy(acc, out);
-  if (a.op == RedOp::kAvg) b.divide(out);
+  oneshot::combine_into(b, a, r, own, out);
   return b.finish();
 }
 
