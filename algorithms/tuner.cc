@@ -74,14 +74,14 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
   }
   if (!from_table) {
     // An algorithm that is another one under its name here would only add its twin's prediction;
-    // oneshot without the mailbox is not weighed (see the constructor).
+    // oneshot is weighed only where weighs_oneshot() says so.
     std::vector<Algorithm> distinct;
     for (Algorithm c : cands)
-      if (!duplicates_flat(a, layout_, c) && (mailbox_ || c != Algorithm::kOneShot)) distinct.push_back(c);
+      if (!duplicates_flat(a, layout_, c) && (c != Algorithm::kOneShot || weighs_oneshot(a))) distinct.push_back(c);
     if (!distinct.empty()) cands = std::move(distinct);
     // On the mailbox oneshot costs less than the model's messages say: it comes first, so that
     // only an algorithm predicted kAlgorithmMargin faster displaces it.
-    if (auto one = std::find(cands.begin(), cands.end(), Algorithm::kOneShot); mailbox_ && one != cands.end())
+    if (auto one = std::find(cands.begin(), cands.end(), Algorithm::kOneShot); weighs_oneshot(a) && one != cands.end())
       std::rotate(cands.begin(), one, one + 1);
   }
   TunedCall best{cands.front(), slices.front(), from_table ? "table" : "order"};

@@ -77,7 +77,8 @@ class Tuner {
   // cost less there than the model's). Without it the tuner does not weigh oneshot (unless a
   // table names it, or the filter allows nothing else): through connections each of its n-1
   // messages costs the CPU more than the model counts (over tcp at N=4 it measured 0-25% slower
-  // than recursive doubling, which the model predicted 2x slower; docs/PERFORMANCE.md).
+  // than recursive doubling, which the model predicted 2x slower; docs/PERFORMANCE.md). Nor for
+  // reduce above two ranks (weighs_oneshot()).
   Tuner(Layout layout, AlgoFilter filter, std::optional<topology::Cluster> model, TuneTable table, bool mailbox = true);
 
   // REQUIRES: a.coll != kSendRecv; a.nranks == the layout's. a.slice_count == 0: the tuner picks
@@ -86,6 +87,14 @@ class Tuner {
 
  private:
   TunedCall decide(const CollectiveArgs& a) const;
+  // Whether oneshot is weighed for `a` (see the constructor). reduce: only at two ranks. Above,
+  // its n-1 senders may run only Mailbox::kSlots calls ahead of the root, while over the FIFOs
+  // the binomial tree's senders never wait, and in loops of calls the binomial tree measured 2-7x
+  // faster at N=3-8 (docs/PERFORMANCE.md, "Reduce oneshot"); the model, which times one call
+  // alone, cannot see that.
+  bool weighs_oneshot(const CollectiveArgs& a) const {
+    return mailbox_ && (a.coll != Collective::kReduce || a.nranks <= 2);
+  }
 
   Layout layout_;
   AlgoFilter filter_;

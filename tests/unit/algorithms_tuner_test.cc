@@ -79,6 +79,21 @@ TEST(Tuner, OneShotOnlyWithTheMailbox) {
   EXPECT_EQ(Tuner(l, *only, model, TuneTable(), false).choose(allreduce(4, 8)).algorithm, Algorithm::kOneShot);
 }
 
+// reduce: oneshot at two ranks, the binomial tree above (its senders never wait on the mailbox's
+// slots); forced, oneshot still runs.
+TEST(Tuner, ReduceOneShotOnlyAtTwoRanks) {
+  auto reduce = [](int n) {
+    CollectiveArgs a = allreduce(n, 8);
+    a.coll = Collective::kReduce;
+    return a;
+  };
+  EXPECT_EQ(model_tuner(Layout::flat(2)).choose(reduce(2)).algorithm, Algorithm::kOneShot);
+  for (int n : {3, 4, 8}) {
+    EXPECT_EQ(model_tuner(Layout::flat(n)).choose(reduce(n)).algorithm, Algorithm::kBinomial) << n;
+    EXPECT_EQ(model_tuner(Layout::flat(n), "reduce:oneshot").choose(reduce(n)).algorithm, Algorithm::kOneShot) << n;
+  }
+}
+
 TEST(Tuner, ChoiceIsTheFastestPredictedCandidateWithinTheMargin) {
   const Layout l = Layout::flat(4);
   const Tuner t = model_tuner(l);
