@@ -173,6 +173,46 @@ TEST(Collectives, BroadcastsRunAhead) {
   }
 }
 
+// The other way round: senders into one root (gather, reduce) run ahead of a slow root, and
+// scatters out of it run ahead of slow receivers, kinds and roots changing along the way; on the
+// mailbox a sender must not refill a slot the root has not taken yet.
+TEST(Collectives, RootedCallsRunAhead) {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  std::vector<int32_t> one(3), all(static_cast<size_t>(n) * 3);
+  for (int i = 0; i < 300; ++i) {
+    // 23 calls of one kind in a row, longer than the mailbox's 8 slots; the root changes every
+    // three runs.
+    const int kind = (i / 23) % 3, root = (i / 69) % n;
+    if (i % 10 == r) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slow rank
+    switch (kind) {
+      case 0: {  // gather: block q is rank q's
+        std::fill(one.begin(), one.end(), i * 100 + r);
+        ASSERT_TRUE(c.gather(one.data(), all.data(), one.size(), DataType::kInt32, root).wait().ok());
+        if (r == root) {
+          for (int q = 0; q < n; ++q) ASSERT_EQ(all[static_cast<size_t>(q) * 3 + 2], i * 100 + q) << "gather " << i;
+        }
+        break;
+      }
+      case 1: {  // reduce: the sum of i + q over the ranks
+        std::fill(one.begin(), one.end(), i + r);
+        std::vector<int32_t> sum(one.size(), -1);
+        ASSERT_TRUE(c.reduce(one.data(), sum.data(), one.size(), DataType::kInt32, RedOp::kSum, root).wait().ok());
+        if (r == root) {
+          ASSERT_EQ(sum[2], n * i + n * (n - 1) / 2) << "reduce " << i;
+        }
+        break;
+      }
+      default: {  // scatter: rank q gets block q
+        for (int q = 0; q < n; ++q) std::fill_n(all.begin() + q * 3, 3, i * 100 + q);
+        std::fill(one.begin(), one.end(), -1);
+        ASSERT_TRUE(c.scatter(all.data(), one.data(), one.size(), DataType::kInt32, root).wait().ok());
+        ASSERT_EQ(one[2], i * 100 + r) << "scatter " << i;
+      }
+    }
+  }
+}
+
 TEST(Collectives, Barrier) {
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(world().barrier().wait().ok());
 }
