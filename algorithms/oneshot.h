@@ -38,10 +38,14 @@ inline void receive_and_combine(ProgramBuilder& b, int r, int n, Region own, Reg
 
 // The receiving side of a reducing oneshot that ends in `out` (count elements of OUT), after its
 // sends: receive_and_combine into OUT or, in place (OUT is the IN the sends read), into TMP
-// behind the slots, copied to OUT at the end; avg then divides OUT by n. Sizes TMP.
-// REQUIRES: n >= 2.
+// behind the slots, copied to OUT at the end; avg then divides OUT by n. Sizes TMP. One rank:
+// `own` copied to OUT unless in place.
 inline void combine_into(ProgramBuilder& b, const CollectiveArgs& a, int r, Region own, Region out) {
   const int n = a.nranks;
+  if (n == 1) {
+    if (!a.in_place) b.copy(own, out);
+    return;
+  }
   const size_t slots = static_cast<size_t>(n - 1) * out.count;
   const Region acc = a.in_place ? Region{kTmp, slots, out.count} : out;
   b.need_tmp(slots + (a.in_place ? out.count : 0));

@@ -13,17 +13,12 @@
 namespace weft::algorithms {
 
 Program reduce_oneshot(const CollectiveArgs& a, int r) {
-  const int n = a.nranks;
   const size_t count = a.count;
-  ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
+  ProgramBuilder b(r, a.nranks, a.dtype, a.op, in_offset_in_out(a, r));
   if (count == 0) return b.finish();
   const Region in{kIn, 0, count}, out{kOut, 0, count};
   if (r != a.root) {
     b.send(a.root, in);
-    return b.finish();
-  }
-  if (n == 1) {
-    if (!a.in_place) b.copy(in, out);
     return b.finish();
   }
   oneshot::combine_into(b, a, r, in, out);

@@ -20,10 +20,6 @@ Program reduce_scatter_oneshot(const CollectiveArgs& a, int r) {
   ProgramBuilder b(r, n, a.dtype, a.op, in_offset_in_out(a, r));
   const Region own{kIn, static_cast<size_t>(r) * count, count}, out{kOut, 0, count};
   if (count == 0) return b.finish();
-  if (n == 1) {
-    if (!a.in_place) b.copy(own, out);
-    return b.finish();
-  }
   for (int k = 1; k < n; ++k) {
     const int q = (r + k) % n;
     b.send(q, {kIn, static_cast<size_t>(q) * count, count});
