@@ -55,6 +55,11 @@ Program allreduce_recursive_doubling(const CollectiveArgs& a, int rank);
 inline constexpr int kOneShotMaxRanks = 16;
 inline constexpr size_t kOneShotMaxBytes = size_t{4} << 10;
 bool applies_oneshot(const CollectiveArgs& a, const Layout& l);
+// applies_oneshot's test, which needs no layout: at most kOneShotMaxRanks ranks and
+// kOneShotMaxBytes per rank's vector or block.
+inline bool oneshot_fits(const CollectiveArgs& a) {
+  return a.nranks <= kOneShotMaxRanks && a.count * dtype_size(a.dtype) <= kOneShotMaxBytes;
+}
 Program allreduce_rabenseifner(const CollectiveArgs& a, int rank);
 
 // The links of `rank` in tree `tree` (0 or 1) of allreduce_tree's double binary tree over

@@ -25,12 +25,10 @@
 
 namespace weft::algorithms {
 
-bool applies_oneshot(const CollectiveArgs& a, const Layout&) {
-  return a.nranks <= kOneShotMaxRanks && a.count * dtype_size(a.dtype) <= kOneShotMaxBytes;
-}
+bool applies_oneshot(const CollectiveArgs& a, const Layout&) { return oneshot_fits(a); }
 
 bool mailbox_runs(Algorithm alg, const CollectiveArgs& a) {
-  return alg == Algorithm::kOneShot || (alg == Algorithm::kLinear && applies_oneshot(a, Layout{}));
+  return alg == Algorithm::kOneShot || (alg == Algorithm::kLinear && oneshot_fits(a));
 }
 
 Program allreduce_oneshot(const CollectiveArgs& a, int r) {
