@@ -88,10 +88,11 @@ class Tuner {
  private:
   TunedCall decide(const CollectiveArgs& a) const;
   // Whether oneshot is weighed for `a` (see the constructor). reduce: only at two ranks. Above,
-  // its n-1 senders may run only Mailbox::kSlots calls ahead of the root, while over the FIFOs
-  // the binomial tree's senders never wait, and in loops of calls the binomial tree measured 2-7x
-  // faster at N=3-8 (docs/PERFORMANCE.md, "Reduce oneshot"); the model, which times one call
-  // alone, cannot see that.
+  // its root takes and reduces n-1 messages in turn while the binomial tree spreads that work over
+  // the ranks; in loops of calls (the mailbox lets the senders run 64 calls ahead) the binomial
+  // tree measured 1.0-1.5x faster at N=3 and 8 below 4 KiB and 1.5-2.5x at 4 KiB (N=3-8), oneshot
+  // 1.1-1.2x faster only at N=4 below 4 KiB (docs/PERFORMANCE.md, "Deep mailbox lines"); the
+  // model, which times one call alone, cannot see that.
   bool weighs_oneshot(const CollectiveArgs& a) const {
     return mailbox_ && (a.coll != Collective::kReduce || a.nranks <= 2);
   }

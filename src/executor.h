@@ -56,7 +56,7 @@ struct CollHeader {
   uint8_t dtype = 0;
   uint8_t op = 0;
   uint8_t algorithm = 0;
-  uint8_t reserved = 0;
+  uint8_t unit = 0;  // the mailbox's: the first data unit of a message not inline (src/mailbox.h)
   int32_t root = 0;
   int32_t sender = 0;
   uint64_t seq = 0;          // the sender's sequence number for this kind of call

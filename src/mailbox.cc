@@ -1,5 +1,6 @@
 #include "src/mailbox.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -48,28 +49,45 @@ Result<std::unique_ptr<Mailbox>> Mailbox::create(int rank, int nranks, uint64_t 
   return std::unique_ptr<Mailbox>(new Mailbox(rank, nranks, std::move(segment)));
 }
 
+uint64_t Mailbox::overwrites(const Step& s, size_t bytes, uint64_t call) const {
+  const size_t to = static_cast<size_t>(s.peer);
+  uint64_t held = line_held_[to * kLines + call % kLines];
+  if (bytes > CollHeader::kInlineBytes) {
+    const size_t units = units_of(bytes), first = first_unit(s.peer, units);
+    for (size_t u = first; u < first + units; ++u) held = std::max(held, unit_held_[to * kUnits + u]);
+  }
+  return held;
+}
+
 Status Mailbox::start(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us) {
   if (phase_ == Phase::kOpen) return internal_error("mailbox: a call started while another is open");
   const algorithms::Program& p = *spec.program;
   const size_t elem = dtype_size(p.dtype);
   next_ = 0;
-  // A call with no messages (count 0 on every rank) takes no number and uses no slot.
+  // A call with no messages (count 0 on every rank) takes no number and uses no line.
   if (spec.index->fifos.empty()) {
     next_ = p.steps.size();
     phase_ = Phase::kOpen;
     return Status();
   }
   const uint64_t call = calls_;
-  // Every slot this call fills must be free first (see the file comment), so that a start that
+  // Everything this call fills must be free first (see the file comment), so that a start that
   // gives up has sent nothing.
   phase_ = Phase::kStarting;
   for (const Step& s : p.steps) {
     if (s.kind != StepKind::kSend) continue;
-    const uint64_t held = written(s.peer, call);
-    if (held == 0 || heard_[static_cast<size_t>(s.peer)] > held) continue;
-    const std::atomic<uint64_t>& mark = taken(rank_, s.peer, call).value;
-    if (mark.load(std::memory_order_acquire) != held)
-      WEFT_TRY(await(spec, mark, held, s.peer, peers, patience_us, " to take its last message from the mailbox"));
+    const size_t bytes = s.src.count * elem;
+    if (bytes > kSlotData)
+      return internal_error("mailbox: a message of " + std::to_string(bytes) + " bytes to rank " + std::to_string(s.peer) +
+                            " (it holds " + std::to_string(kSlotData) + ")");
+    const uint64_t held = overwrites(s, bytes, call);
+    uint64_t& known = known_taken_[static_cast<size_t>(s.peer)];
+    if (known >= held) continue;
+    const std::atomic<uint64_t>& word = taken(rank_, s.peer).value;
+    known = word.load(std::memory_order_acquire);
+    if (known >= held) continue;
+    WEFT_TRY(await(spec, word, held, s.peer, peers, patience_us, " to take its messages from the mailbox"));
+    known = word.load(std::memory_order_acquire);
   }
   ++calls_;
   phase_ = Phase::kOpen;
@@ -77,18 +95,24 @@ Status Mailbox::start(const RunSpec& spec, ConnectionSource& peers, int64_t pati
   h = collective_header(spec);
   for (const Step& s : p.steps) {
     if (s.kind != StepKind::kSend) continue;
-    const size_t bytes = s.src.count * elem;
-    if (bytes > kSlotData)
-      return internal_error("mailbox: a message of " + std::to_string(bytes) + " bytes to rank " + std::to_string(s.peer) +
-                            " (slots hold " + std::to_string(kSlotData) + ")");
-    Slot& out = slot(rank_, s.peer, call);
+    const size_t bytes = s.src.count * elem, to = static_cast<size_t>(s.peer);
+    Line& out = line(rank_, s.peer, call);
     const char* src = region_address(spec.bindings, s.src, elem);
-    const bool inline_data = bytes <= CollHeader::kInlineBytes;
-    h.inline_bytes = inline_data ? static_cast<uint8_t>(bytes) : 0;
-    std::memcpy(inline_data ? reinterpret_cast<char*>(h.inline_data) : data_of(out), src, bytes);
+    if (bytes <= CollHeader::kInlineBytes) {
+      h.inline_bytes = static_cast<uint8_t>(bytes);
+      h.unit = 0;
+      std::memcpy(h.inline_data, src, bytes);
+    } else {
+      const size_t units = units_of(bytes), first = first_unit(s.peer, units);
+      h.inline_bytes = 0;
+      h.unit = static_cast<uint8_t>(first);
+      std::memcpy(unit(rank_, s.peer, first), src, bytes);
+      std::fill_n(unit_held_.begin() + static_cast<std::ptrdiff_t>(to * kUnits + first), units, call + 1);
+      next_unit_[to] = (first + units) % kUnits;
+    }
     std::memcpy(&out.header, &h, sizeof(h));
     out.ready.store(call + 1, std::memory_order_release);
-    written(s.peer, call) = call + 1;
+    line_held_[to * kLines + call % kLines] = call + 1;
   }
   return Status();
 }
@@ -103,13 +127,14 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
   for (; next_ < p.steps.size(); ++next_) {
     const Step& s = p.steps[next_];
     if (s.kind != StepKind::kRecv && s.kind != StepKind::kRecvReduce) continue;
-    Slot& in = slot(s.peer, rank_, call);
-    if (in.ready.load(std::memory_order_acquire) != call + 1)
+    Line& in = line(s.peer, rank_, call);
+    if (in.ready.load(std::memory_order_acquire) < call + 1)
       WEFT_TRY(await(spec, in.ready, call + 1, s.peer, peers, patience_us, "'s message in the mailbox"));
     const CollHeader& got = in.header;
     const size_t bytes = s.dst.count * elem;
     const bool inline_data = bytes <= CollHeader::kInlineBytes;
-    if (got.magic != CollHeader::kMagic || got.sender != s.peer || got.inline_bytes != (inline_data ? bytes : 0))
+    if (in.ready.load(std::memory_order_relaxed) != call + 1 || got.magic != CollHeader::kMagic || got.sender != s.peer ||
+        got.inline_bytes != (inline_data ? bytes : 0) || (!inline_data && got.unit + units_of(bytes) > kUnits))
       return internal_error("rank " + std::to_string(s.peer) + " left a malformed message for rank " + std::to_string(rank_) +
                             " in the mailbox (stream out of step)");
     // The common case in a few compares; the full check (and its message) when they differ.
@@ -117,14 +142,17 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
         got.op != header_.op || got.root != header_.root || got.algorithm != header_.algorithm ||
         got.slice_count != header_.slice_count)
       WEFT_TRY(check_collective_header(got, spec, s.peer));
-    const char* data = inline_data ? reinterpret_cast<const char*>(got.inline_data) : data_of(in);
+    const char* data = inline_data ? reinterpret_cast<const char*>(got.inline_data) : unit(s.peer, rank_, got.unit);
     char* dst = region_address(spec.bindings, s.dst, elem);
     if (s.kind == StepKind::kRecvReduce)
       kernels::reduce(dst, region_address(spec.bindings, s.src, elem), data, s.dst.count, p.dtype, p.op);
     else
       std::memcpy(dst, data, bytes);
-    taken(s.peer, rank_, call).value.store(call + 1, std::memory_order_release);
-    heard_[static_cast<size_t>(s.peer)] = call + 1;
+    taken(s.peer, rank_).value.store(call + 1, std::memory_order_release);
+    // The peer sent this only after finishing its earlier calls, which took this rank's
+    // messages of those calls.
+    uint64_t& known = known_taken_[static_cast<size_t>(s.peer)];
+    known = std::max(known, call);
   }
   for (const Step& s : p.steps)
     if (!algorithms::is_comm(s.kind)) run_host_local(p, s, spec.bindings);
@@ -157,7 +185,7 @@ Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, ui
   uint32_t polls = 0;
   auto next_check = DeadlineClock::now() + kPeerCheckPeriod;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(patience_us);
-  while (word.load(std::memory_order_acquire) != want) {
+  while (word.load(std::memory_order_acquire) < want) {
     if (patience_us >= 0 && (polls & 15) == 0 && std::chrono::steady_clock::now() >= give_up)
       return Status(StatusCode::kInProgress, "waiting for rank " + std::to_string(peer));
     if ((++polls & 63) == 0) {
@@ -176,7 +204,7 @@ Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, ui
         // connection now, sent after its message here would have been, is another call's.
         const bool elsewhere = (*conn)->has_unclaimed_message();
         Status alive = (*conn)->check_peer();
-        if (word.load(std::memory_order_acquire) == want) break;
+        if (word.load(std::memory_order_acquire) >= want) break;
         if (elsewhere) return other_call(spec, **conn, peer);
         if (!alive.ok()) return alive;
       }

@@ -3,20 +3,24 @@
 // reduce, and linear gather and scatter, for small messages: algorithms::mailbox_runs): through
 // one shared segment instead of the per-pair FIFOs of the shm transport.
 //
-// The segment holds, for every ordered pair (from, to) of ranks, kSlots slots that calls take in
-// turn, and after all slots a mark per slot (below). A slot is one cache line (a ready word and the CollHeader every collective
-// checks) and kSlotData bytes behind it; a message of at most CollHeader::kInlineBytes rides in
-// the header's own line. A call sends by filling its slot to each peer and then storing the
-// call's number + 1 in the slot's ready word (release); it receives by waiting for that number
-// in the peer's slot to it (acquire) and checking the header, as the executor does.
+// The segment holds, for every ordered pair (from, to) of ranks, kLines message lines that calls
+// take in turn (call % kLines), a ring of kUnits data units of kUnitBytes, and a taken word. A
+// line is one cache line: a ready word and the CollHeader every collective checks; a message of at
+// most CollHeader::kInlineBytes rides in the header, a larger one in consecutive units of the
+// ring, the first named in the header (CollHeader::unit). A call sends by filling its line (and
+// units) to each peer and then storing the call's number + 1 in the line's ready word (release);
+// it receives by waiting for that number in the peer's line to it (acquire) and checking the
+// header, as the executor does.
 //
-// A receiver marks each message taken (a word per slot, on its own cache line). A sender refills
-// a slot once the peer has taken what it held. Usually it knows so without reading the mark: a
-// message from the peer arrived since the slot was filled, and the peer sent that one only after
-// the call that read the slot had finished (each rank runs its calls in order). Otherwise (a
-// broadcast root hears nothing back) it reads the mark and, when the peer is kSlots calls behind,
-// waits. So any one-round program can run here; the plan decides which calls do
-// (mailbox_runs), the same on every rank. A call without messages (count 0) takes no number.
+// A receiver stores the call number + 1 of each message it takes in the pair's taken word (it
+// takes a sender's messages in call order). A sender refills a line or a unit once the peer has
+// taken what it held. Usually it knows so without reading the word: a message from the peer
+// arrived since, and the peer sent that one only after it had finished every earlier call. Otherwise
+// (a broadcast root hears nothing back; senders into a reduce's root) it reads the word and,
+// when the peer is kLines calls (or a ring of data) behind, waits. So small calls run up to 64
+// ahead of a slow peer and 4 KiB ones 8, and any one-round program can run here; the plan decides
+// which calls do (mailbox_runs), the same on every rank. A call without messages (count 0) takes
+// no number.
 //
 // Waits are bounded: the abort flag, the deadline, and, every millisecond, the awaited peer's
 // shm connection (Connection::check_peer: closed, aborted, exited) end them with an error that
@@ -42,11 +46,16 @@ namespace weft {
 
 class Mailbox {
  public:
+  // The largest message.
   static constexpr size_t kSlotData = algorithms::kOneShotMaxBytes;
   static constexpr int kMaxRanks = algorithms::kOneShotMaxRanks;
   // How many calls a sender may run ahead of a receiver that has not taken its messages (a
-  // broadcast root: NCCL's channels also hold 8 steps). The exchanges never use more than two.
-  static constexpr uint64_t kSlots = 8;
+  // broadcast root, the senders into a reduce's root). The exchanges never use more than two.
+  static constexpr uint64_t kLines = 64;
+  // Each pair's data ring: 32 KiB, eight of the largest messages, 256 of up to 128 bytes.
+  static constexpr size_t kUnitBytes = 128;
+  static constexpr size_t kUnits = 256;  // CollHeader::unit names one in a byte
+  static_assert(kUnits * kUnitBytes >= 8 * kSlotData);
 
   // Collective over the communicator's bootstrap: rank 0 makes the segment, the others map it.
   // Every rank gets a mailbox, or every rank gets null (no rank could make or map it: the
@@ -63,7 +72,7 @@ class Mailbox {
     WEFT_TRY(start(spec, peers, -1));
     return finish(spec, peers, -1);
   }
-  // run() in two halves. start() sends (once every slot it fills is free) and opens the call;
+  // run() in two halves. start() sends (once every line and unit it fills is free) and opens the call;
   // finish() takes the receives and the local steps. With patience_us >= 0 either gives up once
   // it has waited that long, returning kInProgress: start() then has sent nothing, and finish()
   // (which also completes a start that gave up) goes on where it stopped when called again with
@@ -73,43 +82,50 @@ class Mailbox {
   Status finish(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us);
 
  private:
-  struct alignas(64) Slot {
+  struct alignas(64) Line {
     std::atomic<uint64_t> ready;  // the call number + 1 of the message in place
     CollHeader header;
   };
-  static_assert(sizeof(Slot) == 64);
-  static constexpr size_t kSlotBytes = sizeof(Slot) + kSlotData;
-
+  static_assert(sizeof(Line) == 64);
   struct alignas(64) Taken {
     std::atomic<uint64_t> value;  // the call number + 1 of the last message the receiver took
   };
-  static size_t segment_bytes(int nranks) {
-    return slot_count(nranks) * (kSlotBytes + sizeof(Taken));
-  }
+  static constexpr size_t kPairBytes = kLines * sizeof(Line) + kUnits * kUnitBytes + sizeof(Taken);
+  static size_t segment_bytes(int nranks) { return pairs(nranks) * kPairBytes; }
+  static size_t pairs(int nranks) { return static_cast<size_t>(nranks) * static_cast<size_t>(nranks); }
+  static size_t units_of(size_t bytes) { return (bytes + kUnitBytes - 1) / kUnitBytes; }
 
   Mailbox(int rank, int nranks, transport::shm::ShmSegment segment)
       : rank_(rank),
         nranks_(nranks),
         segment_(std::move(segment)),
-        written_(static_cast<size_t>(nranks) * kSlots, 0),
-        heard_(static_cast<size_t>(nranks), 0) {}
-  static size_t slot_count(int nranks) { return static_cast<size_t>(nranks) * static_cast<size_t>(nranks) * kSlots; }
-  // The index of the slot (and of its mark) that `call` uses from `from` to `to`.
-  size_t slot_index(int from, int to, uint64_t call) const {
-    return (static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to)) * kSlots + call % kSlots;
+        line_held_(static_cast<size_t>(nranks) * kLines, 0),
+        unit_held_(static_cast<size_t>(nranks) * kUnits, 0),
+        next_unit_(static_cast<size_t>(nranks), 0),
+        known_taken_(static_cast<size_t>(nranks), 0) {}
+  // The segment holds every pair's lines, then every pair's units, then every pair's taken word.
+  size_t pair(int from, int to) const { return static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to); }
+  char* base() const { return static_cast<char*>(segment_.data()); }
+  Line& line(int from, int to, uint64_t call) const {
+    return reinterpret_cast<Line*>(base())[pair(from, to) * kLines + call % kLines];
   }
-  Taken& taken(int from, int to, uint64_t call) const {
-    return *reinterpret_cast<Taken*>(static_cast<char*>(segment_.data()) + slot_count(nranks_) * kSlotBytes +
-                                     slot_index(from, to, call) * sizeof(Taken));
+  char* unit(int from, int to, size_t u) const {
+    return base() + pairs(nranks_) * kLines * sizeof(Line) + (pair(from, to) * kUnits + u) * kUnitBytes;
   }
-  Slot& slot(int from, int to, uint64_t call) const {
-    return *reinterpret_cast<Slot*>(static_cast<char*>(segment_.data()) + slot_index(from, to, call) * kSlotBytes);
+  Taken& taken(int from, int to) const {
+    return reinterpret_cast<Taken*>(base() + pairs(nranks_) * (kLines * sizeof(Line) + kUnits * kUnitBytes))[pair(from, to)];
   }
-  // written_'s entry for the slot `call` uses to `to`.
-  uint64_t& written(int to, uint64_t call) { return written_[static_cast<size_t>(to) * kSlots + call % kSlots]; }
-  static char* data_of(Slot& s) { return reinterpret_cast<char*>(&s) + sizeof(Slot); }
-  // Waits until `word` (a slot's ready word, or the mark of a slot to `peer`) reads `want`
-  // (patience_us: as finish()). `what` names it for the timeout message.
+  // The first unit of this rank's next message of `units` units to `to` (the ring wraps rather
+  // than splitting a message).
+  size_t first_unit(int to, size_t units) const {
+    const size_t u = next_unit_[static_cast<size_t>(to)];
+    return u + units > kUnits ? 0 : u;
+  }
+  // The call number + 1 of the last message that the send `s` of `call` would overwrite (0:
+  // none): in its line, and in the units its data takes.
+  uint64_t overwrites(const algorithms::Step& s, size_t bytes, uint64_t call) const;
+  // Waits until `word` (a line's ready word, or the taken word of the pair to `peer`; both only
+  // grow) reads at least `want` (patience_us: as finish()). `what` names it for the timeout message.
   Status await(const RunSpec& spec, const std::atomic<uint64_t>& word, uint64_t want, int peer, ConnectionSource& peers,
                int64_t patience_us, const char* what);
   // The error for a peer that sent a message over `conn` (another call) instead of its part of
@@ -122,8 +138,14 @@ class Mailbox {
   uint64_t calls_ = 0;  // mailbox calls started so far; the open one is calls_ - 1
   enum class Phase { kIdle, kStarting, kOpen } phase_ = Phase::kIdle;  // kStarting: start() gave up
   size_t next_ = 0;     // finish(): the open call's next step
-  std::vector<uint64_t> written_;  // [to * kSlots + call % kSlots]: call + 1 of the last message put there (0: none)
-  std::vector<uint64_t> heard_;    // [from]: call + 1 of the last message taken from that rank (0: none)
+  // What this rank sent (call + 1 of the last message put there; 0: none) and where its next
+  // data goes, per peer.
+  std::vector<uint64_t> line_held_;  // [to * kLines + call % kLines]
+  std::vector<uint64_t> unit_held_;  // [to * kUnits + unit]
+  std::vector<size_t> next_unit_;    // [to]
+  // [peer]: every message of this rank's to that peer with call + 1 <= this is known taken (from
+  // the taken word, or from a message the peer sent since).
+  std::vector<uint64_t> known_taken_;
   CollHeader header_;   // the open call's header (as sent, less its inline data)
 };
 

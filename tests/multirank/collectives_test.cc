@@ -153,19 +153,23 @@ TEST(Collectives, EmptyCallsBetweenSmallOnes) {
 }
 
 // A root's small broadcast returns once sent, so the root runs ahead of slow receivers; the
-// mailbox must not refill a slot a receiver has not taken yet. Roots rotate, and allreduces come
-// between, so a sender learns a slot is free both ways (a message back since, or the mark).
+// mailbox must not refill a line or data unit a receiver has not taken yet. A root's turn (70
+// calls) is longer than the mailbox's 64 lines, and its messages (inline, one unit, 19 units) fill
+// the data ring several times over. Roots rotate, and allreduces come between, so a sender learns
+// a message was taken both ways (a message back since, or the taken word).
 TEST(Collectives, BroadcastsRunAhead) {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();
-  std::vector<int32_t> v(5);
-  for (int i = 0; i < 400; ++i) {
-    const int root = (i / 19) % n;  // a root's turn is longer than the mailbox's 8 slots
-    std::fill(v.begin(), v.end(), r == root ? i * 100 + root : -1);
+  std::vector<int32_t> v(600);
+  const size_t counts[] = {3, 5, 600};  // 12 B (inline), 20 B, 2,400 B
+  for (int i = 0; i < 3 * 70; ++i) {
+    const int root = (i / 70) % n;
+    const size_t count = counts[i % 3];
+    std::fill_n(v.begin(), count, r == root ? i * 100 + root : -1);
     if (r != root && i % 10 == r) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slow receiver
-    ASSERT_TRUE(c.broadcast(v.data(), v.data(), v.size(), DataType::kInt32, root).wait().ok());
-    ASSERT_EQ(v[4], i * 100 + root) << "broadcast " << i;
-    if (i % 13 == 0) {
+    ASSERT_TRUE(c.broadcast(v.data(), v.data(), count, DataType::kInt32, root).wait().ok());
+    ASSERT_EQ(v[count - 1], i * 100 + root) << "broadcast " << i;
+    if (i % 53 == 0) {
       int64_t one = 1, sum = 0;
       ASSERT_TRUE(c.allreduce(&one, &sum, 1, DataType::kInt64, RedOp::kSum).wait().ok());
       ASSERT_EQ(sum, n);
@@ -174,40 +178,44 @@ TEST(Collectives, BroadcastsRunAhead) {
 }
 
 // The other way round: senders into one root (gather, reduce) run ahead of a slow root, and
-// scatters out of it run ahead of slow receivers, kinds and roots changing along the way; on the
-// mailbox a sender must not refill a slot the root has not taken yet.
+// scatters out of it run ahead of slow receivers, kinds, sizes and roots changing along the way;
+// on the mailbox a sender must not refill a line or data unit the root has not taken yet.
 TEST(Collectives, RootedCallsRunAhead) {
   Communicator& c = world();
   const int n = c.size(), r = c.rank();
-  std::vector<int32_t> one(3), all(static_cast<size_t>(n) * 3);
-  for (int i = 0; i < 300; ++i) {
-    // 23 calls of one kind in a row, longer than the mailbox's 8 slots; the root changes every
-    // three runs.
-    const int kind = (i / 23) % 3, root = (i / 69) % n;
-    if (i % 10 == r) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a slow rank
+  const size_t counts[] = {3, 5, 300};  // 12 B (inline), 20 B, 1,200 B a block
+  std::vector<int32_t> one(300), all(static_cast<size_t>(n) * 300);
+  for (int i = 0; i < 3 * 70; ++i) {
+    // 70 calls of one kind in a row, longer than the mailbox's 64 lines; the root changes with
+    // every kind.
+    const int kind = (i / 70) % 3, root = (i / 70 + 1) % n;
+    const size_t count = counts[i % 3];
+    // The ranks that wait are slow: the root of a gather or reduce, the receivers of a scatter.
+    const bool slow = kind == 2 ? r != root && i % 10 == r % 10 : r == root && i % 10 == 0;
+    if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     switch (kind) {
       case 0: {  // gather: block q is rank q's
-        std::fill(one.begin(), one.end(), i * 100 + r);
-        ASSERT_TRUE(c.gather(one.data(), all.data(), one.size(), DataType::kInt32, root).wait().ok());
+        std::fill_n(one.begin(), count, i * 100 + r);
+        ASSERT_TRUE(c.gather(one.data(), all.data(), count, DataType::kInt32, root).wait().ok());
         if (r == root) {
-          for (int q = 0; q < n; ++q) ASSERT_EQ(all[static_cast<size_t>(q) * 3 + 2], i * 100 + q) << "gather " << i;
+          for (int q = 0; q < n; ++q) ASSERT_EQ(all[static_cast<size_t>(q) * count + count - 1], i * 100 + q) << "gather " << i;
         }
         break;
       }
       case 1: {  // reduce: the sum of i + q over the ranks
-        std::fill(one.begin(), one.end(), i + r);
-        std::vector<int32_t> sum(one.size(), -1);
-        ASSERT_TRUE(c.reduce(one.data(), sum.data(), one.size(), DataType::kInt32, RedOp::kSum, root).wait().ok());
+        std::fill_n(one.begin(), count, i + r);
+        std::vector<int32_t> sum(count, -1);
+        ASSERT_TRUE(c.reduce(one.data(), sum.data(), count, DataType::kInt32, RedOp::kSum, root).wait().ok());
         if (r == root) {
-          ASSERT_EQ(sum[2], n * i + n * (n - 1) / 2) << "reduce " << i;
+          ASSERT_EQ(sum[count - 1], n * i + n * (n - 1) / 2) << "reduce " << i;
         }
         break;
       }
       default: {  // scatter: rank q gets block q
-        for (int q = 0; q < n; ++q) std::fill_n(all.begin() + q * 3, 3, i * 100 + q);
-        std::fill(one.begin(), one.end(), -1);
-        ASSERT_TRUE(c.scatter(all.data(), one.data(), one.size(), DataType::kInt32, root).wait().ok());
-        ASSERT_EQ(one[2], i * 100 + r) << "scatter " << i;
+        for (int q = 0; q < n; ++q) std::fill_n(all.begin() + static_cast<std::ptrdiff_t>(q * count), count, i * 100 + q);
+        std::fill_n(one.begin(), count, -1);
+        ASSERT_TRUE(c.scatter(all.data(), one.data(), count, DataType::kInt32, root).wait().ok());
+        ASSERT_EQ(one[count - 1], i * 100 + r) << "scatter " << i;
       }
     }
   }
