@@ -84,6 +84,7 @@ int run_peer_sweep(const PeerOptions& o, PeerComm& comm) {
     for (int c = 0; err.empty() && c < u.calls; ++c) err = comm.run(a, sendbuf.data(), recvbuf.data());
     if (!err.empty()) return fail(comm, err);
   }
+  comm.sum(0.0);  // the sum of the times, once before the sweep, as weft-bench warms its own
   uint64_t total_wrong = 0;
   for (size_t k = 0; k < sizes.size(); ++k) {
     progress.step(k, sizes[k], comm.library.c_str());
