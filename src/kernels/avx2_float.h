@@ -7,6 +7,8 @@
 // elements in the two vectors in another order (the same order for load and store):
 //   load16_lanes(p, lo, hi), store16_lanes(p, lo, hi)
 //     REQUIRES (store16_lanes): every NaN lane is the canonical 0x7FC00000 (canonicalize() below).
+// The 2-byte formats (fp16, bf16) also give store16_lanes' 32 bytes as a vector,
+// pack16_lanes(lo, hi), so that a kernel may stream it.
 // Every function here carries the avx2,f16c target attribute, so this header may be included
 // only by translation units whose callers check the CPU first (dispatch.h's avx2_kernels()).
 // The library itself is compiled for the baseline ISA; nothing here leaks into other code.
@@ -88,8 +90,11 @@ struct F16 : NaturalLanes<F16> {
     hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
   }
   WEFT_AVX2 static void store16(char* p, __m256 lo, __m256 hi) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 16), _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), pack16_lanes(lo, hi));
+  }
+  // The 32 bytes store16_lanes writes (the 2-byte formats: for a streaming store).
+  WEFT_AVX2 static __m256i pack16_lanes(__m256 lo, __m256 hi) {
+    return _mm256_set_m128i(_mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT));
   }
 };
 
@@ -129,8 +134,10 @@ struct Bf16 {
     return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)), lsb), 16);
   }
   WEFT_AVX2 static void store16_lanes(char* p, __m256 lo, __m256 hi) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                        _mm256_packus_epi32(narrow8_canonical(lo), narrow8_canonical(hi)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), pack16_lanes(lo, hi));
+  }
+  WEFT_AVX2 static __m256i pack16_lanes(__m256 lo, __m256 hi) {
+    return _mm256_packus_epi32(narrow8_canonical(lo), narrow8_canonical(hi));
   }
 };
 

@@ -194,11 +194,10 @@ WEFT_AVX2 inline void stream(char* p, __m256d v) { _mm256_stream_pd(reinterpret_
 // Out-of-place reduces of at least kStreamReduceBytes (dispatch.h) of output stream dst past the
 // caches: the result is too big to stay cached for its next reader, and a normal store would
 // first read each destination line (4 memory streams instead of 3). Collectives reduce slice by
-// slice (512 KiB by default, in cache), so this serves large single calls. The small floats
-// (widened to fp32 and narrowed back) keep normal stores here: with 256-bit vectors their
-// instructions, not memory, bound them (and streaming them through a cached bounce buffer measured
-// slower); reduce_avx512.cc runs fp16/bf16 in 512-bit vectors and streams those. fp8 max and min
-// never widen (fp8_avx2.h) and run here as same-width types, streaming included.
+// slice (512 KiB by default, in cache), so this serves large single calls. Of the small floats
+// (widened to fp32 and narrowed back), fp16 and bf16 stream too (reduce_small_kernel); fp8 sum and
+// prod keep normal stores (their conversions bound them); fp8 max and min never widen
+// (fp8_avx2.h) and run here as same-width types, streaming included.
 // docs/PERFORMANCE.md, "CPU kernels".
 
 // dst[i..] = Op(a, b)[i..] two vectors per iteration while two fit; returns where it stopped.
@@ -256,22 +255,47 @@ WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t cou
 }
 
 // Small floats: widen 16 elements of each input to 2 x 8 fp32, apply the fp32 op (which makes NaN
-// canonical, as store16_lanes requires), narrow once.
+// canonical, as store16_lanes requires), narrow once. fp16 and bf16 stream large out-of-place
+// results past the caches, as reduce_kernel does (at 32 MiB the normal stores' reads of dst cost
+// more than the conversions: docs/PERFORMANCE.md, "CPU kernels"); fp8 keeps normal stores (its
+// conversions bound it).
 template <typename Fmt, typename Op>
-WEFT_AVX2 void reduce_small_kernel(void* dst, const void* a, const void* b, size_t count) {
+WEFT_AVX2 size_t reduce_small_steps(char* d, const char* x, const char* y, size_t i, size_t count, bool streamed) {
   constexpr size_t kBytes = Fmt::kBytes;
-  char* d = static_cast<char*>(dst);
-  const char* x = static_cast<const char*>(a);
-  const char* y = static_cast<const char*>(b);
-  size_t i = 0;
   for (; i + 16 <= count; i += 16) {
     __m256 x0, x1, y0, y1;
     Fmt::load16_lanes(x + i * kBytes, x0, x1);
     Fmt::load16_lanes(y + i * kBytes, y0, y1);
+    if constexpr (kBytes == 2) {
+      if (streamed) {
+        stream(d + i * kBytes, Fmt::pack16_lanes(Op::apply(x0, y0), Op::apply(x1, y1)));
+        continue;
+      }
+    }
     Fmt::store16_lanes(d + i * kBytes, Op::apply(x0, y0), Op::apply(x1, y1));
   }
-  scalar::reduce_small_loop<typename Fmt::Scalar, typename Op::ScalarOp>(d + i * kBytes, x + i * kBytes,
-                                                                         y + i * kBytes, count - i);
+  return i;
+}
+
+template <typename Fmt, typename Op>
+WEFT_AVX2 void reduce_small_kernel(void* dst, const void* a, const void* b, size_t count) {
+  constexpr size_t kBytes = Fmt::kBytes;
+  using Scalar = typename Fmt::Scalar;
+  using ScalarOp = typename Op::ScalarOp;
+  char* d = static_cast<char*>(dst);
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  size_t i = 0;
+  const size_t bytes = count * kBytes;
+  if (kBytes == 2 && bytes >= kStreamReduceBytes && reinterpret_cast<uintptr_t>(d) % kBytes == 0 &&
+      !overlaps(d, x, bytes) && !overlaps(d, y, bytes)) {
+    i = (32 - reinterpret_cast<uintptr_t>(d) % 32) % 32 / kBytes;  // elements to 32-byte alignment
+    scalar::reduce_small_loop<Scalar, ScalarOp>(d, x, y, i);
+    i = reduce_small_steps<Fmt, Op>(d, x, y, i, count, true);
+    _mm_sfence();  // streamed stores are weakly ordered: complete them before the tail and return
+  }
+  i = reduce_small_steps<Fmt, Op>(d, x, y, i, count, false);
+  scalar::reduce_small_loop<Scalar, ScalarOp>(d + i * kBytes, x + i * kBytes, y + i * kBytes, count - i);
 }
 
 WEFT_AVX2 void divide_f32(void* dst, const void* src, size_t count, int divisor) {
