@@ -131,17 +131,22 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
     if (in.ready.load(std::memory_order_acquire) < call + 1)
       WEFT_TRY(await(spec, in.ready, call + 1, s.peer, peers, patience_us, "'s message in the mailbox"));
     const CollHeader& got = in.header;
-    const size_t bytes = s.dst.count * elem;
-    const bool inline_data = bytes <= CollHeader::kInlineBytes;
-    if (in.ready.load(std::memory_order_relaxed) != call + 1 || got.magic != CollHeader::kMagic || got.sender != s.peer ||
-        got.inline_bytes != (inline_data ? bytes : 0) || (!inline_data && got.unit + units_of(bytes) > kUnits))
+    const auto malformed = [&] {
       return internal_error("rank " + std::to_string(s.peer) + " left a malformed message for rank " + std::to_string(rank_) +
                             " in the mailbox (stream out of step)");
-    // The common case in a few compares; the full check (and its message) when they differ.
+    };
+    if (in.ready.load(std::memory_order_relaxed) != call + 1 || got.magic != CollHeader::kMagic || got.sender != s.peer)
+      return malformed();
+    // The common case in a few compares; the full check (and its message: what each rank
+    // called) when they differ, before the message's size is trusted.
     if (got.seq != header_.seq || got.count != header_.count || got.coll != header_.coll || got.dtype != header_.dtype ||
         got.op != header_.op || got.root != header_.root || got.algorithm != header_.algorithm ||
         got.slice_count != header_.slice_count)
       WEFT_TRY(check_collective_header(got, spec, s.peer));
+    const size_t bytes = s.dst.count * elem;
+    const bool inline_data = bytes <= CollHeader::kInlineBytes;
+    if (got.inline_bytes != (inline_data ? bytes : 0) || (!inline_data && got.unit + units_of(bytes) > kUnits))
+      return malformed();
     const char* data = inline_data ? reinterpret_cast<const char*>(got.inline_data) : unit(s.peer, rank_, got.unit);
     char* dst = region_address(spec.bindings, s.dst, elem);
     if (s.kind == StepKind::kRecvReduce)
