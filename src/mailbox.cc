@@ -111,7 +111,7 @@ Status Mailbox::start(const RunSpec& spec, ConnectionSource& peers, int64_t pati
       next_unit_[to] = (first + units) % kUnits;
     }
     std::memcpy(&out.header, &h, sizeof(h));
-    out.ready.store(call + 1, std::memory_order_release);
+    out.ready.store(ready_word(call, ++sent_[to]), std::memory_order_release);
     line_held_[to * kLines + call % kLines] = call + 1;
   }
   return Status();
@@ -128,15 +128,17 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
     const Step& s = p.steps[next_];
     if (s.kind != StepKind::kRecv && s.kind != StepKind::kRecvReduce) continue;
     Line& in = line(s.peer, rank_, call);
-    if (in.ready.load(std::memory_order_acquire) < call + 1)
+    if ((in.ready.load(std::memory_order_acquire) & kCallMask) < call + 1)
       WEFT_TRY(await(spec, in.ready, call + 1, s.peer, peers, patience_us, "'s message in the mailbox"));
     const CollHeader& got = in.header;
     const auto malformed = [&] {
       return internal_error("rank " + std::to_string(s.peer) + " left a malformed message for rank " + std::to_string(rank_) +
                             " in the mailbox (stream out of step)");
     };
-    if (in.ready.load(std::memory_order_relaxed) != call + 1 || got.magic != CollHeader::kMagic || got.sender != s.peer)
-      return malformed();
+    const uint64_t ready = in.ready.load(std::memory_order_relaxed);
+    if ((ready & kCallMask) != call + 1 || got.magic != CollHeader::kMagic || got.sender != s.peer) return malformed();
+    const size_t from = static_cast<size_t>(s.peer);
+    if (ready >> kCallBits != nth_of(taken_[from] + 1)) return skipped(spec, s.peer, nth_of(taken_[from] + 1));
     // The common case in a few compares; the full check (and its message: what each rank
     // called) when they differ, before the message's size is trusted.
     if (got.seq != header_.seq || got.count != header_.count || got.coll != header_.coll || got.dtype != header_.dtype ||
@@ -154,6 +156,7 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
     else
       std::memcpy(dst, data, bytes);
     taken(s.peer, rank_).value.store(call + 1, std::memory_order_release);
+    ++taken_[from];
     // The peer sent this only after finishing its earlier calls, which took this rank's
     // messages of those calls.
     uint64_t& known = known_taken_[static_cast<size_t>(s.peer)];
@@ -184,13 +187,27 @@ Status Mailbox::other_call(const RunSpec& spec, transport::Connection& conn, int
   return s.ok() ? differ() : s;
 }
 
+Status Mailbox::skipped(const RunSpec& spec, int peer, uint64_t nth) const {
+  const std::string them = "rank " + std::to_string(peer), us = "rank " + std::to_string(rank_);
+  for (uint64_t l = 0; l < kLines; ++l) {
+    const Line& left = line(peer, rank_, l);
+    if (left.ready.load(std::memory_order_acquire) >> kCallBits != nth) continue;
+    return invalid_usage(them + " sent " + us + " a message in collective #" + std::to_string(left.header.seq) +
+                         ", where it called " + describe_header(left.header, nranks_) + ", and " + us +
+                         " did not take it: the ranks disagreed about that call (its root, or which collective)");
+  }
+  return invalid_usage(them + " sent " + us + " a message before " + algorithms::describe(spec.args) + " (collective #" +
+                       std::to_string(spec.seq) + ") that " + us +
+                       " did not take: the ranks disagreed about an earlier call (its root, or which collective)");
+}
+
 Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, uint64_t want, int peer,
                       ConnectionSource& peers, int64_t patience_us, const char* what) {
   Backoff backoff(spec.oversubscribed);
   uint32_t polls = 0;
   auto next_check = DeadlineClock::now() + kPeerCheckPeriod;
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::microseconds(patience_us);
-  while (word.load(std::memory_order_acquire) < want) {
+  while ((word.load(std::memory_order_acquire) & kCallMask) < want) {
     if (patience_us >= 0 && (polls & 15) == 0 && std::chrono::steady_clock::now() >= give_up)
       return Status(StatusCode::kInProgress, "waiting for rank " + std::to_string(peer));
     if ((++polls & 63) == 0) {
@@ -209,7 +226,7 @@ Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, ui
         // connection now, sent after its message here would have been, is another call's.
         const bool elsewhere = (*conn)->has_unclaimed_message();
         Status alive = (*conn)->check_peer();
-        if (word.load(std::memory_order_acquire) >= want) break;
+        if ((word.load(std::memory_order_acquire) & kCallMask) >= want) break;
         if (elsewhere) return other_call(spec, **conn, peer);
         if (!alive.ok()) return alive;
       }

@@ -10,7 +10,9 @@
 // ring, the first named in the header (CollHeader::unit). A call sends by filling its line (and
 // units) to each peer and then storing the call's number + 1 in the line's ready word (release);
 // it receives by waiting for that number in the peer's line to it (acquire) and checking the
-// header, as the executor does.
+// header, as the executor does. The ready word also numbers the pair's messages, so that a
+// receiver learns of a message it did not take (ranks that disagreed about a call's root each
+// send as the root and return): its next message from that sender names the call.
 //
 // A receiver stores the call number + 1 of each message it takes in the pair's taken word (it
 // takes a sender's messages in call order). A sender refills a line or a unit once the peer has
@@ -83,9 +85,15 @@ class Mailbox {
 
  private:
   struct alignas(64) Line {
-    std::atomic<uint64_t> ready;  // the call number + 1 of the message in place
+    // The call number + 1 of the message in place (kCallMask), and the message's number among
+    // the sender's to this receiver, from 1, modulo 2^24 (above kCallBits).
+    std::atomic<uint64_t> ready;
     CollHeader header;
   };
+  static constexpr int kCallBits = 40;
+  static constexpr uint64_t kCallMask = (uint64_t{1} << kCallBits) - 1;
+  static uint64_t ready_word(uint64_t call, uint64_t nth) { return (call + 1) | (nth << kCallBits); }
+  static uint64_t nth_of(uint64_t nth) { return nth & ((uint64_t{1} << (64 - kCallBits)) - 1); }
   static_assert(sizeof(Line) == 64);
   struct alignas(64) Taken {
     std::atomic<uint64_t> value;  // the call number + 1 of the last message the receiver took
@@ -102,6 +110,8 @@ class Mailbox {
         line_held_(static_cast<size_t>(nranks) * kLines, 0),
         unit_held_(static_cast<size_t>(nranks) * kUnits, 0),
         next_unit_(static_cast<size_t>(nranks), 0),
+        sent_(static_cast<size_t>(nranks), 0),
+        taken_(static_cast<size_t>(nranks), 0),
         known_taken_(static_cast<size_t>(nranks), 0) {}
   // The segment holds every pair's lines, then every pair's units, then every pair's taken word.
   size_t pair(int from, int to) const { return static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to); }
@@ -124,13 +134,16 @@ class Mailbox {
   // The call number + 1 of the last message that the send `s` of `call` would overwrite (0:
   // none): in its line, and in the units its data takes.
   uint64_t overwrites(const algorithms::Step& s, size_t bytes, uint64_t call) const;
-  // Waits until `word` (a line's ready word, or the taken word of the pair to `peer`; both only
-  // grow) reads at least `want` (patience_us: as finish()). `what` names it for the timeout message.
+  // Waits until `word` (a line's ready word, or the taken word of the pair to `peer`) reads at
+  // least `want` in its kCallMask bits, which only grow (patience_us: as finish()). `what` names it for the timeout message.
   Status await(const RunSpec& spec, const std::atomic<uint64_t>& word, uint64_t want, int peer, ConnectionSource& peers,
                int64_t patience_us, const char* what);
   // The error for a peer that sent a message over `conn` (another call) instead of its part of
   // this one: what it called, from the header of its call.
   Status other_call(const RunSpec& spec, transport::Connection& conn, int peer);
+  // The error for a message from `peer` that this rank did not take (its nth_of(number) was
+  // `nth`): the call it came with, from its line if still there.
+  Status skipped(const RunSpec& spec, int peer, uint64_t nth) const;
 
   const int rank_;
   const int nranks_;
@@ -143,6 +156,8 @@ class Mailbox {
   std::vector<uint64_t> line_held_;  // [to * kLines + call % kLines]
   std::vector<uint64_t> unit_held_;  // [to * kUnits + unit]
   std::vector<size_t> next_unit_;    // [to]
+  std::vector<uint64_t> sent_;       // [to]: messages put there so far
+  std::vector<uint64_t> taken_;      // [from]: messages taken from there so far
   // [peer]: every message of this rank's to that peer with call + 1 <= this is known taken (from
   // the taken word, or from a message the peer sent since).
   std::vector<uint64_t> known_taken_;

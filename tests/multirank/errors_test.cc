@@ -112,6 +112,24 @@ TEST(Disagreement, DifferentCollectives) {
   }
 }
 
+// Rank 0 broadcasts from root 0, the others from root 1: the two roots each send and return (no
+// rank can tell within the call), and the next call fails on every rank, naming the broadcast.
+TEST(Disagreement, BroadcastRootsDifferNextCallFails) {
+  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
+  auto sub = world().split(0, world().rank());
+  ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+  Communicator& c = **sub;
+  std::vector<int32_t> v(5, c.rank());
+  Status s = c.broadcast(v.data(), v.data(), v.size(), DataType::kInt32, c.rank() == 0 ? 0 : 1).wait();
+  if (s.ok()) {
+    int64_t one = 1, sum = 0;
+    s = c.allreduce(&one, &sum, 1, DataType::kInt64, RedOp::kSum).wait();
+  }
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << s.message();
+  EXPECT_THAT(s.message(), HasSubstr("broadcast(count=5, int32, root=")) << s.message();
+}
+
 // The world still works after the broken sub-communicators are gone.
 TEST(Disagreement, WorldUnaffected) {
   int64_t one = 1, sum = 0;
