@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "src/backoff.h"
@@ -86,7 +87,7 @@ Status Mailbox::start(const RunSpec& spec, ConnectionSource& peers, int64_t pati
     const std::atomic<uint64_t>& word = taken(rank_, s.peer).value;
     known = word.load(std::memory_order_acquire);
     if (known >= held) continue;
-    WEFT_TRY(await(spec, word, held, s.peer, peers, patience_us, " to take its messages from the mailbox"));
+    WEFT_TRY(await(spec, word, held, s.peer, peers, patience_us, false));
     known = word.load(std::memory_order_acquire);
   }
   ++calls_;
@@ -129,7 +130,7 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
     if (s.kind != StepKind::kRecv && s.kind != StepKind::kRecvReduce) continue;
     Line& in = line(s.peer, rank_, call);
     if ((in.ready.load(std::memory_order_acquire) & kCallMask) < call + 1)
-      WEFT_TRY(await(spec, in.ready, call + 1, s.peer, peers, patience_us, "'s message in the mailbox"));
+      WEFT_TRY(await(spec, in.ready, call + 1, s.peer, peers, patience_us, true));
     const CollHeader& got = in.header;
     const auto malformed = [&] {
       return internal_error("rank " + std::to_string(s.peer) + " left a malformed message for rank " + std::to_string(rank_) +
@@ -201,8 +202,42 @@ Status Mailbox::skipped(const RunSpec& spec, int peer, uint64_t nth) const {
                        " did not take: the ranks disagreed about an earlier call (its root, or which collective)");
 }
 
+void Mailbox::publish(uint64_t call) {
+  if (published_ == call + 1) return;
+  Published& me = published(rank_);
+  uint64_t words[sizeof(CollHeader) / 8];
+  std::memcpy(words, &header_, sizeof(CollHeader));
+  me.seq.store(2 * (call + 1) - 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (size_t i = 0; i < std::size(words); ++i) me.header[i].store(words[i], std::memory_order_relaxed);
+  me.seq.store(2 * (call + 1), std::memory_order_release);
+  published_ = call + 1;
+}
+
+Status Mailbox::passed_without_sending(const RunSpec& spec, int peer, uint64_t call) const {
+  const Published& theirs = published(peer);
+  const uint64_t seq = theirs.seq.load(std::memory_order_acquire);
+  if (seq % 2 != 0 || seq / 2 < call + 1) return Status();
+  uint64_t words[sizeof(CollHeader) / 8];
+  for (size_t i = 0; i < std::size(words); ++i) words[i] = theirs.header[i].load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (theirs.seq.load(std::memory_order_relaxed) != seq) return Status();  // moving on: look again later
+  // Its messages of that call were stored before it published; none came here.
+  if ((line(peer, rank_, call).ready.load(std::memory_order_acquire) & kCallMask) >= call + 1) return Status();
+  if (seq / 2 == call + 1) {
+    CollHeader header;
+    std::memcpy(&header, words, sizeof(header));
+    WEFT_TRY(check_collective_header(header, spec, peer));
+  }
+  return invalid_usage("rank " + std::to_string(peer) + (seq / 2 == call + 1 ? " is in " : " went past ") +
+                       algorithms::describe(spec.args) + " (collective #" + std::to_string(spec.seq) +
+                       ") without sending rank " + std::to_string(rank_) +
+                       " its part: the ranks disagree about that call (WEFT_ALGO?)");
+}
+
 Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, uint64_t want, int peer,
-                      ConnectionSource& peers, int64_t patience_us, const char* what) {
+                      ConnectionSource& peers, int64_t patience_us, bool message) {
+  if (message) publish(want - 1);
   Backoff backoff(spec.oversubscribed);
   uint32_t polls = 0;
   auto next_check = DeadlineClock::now() + kPeerCheckPeriod;
@@ -216,7 +251,8 @@ Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, ui
       const auto now = DeadlineClock::now();
       if (now >= spec.deadline.at())
         return timeout_error(algorithms::describe(spec.args) + " timed out waiting for rank " + std::to_string(peer) +
-                             what + " (collective #" + std::to_string(spec.seq) +
+                             (message ? "'s message in the mailbox" : " to take its messages from the mailbox") +
+                             " (collective #" + std::to_string(spec.seq) +
                              "; that rank has not reached this call, or called another)");
       if (now >= next_check) {
         next_check = now + kPeerCheckPeriod;
@@ -229,6 +265,7 @@ Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, ui
         if ((word.load(std::memory_order_acquire) & kCallMask) >= want) break;
         if (elsewhere) return other_call(spec, **conn, peer);
         if (!alive.ok()) return alive;
+        if (message) WEFT_TRY(passed_without_sending(spec, peer, want - 1));
       }
     }
     backoff.pause();

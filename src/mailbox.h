@@ -28,7 +28,11 @@
 // shm connection (Connection::check_peer: closed, aborted, exited) end them with an error that
 // names the peer. A peer that called another collective is found by the header check when its
 // call also runs here; when its call runs over the connections and sends to this rank, by the
-// message it left on the connection (its header names its call); otherwise by the deadline.
+// message it left on the connection (its header names its call). Ranks that disagree about a
+// call so that both wait for the other (two roots of a reduce) are found within a millisecond or
+// two: a rank that waits for a message publishes what it called (a per-rank line, written only
+// then), and a waiting rank whose peer has published this call, or a later one, without a message
+// to it names the disagreement. Otherwise the deadline ends the wait.
 //
 // Thread-safety: one thread at a time (the communicator's exec_mu_).
 #pragma once
@@ -98,8 +102,18 @@ class Mailbox {
   struct alignas(64) Taken {
     std::atomic<uint64_t> value;  // the call number + 1 of the last message the receiver took
   };
+  // What a rank waiting for a message called: its call number and header, under a sequence word
+  // (a seqlock: 2 (call + 1), odd while being written), so that a peer reading it while the rank
+  // moves on to its next call can tell.
+  struct alignas(64) Published {
+    std::atomic<uint64_t> seq;
+    std::atomic<uint64_t> header[sizeof(CollHeader) / 8];
+  };
+  static_assert(sizeof(CollHeader) % 8 == 0 && sizeof(Published) == 64);
   static constexpr size_t kPairBytes = kLines * sizeof(Line) + kUnits * kUnitBytes + sizeof(Taken);
-  static size_t segment_bytes(int nranks) { return pairs(nranks) * kPairBytes; }
+  static size_t segment_bytes(int nranks) {
+    return pairs(nranks) * kPairBytes + static_cast<size_t>(nranks) * sizeof(Published);
+  }
   static size_t pairs(int nranks) { return static_cast<size_t>(nranks) * static_cast<size_t>(nranks); }
   static size_t units_of(size_t bytes) { return (bytes + kUnitBytes - 1) / kUnitBytes; }
 
@@ -125,6 +139,12 @@ class Mailbox {
   Taken& taken(int from, int to) const {
     return reinterpret_cast<Taken*>(base() + pairs(nranks_) * (kLines * sizeof(Line) + kUnits * kUnitBytes))[pair(from, to)];
   }
+  Published& published(int r) const { return reinterpret_cast<Published*>(base() + pairs(nranks_) * kPairBytes)[r]; }
+  // Publishes this rank's open call (once per call; the first wait for a message in finish()).
+  void publish(uint64_t call);
+  // The error for a peer that has published `call` or a later one without a message to this rank
+  // in it: the ranks disagree about the call. OK while it has not (or the message came since).
+  Status passed_without_sending(const RunSpec& spec, int peer, uint64_t call) const;
   // The first unit of this rank's next message of `units` units to `to` (the ring wraps rather
   // than splitting a message).
   size_t first_unit(int to, size_t units) const {
@@ -135,9 +155,10 @@ class Mailbox {
   // none): in its line, and in the units its data takes.
   uint64_t overwrites(const algorithms::Step& s, size_t bytes, uint64_t call) const;
   // Waits until `word` (a line's ready word, or the taken word of the pair to `peer`) reads at
-  // least `want` in its kCallMask bits, which only grow (patience_us: as finish()). `what` names it for the timeout message.
+  // least `want` in its kCallMask bits, which only grow (patience_us: as finish()). `message`: a
+  // wait in finish() for the peer's message of call want - 1 (publish(), passed_without_sending()). `what` names it for the timeout message.
   Status await(const RunSpec& spec, const std::atomic<uint64_t>& word, uint64_t want, int peer, ConnectionSource& peers,
-               int64_t patience_us, const char* what);
+               int64_t patience_us, bool message);
   // The error for a peer that sent a message over `conn` (another call) instead of its part of
   // this one: what it called, from the header of its call.
   Status other_call(const RunSpec& spec, transport::Connection& conn, int peer);
@@ -162,6 +183,7 @@ class Mailbox {
   // the taken word, or from a message the peer sent since).
   std::vector<uint64_t> known_taken_;
   CollHeader header_;   // the open call's header (as sent, less its inline data)
+  uint64_t published_ = 0;  // call + 1 of the last call publish() wrote
 };
 
 }  // namespace weft

@@ -1,6 +1,7 @@
 // Bad input and disagreeing ranks get clear errors naming what was wrong and which rank, never a
 // crash or a hang. Run under weft-run (see CMakeLists.txt).
 #include <algorithm>
+#include <cstdlib>
 #include <regex>
 #include <string>
 #include <vector>
@@ -128,6 +129,28 @@ TEST(Disagreement, BroadcastRootsDifferNextCallFails) {
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << s.message();
   EXPECT_THAT(s.message(), HasSubstr("broadcast(count=5, int32, root=")) << s.message();
+}
+
+// Rank 0 gathers to root 0, the others to root 1: ranks 0 and 1 each wait for the other's message,
+// which neither sends. On one node (the mailbox) both find out within milliseconds and name the
+// two calls; the other ranks fail by their next call. (Over tcp the deadline ends the wait.)
+TEST(Disagreement, GatherRootsDifferBothRootsNameIt) {
+  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
+  const char* transport = std::getenv("WEFT_TRANSPORT");
+  if (transport != nullptr && std::string(transport) == "tcp") GTEST_SKIP() << "no mailbox over tcp";
+  auto sub = world().split(0, world().rank());
+  ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+  Communicator& c = **sub;
+  std::vector<int32_t> mine(3, c.rank()), all(3 * static_cast<size_t>(c.size()));
+  Status s = c.gather(mine.data(), all.data(), mine.size(), DataType::kInt32, c.rank() == 0 ? 0 : 1).wait();
+  if (c.rank() <= 1) {
+    ASSERT_FALSE(s.ok());
+    EXPECT_THAT(s.message(), HasSubstr("called gather(count=3, int32, root=0)")) << s.message();
+    EXPECT_THAT(s.message(), HasSubstr("called gather(count=3, int32, root=1)")) << s.message();
+  }
+  if (s.ok()) s = c.barrier().wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << s.message();
 }
 
 // The world still works after the broken sub-communicators are gone.
