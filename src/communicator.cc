@@ -79,8 +79,10 @@ bool Communicator::aborted() const { return state_->aborted(); }
 
 namespace {
 
-// Checks what every collective shares; fills in_place. Returns the error to report, if any.
-Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void* recv) {
+// Checks what every collective shares; fills in_place and this rank's IN and OUT bytes. Returns
+// the error to report, if any.
+Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void* recv, size_t* in_bytes_out,
+                        size_t* out_bytes_out) {
   // Built only for an error: a call that passes its checks allocates nothing here.
   const auto name = [&] { return "rank " + std::to_string(st.rank()) + ": " + std::string(algorithms::collective_name(a.coll)); };
   if (st.aborted()) return remote_error(name() + ": communicator was aborted");
@@ -92,11 +94,14 @@ Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void
     return invalid_argument(name() + ": root " + std::to_string(a.root) + " is out of range for " +
                             std::to_string(a.nranks) + " ranks");
   const size_t elem = dtype_size(a.dtype);
-  const size_t limit = std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(a.nranks);
-  if (a.count > limit) return invalid_argument(name() + ": count " + std::to_string(a.count) + " overflows");
+  size_t total_bytes = 0;  // count x nranks elements: no buffer of a collective is larger
+  if (__builtin_mul_overflow(a.count, elem * static_cast<size_t>(a.nranks), &total_bytes))
+    return invalid_argument(name() + ": count " + std::to_string(a.count) + " overflows");
   const int r = st.rank();
   a.in_place = false;
   const size_t in_bytes = algorithms::in_count(a, r) * elem, out_bytes = algorithms::out_count(a, r) * elem;
+  *in_bytes_out = in_bytes;
+  *out_bytes_out = out_bytes;
   if (in_bytes > 0 && send == nullptr)
     return invalid_argument(name() + ": sendbuff is NULL with count " + std::to_string(a.count));
   if (out_bytes > 0 && recv == nullptr)
@@ -114,7 +119,8 @@ Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void
 
 Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv) {
   a.nranks = st.nranks();
-  Status s = check_collective(st, a, send, recv);
+  size_t in_bytes = 0, out_bytes = 0;
+  Status s = check_collective(st, a, send, recv, &in_bytes, &out_bytes);
   if (!s.ok()) return failed(std::move(s));
   auto op = st.new_operation();
   op->args = a;
@@ -122,7 +128,7 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   op->recv = recv;
   op->stream = call_stream().stream;
   op->stream_ordered = call_stream().set;
-  op->bytes = std::max(algorithms::in_count(a, st.rank()), algorithms::out_count(a, st.rank())) * dtype_size(a.dtype);
+  op->bytes = std::max(in_bytes, out_bytes);
   st.submit(op);
   return Request(std::move(op));
 }
