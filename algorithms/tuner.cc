@@ -50,7 +50,31 @@ size_t call_bytes(const CollectiveArgs& a) {
   return a.count * dtype_size(a.dtype) * (count_is_per_rank(a.coll) ? static_cast<size_t>(a.nranks) : 1);
 }
 
+// The smallest byte size of the size class `bytes` falls in: four classes per octave (2^e and
+// 1.25, 1.5, 1.75 times it); sizes below 8 bytes are classes of their own.
+size_t class_floor(size_t bytes) {
+  if (bytes < 8) return bytes;
+  const size_t octave = size_t{1} << (63 - __builtin_clzll(bytes));
+  const size_t quarter = octave / 4;
+  return octave + (bytes - octave) / quarter * quarter;
+}
+
 }  // namespace
+
+Prediction Tuner::predicted(const CollectiveArgs& trial, Algorithm c) const {
+  const size_t per_count = call_bytes(trial) / std::max<size_t>(1, trial.count);
+  CollectiveArgs at = trial;
+  at.count = std::max<size_t>(1, (class_floor(call_bytes(trial)) + per_count - 1) / std::max<size_t>(1, per_count));
+  const PredictionKey key{static_cast<int>(at.coll), at.count,        static_cast<int>(at.dtype), static_cast<int>(at.op),
+                          at.root,                   at.slice_count, static_cast<int>(c)};
+  if (auto it = predictions_.find(key); it != predictions_.end()) return it->second;
+  // An algorithm that needs more elements than the class's smallest size has is predicted at
+  // the call's own size.
+  Prediction p = predict(at, layout_, c, *model_);
+  if (p.seconds == std::numeric_limits<double>::infinity() && at.count != trial.count) p = predict(trial, layout_, c, *model_);
+  if (predictions_.size() >= kCacheEntries) predictions_.clear();
+  return predictions_.emplace(key, p).first->second;
+}
 
 size_t slice_elements(size_t bytes, DataType dtype) { return std::max<size_t>(1, bytes / std::max<size_t>(1, dtype_size(dtype))); }
 
@@ -97,7 +121,7 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
   auto consider = [&](Algorithm c, size_t slice, bool first) {
     CollectiveArgs trial = a;
     trial.slice_count = slice;
-    const Prediction p = predict(trial, layout_, c, *model_);
+    const Prediction p = predicted(trial, c);
     if (!first && p.slice_count != slice) return inf;
     if (p.seconds < (1.0 - (first ? kAlgorithmMargin : kSliceMargin)) * best_seconds) {
       best_seconds = p.seconds;

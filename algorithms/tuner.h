@@ -15,6 +15,12 @@
 // simulator predicts fastest for the algorithm (every algorithm is first ranked at the default
 // slice; those within 2x of the best are then tried at the other slices, which must be predicted
 // 10% faster than the best so far to be taken); else the default.
+// The model is asked per size class, not per count: a call's predictions are those of its
+// collective, type, op, root, slice and algorithm at the smallest size of its class (four classes
+// per octave, by nccl-tests' size of the call), so that calls whose counts keep changing (dynamic
+// shapes, an MoE all-to-all) simulate each class once instead of every count (a prediction costs
+// from tens of microseconds to milliseconds at N=8; docs/SIMULATOR.md). Powers of two are class
+// floors, so the sizes weft-tune measures are predicted at their own size.
 // Every rank makes the same choice: the inputs (the call without its rank-local in-place flag,
 // layout, model, table) are the same on every rank and the prediction is deterministic.
 // Thread-safety: candidates() is pure; Tuner is thread-safe (its cache is locked).
@@ -30,6 +36,7 @@
 
 #include "algorithms/algo_filter.h"
 #include "algorithms/planner.h"
+#include "algorithms/simulator.h"
 #include "algorithms/tune_table.h"
 #include "topology/cluster.h"
 
@@ -87,6 +94,9 @@ class Tuner {
 
  private:
   TunedCall decide(const CollectiveArgs& a) const;
+  // The model's prediction for `trial` run by `c`, at the floor of its size class (above); cached.
+  // REQUIRES: model_, mu_ held.
+  Prediction predicted(const CollectiveArgs& trial, Algorithm c) const;
   // Whether oneshot is weighed for `a` (see the constructor). reduce: only at two ranks. Above,
   // its root takes and reduces n-1 messages in turn while the binomial tree spreads that work over
   // the ranks; in loops of calls (the mailbox lets the senders run 64 calls ahead) the binomial
@@ -105,6 +115,8 @@ class Tuner {
   using Key = std::tuple<int, size_t, int, int, int, size_t>;
   mutable std::mutex mu_;
   mutable std::map<Key, TunedCall> cache_;
+  using PredictionKey = std::tuple<int, size_t, int, int, int, size_t, int>;
+  mutable std::map<PredictionKey, Prediction> predictions_;
 };
 
 }  // namespace weft::algorithms

@@ -126,6 +126,28 @@ TEST(Tuner, PredictionsWithinTheMarginGoToTableOrder) {
   EXPECT_EQ(model_tuner(l, "^ring").choose(allreduce(2, 32 << 20)).algorithm, Algorithm::kTree);
 }
 
+// The model is asked per size class (four per octave): inside a class, where the same algorithms
+// apply, every count gets the choice made at the class's smallest size.
+TEST(Tuner, OneChoicePerSizeClass) {
+  const Layout l = Layout::flat(4);
+  const Tuner t = model_tuner(l);
+  int compared = 0;
+  for (size_t octave = 1024; octave <= (size_t{64} << 20); octave *= 2) {
+    for (size_t floor = octave; floor < 2 * octave; floor += octave / 4) {
+      const size_t next = floor + octave / 4;
+      const TunedCall at_floor = t.choose(allreduce(4, floor));
+      for (size_t bytes : {floor + 4, floor + (next - floor) / 2, next - 4}) {
+        if (candidates(allreduce(4, bytes), l, AlgoFilter()) != candidates(allreduce(4, floor), l, AlgoFilter())) continue;
+        const TunedCall inside = t.choose(allreduce(4, bytes));
+        EXPECT_EQ(inside.algorithm, at_floor.algorithm) << bytes << " B against its class floor " << floor << " B";
+        EXPECT_EQ(inside.slice_count, at_floor.slice_count) << bytes << " B against its class floor " << floor << " B";
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+}
+
 TEST(Tuner, SliceCandidatesStartAtTheDefaultAndStayBelowTheCall) {
   EXPECT_EQ(slice_candidates(allreduce(2, 8)), std::vector<size_t>{kDefaultSliceBytes / 4});
   // 1 MiB of floats: 64K, 128K and 256K cut it; 1M and 2M would not.
