@@ -62,9 +62,11 @@ size_t class_floor(size_t bytes) {
 }  // namespace
 
 Prediction Tuner::predicted(const CollectiveArgs& trial, Algorithm c) const {
-  const size_t per_count = call_bytes(trial) / std::max<size_t>(1, trial.count);
   CollectiveArgs at = trial;
-  at.count = std::max<size_t>(1, (class_floor(call_bytes(trial)) + per_count - 1) / std::max<size_t>(1, per_count));
+  if (trial.count > 0) {
+    const size_t bytes = call_bytes(trial), per_count = bytes / trial.count;  // >= 1
+    at.count = std::max<size_t>(1, (class_floor(bytes) + per_count - 1) / per_count);
+  }
   const PredictionKey key{static_cast<int>(at.coll), at.count,        static_cast<int>(at.dtype), static_cast<int>(at.op),
                           at.root,                   at.slice_count, static_cast<int>(c)};
   if (auto it = predictions_.find(key); it != predictions_.end()) return it->second;

@@ -3,6 +3,7 @@
 // and the tuning table's parser names bad lines.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "algorithms/simulator.h"
@@ -146,6 +147,9 @@ TEST(Tuner, OneChoicePerSizeClass) {
     }
   }
   EXPECT_GT(compared, 100);
+  // An empty call is its own class.
+  const std::vector<Algorithm> empty = candidates(allreduce(4, 0), l, AlgoFilter());
+  EXPECT_NE(std::find(empty.begin(), empty.end(), t.choose(allreduce(4, 0)).algorithm), empty.end());
 }
 
 TEST(Tuner, SliceCandidatesStartAtTheDefaultAndStayBelowTheCall) {
