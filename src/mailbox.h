@@ -182,7 +182,7 @@ class Mailbox {
   // [peer]: every message of this rank's to that peer with call + 1 <= this is known taken (from
   // the taken word, or from a message the peer sent since).
   std::vector<uint64_t> known_taken_;
-  CollHeader header_;   // the open call's header (as sent, less its inline data)
+  CollHeader header_;   // the open call's header (its inline data and unit: those sent last)
   uint64_t published_ = 0;  // call + 1 of the last call publish() wrote
 };
 

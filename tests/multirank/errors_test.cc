@@ -128,7 +128,11 @@ TEST(Disagreement, BroadcastRootsDifferNextCallFails) {
   }
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << s.message();
-  EXPECT_THAT(s.message(), HasSubstr("broadcast(count=5, int32, root=")) << s.message();
+  // A rank that detects it names the broadcast; the others may hear of it first as a closed
+  // connection (over tcp), naming the rank that closed it.
+  int32_t named = s.message().find("broadcast(count=5, int32, root=") != std::string::npos, ranks_named = 0;
+  ASSERT_TRUE(world().allreduce(&named, &ranks_named, 1, DataType::kInt32, RedOp::kSum).wait().ok());
+  EXPECT_GE(ranks_named, 1);
 }
 
 // Rank 0 gathers to root 0, the others to root 1: ranks 0 and 1 each wait for the other's message,
@@ -144,13 +148,17 @@ TEST(Disagreement, GatherRootsDifferBothRootsNameIt) {
   std::vector<int32_t> mine(3, c.rank()), all(3 * static_cast<size_t>(c.size()));
   Status s = c.gather(mine.data(), all.data(), mine.size(), DataType::kInt32, c.rank() == 0 ? 0 : 1).wait();
   if (c.rank() <= 1) {
-    ASSERT_FALSE(s.ok());
-    EXPECT_THAT(s.message(), HasSubstr("called gather(count=3, int32, root=0)")) << s.message();
-    EXPECT_THAT(s.message(), HasSubstr("called gather(count=3, int32, root=1)")) << s.message();
+    EXPECT_FALSE(s.ok());
   }
   if (s.ok()) s = c.barrier().wait();
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << s.message();
+  // A rank that finds it names both calls (the others may hear of it as a closed connection).
+  int32_t named = s.message().find("called gather(count=3, int32, root=0)") != std::string::npos &&
+                  s.message().find("called gather(count=3, int32, root=1)") != std::string::npos;
+  int32_t ranks_named = 0;
+  ASSERT_TRUE(world().allreduce(&named, &ranks_named, 1, DataType::kInt32, RedOp::kSum).wait().ok());
+  EXPECT_GE(ranks_named, 1);
 }
 
 // The world still works after the broken sub-communicators are gone.
