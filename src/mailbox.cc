@@ -85,10 +85,10 @@ Status Mailbox::start(const RunSpec& spec, ConnectionSource& peers, int64_t pati
     uint64_t& known = known_taken_[static_cast<size_t>(s.peer)];
     if (known >= held) continue;
     const std::atomic<uint64_t>& word = taken(rank_, s.peer).value;
-    known = word.load(std::memory_order_acquire);
+    known = std::max(known, word.load(std::memory_order_acquire));
     if (known >= held) continue;
     WEFT_TRY(await(spec, word, held, s.peer, peers, patience_us, false));
-    known = word.load(std::memory_order_acquire);
+    known = std::max(known, word.load(std::memory_order_acquire));
   }
   ++calls_;
   phase_ = Phase::kOpen;
