@@ -22,6 +22,11 @@ namespace {
 using weft::Communicator;
 using weft::DataType;
 
+int fail(const weft::Status& s) {
+  std::fprintf(stderr, "weft-dynamic-counts: %s\n", s.to_string().c_str());
+  return 1;
+}
+
 int usage() {
   std::fprintf(stderr, "usage: weft-dynamic-counts [-c allreduce|allgather|alltoall] [-b BYTES] [-n CALLS]\n");
   return 2;
@@ -44,9 +49,9 @@ int main(int argc, char** argv) {
   }
   if ((coll != "allreduce" && coll != "allgather" && coll != "alltoall") || bytes < 4 || calls < 1) return usage();
   auto config = weft::Config::from_env();
-  if (!config.ok()) return std::fprintf(stderr, "weft-dynamic-counts: %s\n", config.status().to_string().c_str()), 1;
+  if (!config.ok()) return fail(config.status());
   auto comm = Communicator::init_from_env(*config);
-  if (!comm.ok()) return std::fprintf(stderr, "weft-dynamic-counts: %s\n", comm.status().to_string().c_str()), 1;
+  if (!comm.ok()) return fail(comm.status());
   Communicator& c = **comm;
   const size_t n = static_cast<size_t>(c.size());
   const size_t base = bytes / sizeof(float);
@@ -59,16 +64,16 @@ int main(int argc, char** argv) {
   };
   double us[2] = {0, 0};
   for (int varying = 0; varying < 2; ++varying) {
-    if (weft::Status s = call(base); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
-    if (weft::Status s = c.barrier().wait(); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+    if (weft::Status s = call(base); !s.ok()) return fail(s);
+    if (weft::Status s = c.barrier().wait(); !s.ok()) return fail(s);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) {
       const size_t count = varying ? base + 1 + static_cast<size_t>(i) : base;
-      if (weft::Status s = call(count); !s.ok()) return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+      if (weft::Status s = call(count); !s.ok()) return fail(s);
     }
     double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
     if (weft::Status s = c.allreduce(&mine, &us[varying], 1, DataType::kFloat64, weft::RedOp::kSum).wait(); !s.ok())
-      return std::fprintf(stderr, "%s\n", s.to_string().c_str()), 1;
+      return fail(s);
     us[varying] /= static_cast<double>(n);
   }
   if (c.rank() == 0)
