@@ -160,8 +160,7 @@ Status Mailbox::finish(const RunSpec& spec, ConnectionSource& peers, int64_t pat
     ++taken_[from];
     // The peer sent this only after finishing its earlier calls, which took this rank's
     // messages of those calls.
-    uint64_t& known = known_taken_[static_cast<size_t>(s.peer)];
-    known = std::max(known, call);
+    known_taken_[from] = std::max(known_taken_[from], call);
   }
   for (const Step& s : p.steps)
     if (!algorithms::is_comm(s.kind)) run_host_local(p, s, spec.bindings);
