@@ -17,7 +17,8 @@ constexpr int kDeviceChannel = 1 << 16;
 constexpr int kKernelChannel = 2 << 16;
 }  // namespace
 
-Status CommState::classify_buffers(Operation& op) {
+Result<bool> CommState::buffers_on_device(const algorithms::CollectiveArgs& a, const void* send, const void* recv,
+                                          const std::vector<void*>& buffers) const {
   int device = 0, host = 0;
   const void* last = nullptr;
   // Each query is a CUDA call (0.1-0.25 us on an H100 host, docs/PERFORMANCE.md): an in-place
@@ -28,14 +29,13 @@ Status CommState::classify_buffers(Operation& op) {
     if (cuda::is_device_pointer(p)) ++device;
     else ++host;
   };
-  look(op.send);
-  look(op.recv);
-  for (void* b : op.buffers) look(b);
+  look(send);
+  look(recv);
+  for (void* b : buffers) look(b);
   if (device > 0 && host > 0)
-    return invalid_argument("rank " + std::to_string(rank_) + ": " + algorithms::describe(op.args) +
+    return invalid_argument("rank " + std::to_string(rank_) + ": " + algorithms::describe(a) +
                             " mixes device and host buffers; pass all of one kind");
-  op.device = device > 0;
-  return Status();
+  return device > 0;
 }
 
 Status CommState::device_setup(const Operation& op) {

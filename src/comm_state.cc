@@ -331,16 +331,6 @@ std::shared_ptr<Operation> CommState::new_operation() {
 void CommState::submit(const std::shared_ptr<Operation>& op) {
   op->state = this;
   op->submitted = true;
-  Status s = classify(*op);
-  if (!s.ok()) {
-    op->finish(std::move(s));
-    return;
-  }
-  if (!op->device && run_now(op)) return;
-  queue_op(op);
-}
-
-void CommState::queue_op(const std::shared_ptr<Operation>& op) {
   Status s;
   if (op->device) {
     {
@@ -517,7 +507,7 @@ const algorithms::Plan& CommState::plan_for(const algorithms::CollectiveArgs& a,
   return it->second;
 }
 
-Status CommState::usable() {
+Status CommState::unusable() {
   if (aborted()) {
     std::lock_guard<std::mutex> lock(queue_mu_);
     return remote_error("rank " + std::to_string(rank_) + ": communicator was aborted (" + abort_reason_ + ")");
@@ -603,32 +593,33 @@ Status CommState::run_host_collective(const algorithms::CollectiveArgs& a, const
   return outcome(mailbox ? mailbox_->run(spec, *this) : executor_.run(spec));
 }
 
-bool CommState::run_now(const std::shared_ptr<Operation>& op) {
-  const algorithms::CollectiveArgs& a = op->args;
-  if (!mailbox_ || a.coll == algorithms::Collective::kSendRecv) return false;
+std::optional<Request> CommState::run_now(const algorithms::CollectiveArgs& a, const void* send, void* recv,
+                                          size_t bytes) {
+  if (!mailbox_) return std::nullopt;
   // Only when nothing is queued or running: calls complete in the order they were made.
   std::unique_lock<std::mutex> exec(exec_mu_, std::try_to_lock);
-  if (!exec.owns_lock()) return false;
+  if (!exec.owns_lock()) return std::nullopt;
   // Ops are queued by this thread only and taken off by holders of exec_mu_ (us, now).
-  if (queued_.load(std::memory_order_relaxed) != 0) return false;
+  if (queued_.load(std::memory_order_relaxed) != 0) return std::nullopt;
   const algorithms::Plan& plan = plan_for(a, false);
-  if (!algorithms::mailbox_runs(plan.algorithm, a)) return false;
+  if (!algorithms::mailbox_runs(plan.algorithm, a)) return std::nullopt;
   Status s = usable();
-  if (!s.ok()) {
-    op->finish_unshared(std::move(s));
-    return true;
-  }
+  if (!s.ok()) return Request::completed(std::move(s));
   RunSpec spec;
-  s = host_spec(spec, a, op->send, op->recv, coll_seq_++, plan);
+  s = host_spec(spec, a, send, recv, coll_seq_++, plan);
   // A short wait here (none when ranks share cores: the peer needs ours); then the queue
   // finishes the call, so that the caller is free to make its next one.
   const int64_t patience = oversubscribed_ ? 0 : kRunNowPatienceUs;
   if (s.ok()) s = mailbox_->start(spec, *this, patience);
   if (s.ok()) s = mailbox_->finish(spec, *this, patience);
-  if (s.code() != StatusCode::kInProgress) {
-    op->finish_unshared(outcome(std::move(s)));
-    return true;
-  }
+  if (s.code() != StatusCode::kInProgress) return Request::completed(outcome(std::move(s)));
+  auto op = new_operation();
+  op->args = a;
+  op->send = send;
+  op->recv = recv;
+  op->bytes = bytes;
+  op->state = this;
+  op->submitted = true;
   op->mailbox_open = true;
   op->mailbox_seq = spec.seq;
   bool wake = false;
@@ -637,11 +628,10 @@ bool CommState::run_now(const std::shared_ptr<Operation>& op) {
     wake = enqueue_locked(op);
   }
   if (wake) queue_cv_.notify_one();
-  return true;
+  return Request(std::move(op));
 }
 
-Status CommState::outcome(Status s) {
-  if (s.ok()) return s;
+Status CommState::failed(Status s) {
   s = Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message());
   broken_ = s;
   {

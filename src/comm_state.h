@@ -40,6 +40,7 @@
 #include "transport/cuda/connection.h"
 #include "transport/cuda/staged.h"
 #include "transport/transport.h"
+#include "weft/communicator.h"
 #include "weft/config.h"
 #include "weft/unique_id.h"
 
@@ -66,10 +67,23 @@ class CommState : public ConnectionSource {
   // cuda transport's records, so device runs get slices no finer than its chunk.
   algorithms::TunedCall tuned_for(algorithms::CollectiveArgs a, bool device) const;
 
-  // Queues `op` (already validated) and returns. The op completes later with its outcome; a
-  // small host call on the mailbox may complete before this returns (run_now()).
-  // Device buffers: the op is ordered after the work already on op->stream (and, when
-  // stream_ordered, later work on that stream waits for it); see Operation.
+  // Whether a call's buffers (send, recv and `buffers`; null ones ignored) are on the device:
+  // all of one kind, or an error naming the call. Without a GPU, false (no CUDA call: this is on
+  // every call's path).
+  Result<bool> on_device(const algorithms::CollectiveArgs& a, const void* send, const void* recv,
+                         const std::vector<void*>& buffers) const {
+    if (!cuda::available()) return false;
+    return buffers_on_device(a, send, recv, buffers);
+  }
+  // The small-call path, tried before an Operation is made: a host collective (validated) whose
+  // plan runs on the mailbox starts now, on this thread, when nothing is queued or running, and
+  // completes here if its peers' messages come within a short wait; else the queue finishes it.
+  // Returns its Request (complete, or of the queued op), or nothing when the call is not for
+  // this path (submit it).
+  std::optional<Request> run_now(const algorithms::CollectiveArgs& a, const void* send, void* recv, size_t bytes);
+  // Queues `op` (validated, op->device set from on_device()) and returns. The op completes later
+  // with its outcome. Device buffers: the op is ordered after the work already on op->stream
+  // (and, when stream_ordered, later work on that stream waits for it); see Operation.
   void submit(const std::shared_ptr<Operation>& op);
   // Runs queued operations on this thread (when no other thread is) until `op` is done.
   Status wait(Operation& op);
@@ -109,30 +123,22 @@ class CommState : public ConnectionSource {
   // The RunSpec of a host collective with sequence number `seq` (its plan's program and TMP).
   Status host_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv, uint64_t seq,
                    const algorithms::Plan& plan);
-  // The error to report when the communicator was aborted or broken by an earlier failure.
-  Status usable();
+  // The error to report when the communicator was aborted or broken by an earlier failure (OK
+  // while it works; unusable() writes the error).
+  Status usable() { return aborted() || !broken_.ok() ? unusable() : Status(); }
+  Status unusable();
   // What every run of `a` shares: the call, the abort flag, the deadline, the waiting style.
   void init_spec(RunSpec& spec, const algorithms::CollectiveArgs& a) const;
   // Points spec at plan's program (and TMP from the scratch pool, on host memory).
   Status set_program(RunSpec& spec, const algorithms::Plan& plan, bool device);
   // A run's outcome: a failure (not an argument error: those are found before) breaks the
-  // communicator (see the file comment) and is returned with this rank's name.
-  Status outcome(Status s);
+  // communicator (see the file comment; failed() does it) and is returned with this rank's name.
+  Status outcome(Status s) { return s.ok() ? s : failed(std::move(s)); }
+  Status failed(Status s);
   void fail_connections(const std::string& reason);
-  // Device operations: which kind of memory the op's buffers are (all one kind, or an error).
-  // Without a GPU, host memory (no CUDA call: this is on every call's path).
-  Status classify(Operation& op) {
-    op.device = false;
-    return cuda::available() ? classify_buffers(op) : Status();
-  }
-  Status classify_buffers(Operation& op);
-  // submit()'s small-call path for a host collective whose plan runs on the mailbox: it starts
-  // now, on this thread, when nothing is queued or running, and finishes here if its peers'
-  // messages come within a short wait (then `op` is done); else the queue finishes it, as any
-  // submitted op. Returns false, having done nothing, when the op is not for this path.
-  bool run_now(const std::shared_ptr<Operation>& op);
-  // submit()'s path for the rest: device set-up (stream order, kernels), then the queue.
-  void queue_op(const std::shared_ptr<Operation>& op);
+  // on_device() on a machine with a GPU (a CUDA query per distinct buffer).
+  Result<bool> buffers_on_device(const algorithms::CollectiveArgs& a, const void* send, const void* recv,
+                                 const std::vector<void*>& buffers) const;
   // REQUIRES: queue_mu_ held. Appends `op` to the queue; true when the worker must be woken.
   bool enqueue_locked(const std::shared_ptr<Operation>& op);
   // REQUIRES: queue_mu_ held. The stream, flag and device the first device op brings.

@@ -18,6 +18,7 @@ using algorithms::CollectiveArgs;
 bool Request::stream_ordered() const { return op_ && op_->stream_ordered && op_->device; }
 
 Status Request::wait() const {
+  if (complete_) return status_;
   if (!op_) return invalid_usage("wait() on an empty Request");
   if (!op_->submitted) return invalid_usage("wait() on a request whose group has not ended (call group_end first)");
   if (op_->done.load(std::memory_order_acquire)) return op_->outcome();
@@ -30,6 +31,7 @@ bool Request::test() const {
 }
 
 Status Request::status() const {
+  if (complete_) return status_;
   if (!op_) return invalid_usage("status() of an empty Request");
   if (!op_->done.load(std::memory_order_acquire)) return Status(StatusCode::kInProgress, "operation still running");
   return op_->outcome();
@@ -38,14 +40,6 @@ Status Request::status() const {
 // ---- Communicator ----
 
 namespace {
-
-// A Request that has already failed with `s`.
-Request failed(Status s) {
-  auto op = std::make_shared<Operation>();
-  op->submitted = true;
-  op->finish(std::move(s));
-  return Request(op);
-}
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
@@ -121,14 +115,20 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   a.nranks = st.nranks();
   size_t in_bytes = 0, out_bytes = 0;
   Status s = check_collective(st, a, send, recv, &in_bytes, &out_bytes);
-  if (!s.ok()) return failed(std::move(s));
+  if (!s.ok()) return Request::completed(std::move(s));
+  const size_t bytes = std::max(in_bytes, out_bytes);
+  auto device = st.on_device(a, send, recv, {});
+  if (!device.ok()) return Request::completed(device.status());
+  if (!*device)
+    if (auto now = st.run_now(a, send, recv, bytes)) return std::move(*now);
   auto op = st.new_operation();
   op->args = a;
   op->send = send;
   op->recv = recv;
+  op->device = *device;
   op->stream = call_stream().stream;
   op->stream_ordered = call_stream().set;
-  op->bytes = std::max(in_bytes, out_bytes);
+  op->bytes = bytes;
   st.submit(op);
   return Request(std::move(op));
 }
@@ -183,18 +183,30 @@ Request Communicator::barrier() {
 
 namespace {
 
+// Submits a group of send/recv calls (where its buffers are is known once the group ends).
+void submit_group(CommState& st, const std::shared_ptr<Operation>& op) {
+  auto device = st.on_device(op->args, nullptr, nullptr, op->buffers);
+  if (!device.ok()) {
+    op->submitted = true;
+    op->finish(device.status());
+    return;
+  }
+  op->device = *device;
+  st.submit(op);
+}
+
 Request peer_call(CommState& st, GroupState& g, bool is_send, void* buf, size_t count, DataType type, int peer) {
   const auto name = [&] { return "rank " + std::to_string(st.rank()) + ": " + (is_send ? "send" : "recv"); };
-  if (st.aborted()) return failed(remote_error(name() + ": communicator was aborted"));
+  if (st.aborted()) return Request::completed(remote_error(name() + ": communicator was aborted"));
   if (!dtype_valid(type))
-    return failed(invalid_argument(name() + ": unsupported data type " + std::to_string(static_cast<int>(type))));
+    return Request::completed(invalid_argument(name() + ": unsupported data type " + std::to_string(static_cast<int>(type))));
   if (peer < 0 || peer >= st.nranks())
-    return failed(invalid_argument(name() + ": peer " + std::to_string(peer) + " is out of range for " +
+    return Request::completed(invalid_argument(name() + ": peer " + std::to_string(peer) + " is out of range for " +
                                    std::to_string(st.nranks()) + " ranks"));
   if (count > std::numeric_limits<size_t>::max() / dtype_size(type))
-    return failed(invalid_argument(name() + ": count " + std::to_string(count) + " overflows"));
+    return Request::completed(invalid_argument(name() + ": count " + std::to_string(count) + " overflows"));
   if (count > 0 && buf == nullptr)
-    return failed(invalid_argument(name() + ": buffer is NULL with count " + std::to_string(count)));
+    return Request::completed(invalid_argument(name() + ": buffer is NULL with count " + std::to_string(count)));
   std::shared_ptr<Operation> op = g.depth > 0 ? g.op : st.new_operation();
   if (!op) op = g.op = st.new_operation();
   if (op->peer_ops.empty()) {
@@ -211,7 +223,7 @@ Request peer_call(CommState& st, GroupState& g, bool is_send, void* buf, size_t 
   op->peer_ops.push_back(p);
   op->buffers.push_back(buf);
   op->bytes += p.bytes;
-  if (g.depth == 0) st.submit(op);
+  if (g.depth == 0) submit_group(st, op);
   return Request(op);
 }
 
@@ -236,7 +248,7 @@ Status Communicator::group_end() {
   if (g.depth == 0) return invalid_usage("group_end() without group_start()");
   if (--g.depth > 0) return Status();
   std::shared_ptr<Operation> op = std::move(g.op);
-  if (op && !op->peer_ops.empty()) state_->submit(op);
+  if (op && !op->peer_ops.empty()) submit_group(*state_, op);
   else if (op) op->submitted = true;
   return Status();
 }

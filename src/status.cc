@@ -24,14 +24,6 @@ Status::Status(StatusCode code, std::string message) {
   if (code != StatusCode::kOk) rep_ = std::make_unique<Rep>(Rep{code, std::move(message)});
 }
 
-Status::Status(const Status& other)
-    : rep_(other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr) {}
-
-Status& Status::operator=(const Status& other) {
-  if (this != &other) rep_ = other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr;
-  return *this;
-}
-
 const std::string& Status::message() const {
   static const std::string kEmpty;
   return rep_ ? rep_->message : kEmpty;

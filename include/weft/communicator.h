@@ -32,7 +32,7 @@ namespace weft {
 class CommState;  // defined in src/
 struct Operation;
 
-// A handle to one queued operation. Cheap to copy; all copies see the same completion.
+// A handle to one call's completion. Cheap to copy; all copies see the same completion.
 class Request {
  public:
   Request() = default;
@@ -42,15 +42,25 @@ class Request {
   bool test() const;
   // The outcome once test() returned true or wait() returned.
   Status status() const;
-  bool valid() const { return op_ != nullptr; }
+  bool valid() const { return op_ != nullptr || complete_; }
   // True for an operation on device buffers issued through the NCCL ABI: it completes in the
   // order of its CUDA stream, so callers need not wait for it on the host.
   bool stream_ordered() const;
 
   explicit Request(std::shared_ptr<Operation> op) : op_(std::move(op)) {}
+  // The request of a call that completed before it returned (it failed its checks, or was small
+  // enough to run at once): it holds the outcome instead of an operation.
+  static Request completed(Status outcome) {
+    Request r;
+    r.complete_ = true;
+    r.status_ = std::move(outcome);
+    return r;
+  }
 
  private:
   std::shared_ptr<Operation> op_;
+  bool complete_ = false;  // completed(): op_ is null and status_ is the outcome
+  Status status_;
 };
 
 class Communicator {

@@ -33,8 +33,12 @@ class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message);
-  Status(const Status& other);
-  Status& operator=(const Status& other);
+  // Copies: an OK status (every call that succeeds returns one) copies a null pointer.
+  Status(const Status& other) : rep_(other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr) {}
+  Status& operator=(const Status& other) {
+    if (this != &other) rep_ = other.rep_ ? std::make_unique<Rep>(*other.rep_) : nullptr;
+    return *this;
+  }
   Status(Status&&) noexcept = default;
   Status& operator=(Status&&) noexcept = default;
 
