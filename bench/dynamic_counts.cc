@@ -1,13 +1,17 @@
 // weft-dynamic-counts: what a call costs when its count is new (dynamic shapes, an MoE
-// all-to-all whose counts change every step), side by side with the same calls at one count.
+// all-to-all whose counts change every step), side by side with the same calls once their
+// counts are known.
 //
 //   weft-run -n N -- weft-dynamic-counts [-c allreduce|allgather|alltoall] [-b BYTES] [-n CALLS]
 //
-// Two loops of CALLS calls, each after a barrier: the first at BYTES every time, the second with
-// a count (elements of float per rank's block) one larger on every call, starting past every
-// count the first loop used. Prints each loop's mean time per call over the ranks, and their
-// ratio. Each new count costs its plan (the tuner's choice, this rank's program); see
-// docs/PERFORMANCE.md, "Calls whose counts change".
+// The same CALLS calls twice, each pass after a barrier: counts (floats per rank's block) from
+// BYTES / 4 down by one per call (so that the calls stay in the size range of BYTES: above 4 KiB
+// small calls leave the mailbox). The first pass meets every count for the first time, so each
+// call builds its plan (the tuner's choice, this rank's program); the second finds them all
+// cached (both after a warm-up at a count below theirs). Prints each pass's mean time per call over the ranks, and their ratio; the two passes
+// move the same bytes with the same algorithms. CALLS is at most kMaxCalls, so that the
+// communicator's plan cache (256 plans) keeps them all. See docs/PERFORMANCE.md, "Calls whose
+// counts change".
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "src/byte_size.h"
 #include "weft/communicator.h"
 
 namespace {
@@ -27,8 +32,11 @@ int fail(const weft::Status& s) {
   return 1;
 }
 
+constexpr int kMaxCalls = 200;
+
 int usage() {
-  std::fprintf(stderr, "usage: weft-dynamic-counts [-c allreduce|allgather|alltoall] [-b BYTES] [-n CALLS]\n");
+  std::fprintf(stderr, "usage: weft-dynamic-counts [-c allreduce|allgather|alltoall] [-b BYTES] [-n CALLS <= %d]\n",
+               kMaxCalls);
   return 2;
 }
 
@@ -43,41 +51,57 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) return usage();
     const char* value = argv[++i];
     if (flag == "-c") coll = value;
-    else if (flag == "-b") bytes = std::strtoull(value, nullptr, 0);
-    else if (flag == "-n") calls = std::atoi(value);
-    else return usage();
+    else if (flag == "-b") {
+      // The sizes every weft tool reads ("4096", "4K"); a size it cannot read is an error.
+      const auto parsed = weft::parse_byte_size(value);
+      if (!parsed) {
+        std::fprintf(stderr, "weft-dynamic-counts: -b %s is not a byte size (e.g. 4096 or 4K)\n", value);
+        return 2;
+      }
+      bytes = *parsed;
+    } else if (flag == "-n") {
+      calls = std::atoi(value);
+    } else {
+      return usage();
+    }
   }
-  if ((coll != "allreduce" && coll != "allgather" && coll != "alltoall") || bytes < 4 || calls < 1) return usage();
+  if ((coll != "allreduce" && coll != "allgather" && coll != "alltoall") || bytes < 4 || calls < 1 || calls > kMaxCalls)
+    return usage();
+  const size_t base = bytes / sizeof(float);
+  if (base <= static_cast<size_t>(calls)) {
+    std::fprintf(stderr, "weft-dynamic-counts: -b %zu leaves fewer than -n %d counts below it\n", bytes, calls);
+    return 2;
+  }
   auto config = weft::Config::from_env();
   if (!config.ok()) return fail(config.status());
   auto comm = Communicator::init_from_env(*config);
   if (!comm.ok()) return fail(comm.status());
   Communicator& c = **comm;
   const size_t n = static_cast<size_t>(c.size());
-  const size_t base = bytes / sizeof(float);
-  const size_t most = base + 1 + static_cast<size_t>(calls);
-  std::vector<float> send(most * n, 1.0f), recv(most * n, 0.0f);
+  std::vector<float> send(base * n, 1.0f), recv(base * n, 0.0f);
   auto call = [&](size_t count) {
     if (coll == "allreduce") return c.allreduce(send.data(), recv.data(), count, DataType::kFloat32, weft::RedOp::kSum).wait();
     if (coll == "allgather") return c.allgather(send.data(), recv.data(), count, DataType::kFloat32).wait();
     return c.alltoall(send.data(), recv.data(), count, DataType::kFloat32).wait();
   };
-  double us[2] = {0, 0};
-  for (int varying = 0; varying < 2; ++varying) {
-    if (weft::Status s = call(base); !s.ok()) return fail(s);
+  // Warm-up at a count outside the passes' (in their size range): the first calls of a run touch
+  // the mailbox lines, FIFOs and scratch for the first time, which is no plan's cost.
+  for (int i = 0; i < 2 * kMaxCalls; ++i)
+    if (weft::Status s = call(base - static_cast<size_t>(calls)); !s.ok()) return fail(s);
+  double us[2] = {0, 0};  // [0]: counts met before; [1]: counts new (timed first)
+  for (int known = 0; known < 2; ++known) {
     if (weft::Status s = c.barrier().wait(); !s.ok()) return fail(s);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) {
-      const size_t count = varying ? base + 1 + static_cast<size_t>(i) : base;
-      if (weft::Status s = call(count); !s.ok()) return fail(s);
-    }
+    for (int i = 0; i < calls; ++i)
+      if (weft::Status s = call(base - static_cast<size_t>(i)); !s.ok()) return fail(s);
     double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / calls;
-    if (weft::Status s = c.allreduce(&mine, &us[varying], 1, DataType::kFloat64, weft::RedOp::kSum).wait(); !s.ok())
+    double& mean = us[known ? 0 : 1];
+    if (weft::Status s = c.allreduce(&mine, &mean, 1, DataType::kFloat64, weft::RedOp::kSum).wait(); !s.ok())
       return fail(s);
-    us[varying] /= static_cast<double>(n);
+    mean /= static_cast<double>(n);
   }
   if (c.rank() == 0)
-    std::printf("%s, %zu ranks, %zu B: one count %.1f us a call; a new count every call %.1f us a call; ratio %.2f\n",
+    std::printf("%s, %zu ranks, %zu B and below: counts met before %.1f us a call; new counts %.1f us a call; ratio %.2f\n",
                 coll.c_str(), n, base * sizeof(float), us[0], us[1], us[1] / us[0]);
   return 0;
 }
