@@ -62,6 +62,33 @@ TEST(BadInput, RootPeerTypeOp) {
   EXPECT_TRUE(world().group_end().code() == StatusCode::kInvalidUsage);
 }
 
+// A Request says the same through each of its calls and copies, whether the call completed before
+// it returned (an argument error; a small call run at once) or later.
+TEST(BadInput, RequestReportsOneOutcome) {
+  std::vector<float> buf(10, 1.0f);
+  const Request bad = world().allreduce(buf.data(), nullptr, 10, DataType::kFloat32, RedOp::kSum);
+  const Request copy = bad;
+  for (const Request* r : {&bad, &copy}) {
+    EXPECT_TRUE(r->valid());
+    EXPECT_TRUE(r->test());
+    EXPECT_EQ(r->status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r->wait().message(), r->status().message());
+  }
+  for (size_t count : {size_t{10}, size_t{1} << 18}) {  // on the mailbox, and through the queue
+    std::vector<float> in(count, 1.0f), out(count, 0.0f);
+    const Request ok = world().allreduce(in.data(), out.data(), count, DataType::kFloat32, RedOp::kSum);
+    EXPECT_TRUE(ok.valid());
+    EXPECT_TRUE(ok.wait().ok());
+    EXPECT_TRUE(ok.test());
+    EXPECT_TRUE(ok.status().ok());
+    EXPECT_EQ(out[count - 1], static_cast<float>(world().size()));
+  }
+  const Request empty;
+  EXPECT_FALSE(empty.valid());
+  EXPECT_EQ(empty.wait().code(), StatusCode::kInvalidUsage);
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidUsage);
+}
+
 // After call-time errors the communicator still works.
 TEST(BadInput, CommunicatorStillUsable) {
   int64_t one = 1, sum = 0;
