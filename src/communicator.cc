@@ -73,10 +73,9 @@ bool Communicator::aborted() const { return state_->aborted(); }
 
 namespace {
 
-// Checks what every collective shares; fills in_place and this rank's IN and OUT bytes. Returns
-// the error to report, if any.
-Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void* recv, size_t* in_bytes_out,
-                        size_t* out_bytes_out) {
+// Checks what every collective shares and fills a.in_place. Returns this rank's payload (the
+// larger of its IN and OUT bytes), or the error to report.
+Result<size_t> check_collective(CommState& st, CollectiveArgs& a, const void* send, void* recv) {
   // Built only for an error: a call that passes its checks allocates nothing here.
   const auto name = [&] { return "rank " + std::to_string(st.rank()) + ": " + std::string(algorithms::collective_name(a.coll)); };
   if (st.aborted()) return remote_error(name() + ": communicator was aborted");
@@ -94,8 +93,6 @@ Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void
   const int r = st.rank();
   a.in_place = false;
   const size_t in_bytes = algorithms::in_count(a, r) * elem, out_bytes = algorithms::out_count(a, r) * elem;
-  *in_bytes_out = in_bytes;
-  *out_bytes_out = out_bytes;
   if (in_bytes > 0 && send == nullptr)
     return invalid_argument(name() + ": sendbuff is NULL with count " + std::to_string(a.count));
   if (out_bytes > 0 && recv == nullptr)
@@ -108,19 +105,17 @@ Status check_collective(CommState& st, CollectiveArgs& a, const void* send, void
       return invalid_argument(name() + ": send and receive buffers overlap but are not in the in-place layout "
                               "(see Communicator's header for each collective's in-place form)");
   }
-  return Status();
+  return std::max(in_bytes, out_bytes);
 }
 
 Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv) {
   a.nranks = st.nranks();
-  size_t in_bytes = 0, out_bytes = 0;
-  Status s = check_collective(st, a, send, recv, &in_bytes, &out_bytes);
-  if (!s.ok()) return Request::completed(std::move(s));
-  const size_t bytes = std::max(in_bytes, out_bytes);
+  const Result<size_t> bytes = check_collective(st, a, send, recv);
+  if (!bytes.ok()) return Request::completed(bytes.status());
   auto device = st.on_device(a, send, recv, {});
   if (!device.ok()) return Request::completed(device.status());
   if (!*device)
-    if (auto now = st.run_now(a, send, recv, bytes)) return std::move(*now);
+    if (auto now = st.run_now(a, send, recv, *bytes)) return std::move(*now);
   auto op = st.new_operation();
   op->args = a;
   op->send = send;
@@ -128,7 +123,7 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   op->device = *device;
   op->stream = call_stream().stream;
   op->stream_ordered = call_stream().set;
-  op->bytes = bytes;
+  op->bytes = *bytes;
   st.submit(op);
   return Request(std::move(op));
 }
