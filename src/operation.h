@@ -91,13 +91,6 @@ struct Operation {
     cv.notify_all();
   }
 
-  // finish() for an op no other thread has seen yet (no Request, not queued): nobody can be
-  // asleep on it, so no fence and no lock.
-  void finish_unshared(Status s) {
-    status = std::move(s);
-    done.store(true, std::memory_order_release);
-  }
-
   // Sleeps until done or `limit` passes, whichever is first.
   void sleep_until_done(std::chrono::milliseconds limit) {
     sleepers.fetch_add(1, std::memory_order_seq_cst);
