@@ -147,7 +147,7 @@ TEST(Tuner, OneChoicePerSizeClass) {
     }
   }
   EXPECT_GT(compared, 100);
-  // An empty call is its own class.
+  // A call of count 0 gets one of its candidates (its size class used to wrap and corrupt memory).
   const std::vector<Algorithm> empty = candidates(allreduce(4, 0), l, AlgoFilter());
   EXPECT_NE(std::find(empty.begin(), empty.end(), t.choose(allreduce(4, 0)).algorithm), empty.end());
 }
