@@ -1,7 +1,8 @@
 """Helpers the weft-tune family of scripts share (tools/weft-tune, bench/variant-ratios,
-bench/calibrate_sim.py): sizes as weft spells them, and the fastest weft-bench row per
-(variant, size).
+bench/sim-error, bench/model-picks, bench/calibrate_sim.py): sizes as weft spells them, and the
+fastest weft-bench row per (variant, size).
 """
+import csv
 
 
 def format_bytes(b):
@@ -26,6 +27,17 @@ def keep_fastest(best, variant, rows):
         kept = best.setdefault(variant, {}).get(b)
         if kept is None or float(r["time_us"]) < float(kept["time_us"]):
             best[variant][b] = r
+
+
+def fastest_rows(path, keep=lambda row: True):
+    """{variant: {bytes: row}} from a weft-bench or weft-tune CSV file: the fastest of the rows
+    `keep` accepts, per variant and size."""
+    best = {}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if keep(r):
+                keep_fastest(best, r["variant"], [r])
+    return best
 
 
 def forced_times(best, size):
