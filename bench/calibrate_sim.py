@@ -98,7 +98,7 @@ def nelder_mead(f, x0, step=0.5, iters=300, tol=1e-7):
     return pts[best], vals[best]
 
 
-def fit(sim, transport, data, cores, stat):
+def fit(sim, transport, data, cores, stat, cache_per_rank=False):
     pick = min if stat == "min" else statistics.median
     meas = {(n, a): {b: pick(v) * 1e-6 for b, v in data[(t, n, a)].items()}
             for (t, n, a) in data if t == transport}
@@ -107,7 +107,9 @@ def fit(sim, transport, data, cores, stat):
     algos = {n: {a for (m, a) in meas if m == n} for (n, _) in meas}
 
     def predict_all(p, cache_mib):
-        return {n: predict(sim, n, algos[n], p, cores, cache_mib, lo, hi) for n in algos}
+        # cache_per_rank: the grid's cache is the node's at two ranks, and grows with the ranks.
+        return {n: predict(sim, n, algos[n], p, cores, cache_mib * n // 2 if cache_per_rank else cache_mib, lo, hi)
+                for n in algos}
 
     def unpack(x):
         return [math.exp(x[0]), math.exp(x[1]), math.exp(x[2]), math.exp(x[3]) - 1e-6,
@@ -159,6 +161,9 @@ def main():
     ap.add_argument("--cores", type=int, default=os.cpu_count())
     ap.add_argument("--command", default="bench/calibrate-sim")
     ap.add_argument("--stat", choices=("min", "median"), default="min")
+    ap.add_argument("--cache-per-rank", action="store_true",
+                    help="an experiment (docs/SIMULATOR.md): the cache step scales with the node's ranks; "
+                         "cache= in --out is then the node's at two ranks, not a preset weft-sim reads so")
     args = ap.parse_args()
     data = load(args.measured)
     lines = [f"# This machine's shm and tcp models for weft-sim (topology/cluster.h syntax, one preset a line).",
@@ -171,7 +176,7 @@ def main():
     for transport in ("shm", "tcp"):
         if not any(t == transport for t, _, _ in data):
             continue
-        p, cache_mib, val, rows = fit(args.sim, transport, data, args.cores, args.stat)
+        p, cache_mib, val, rows = fit(args.sim, transport, data, args.cores, args.stat, args.cache_per_rank)
         lat, bw, red, wake, spill = p
         lines.append(f"{transport} intra={bw / 1e9:.4g}GB/s,{lat * 1e6:.4g}us reduce={red / 1e9:.4g}GB/s "
                      f"copy={2 * red / 1e9:.4g}GB/s cores={args.cores} wake={wake * 1e6:.4g}us "
