@@ -8,10 +8,10 @@
 // BYTES / 4 down by one per call (so that the calls stay in the size range of BYTES: above 4 KiB
 // small calls leave the mailbox). The first pass meets every count for the first time, so each
 // call builds its plan (the tuner's choice, this rank's program); the second finds them all
-// cached (both after a warm-up at a count below theirs). Prints each pass's mean time per call over the ranks, and their ratio; the two passes
-// move the same bytes with the same algorithms. CALLS is at most kMaxCalls, so that the
-// communicator's plan cache (256 plans) keeps them all. See docs/PERFORMANCE.md, "Calls whose
-// counts change".
+// cached (both after a warm-up at a count below theirs). Prints each pass's mean time per call
+// over the ranks, and their ratio; the two passes move the same bytes with the same algorithms.
+// CALLS is at most kMaxCalls, so that the communicator's plan cache (256 plans) keeps them all.
+// See docs/PERFORMANCE.md, "Calls whose counts change".
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
