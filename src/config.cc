@@ -86,6 +86,13 @@ Result<Config> Config::from_env() {
                               std::to_string(Config::kMaxDeviceWalkerThreads));
     c.device_walker_threads = static_cast<int>(n);
   }
+  if (const char* v = env("WEFT_DEVICE_WALKER_LANES")) {
+    WEFT_TRY(parse_size("WEFT_DEVICE_WALKER_LANES", v, 1, &n));
+    if (n > Config::kMaxDeviceWalkerLanes)
+      return invalid_argument(std::string("WEFT_DEVICE_WALKER_LANES='") + v + "' is not from 1 to " +
+                              std::to_string(Config::kMaxDeviceWalkerLanes));
+    c.device_walker_lanes = static_cast<int>(n);
+  }
   if (const char* v = env("WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", &name)) WEFT_TRY(parse_flag(name, v, &c.p2p_disable));
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));

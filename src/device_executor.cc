@@ -37,8 +37,9 @@ Result<void*> upload(const std::vector<T>& v) {
 }  // namespace
 
 Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, std::chrono::milliseconds timeout, int threads,
-                                                             Logger log, ControlLink control) {
-  std::unique_ptr<DeviceExecutor> e(new DeviceExecutor(rank, timeout, threads, std::move(log), std::move(control)));
+                                                             int lanes, Logger log, ControlLink control) {
+  std::unique_ptr<DeviceExecutor> e(
+      new DeviceExecutor(rank, timeout, threads, lanes, std::move(log), std::move(control)));
   auto err = cuda::host_alloc(sizeof(cuda::WalkerError));
   WEFT_TRY(err);
   e->error_ = static_cast<cuda::WalkerError*>(*err);
@@ -145,6 +146,7 @@ Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes, bool zero)
 Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& a, const void* send, void* recv,
                               cuda::Stream stream) {
   Program& p = *programs_.at(key);
+  const uint32_t lanes = walker_lanes(lanes_, a.nranks);
   const Deadline deadline = Deadline::after(timeout_);
   // Links first, in ascending (peer, channel) order at every rank, so their rendezvous cannot
   // deadlock (as the executor joins connections).
@@ -167,18 +169,19 @@ Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& 
     uint64_t& next = dq.is_send ? link.sent : link.received;
     f.first_chunk = next;
     next += p.chunks[q];
-    walker_header(a, dq.peer, seq_ + 1, f.header_expected);
+    walker_header(a, dq.peer, seq_ + 1, lanes, f.header_expected);
   }
   WEFT_TRY(grow(&tmp_, &tmp_size_, p.tmp_bytes));
   // The done flags and the stop word after them start at 0; each call marks them with its own
   // token (walker.h), so they need no clearing between calls.
-  WEFT_TRY(grow(&done_, &done_size_, (size_t{p.view.step_count} + 1) * sizeof(uint32_t), true));
+  WEFT_TRY(grow(&done_, &done_size_, (size_t{p.view.step_count} * lanes + 1) * sizeof(uint32_t), true));
   call.program = p.view;
   call.in = const_cast<char*>(static_cast<const char*>(send));
   call.out = static_cast<char*>(recv);
   call.tmp = static_cast<char*>(tmp_);
   call.done = static_cast<uint32_t*>(done_);
-  walker_header(a, rank_, seq_ + 1, call.header_out);
+  walker_header(a, rank_, seq_ + 1, lanes, call.header_out);
+  call.lanes = lanes;
   call.abort = abort_flag_;
   call.error = error_;
   call.timeout_ns = static_cast<uint64_t>(timeout_.count()) * 1'000'000;

@@ -45,9 +45,10 @@ class DeviceExecutor {
   using ControlLink = std::function<Result<std::unique_ptr<transport::Connection>>(int peer, int channel, Deadline)>;
   using Key = algorithms::PlanKey;  // algorithms::plan_key(a, true)
 
-  // `threads`: per walker block (WEFT_DEVICE_WALKER_THREADS).
+  // `threads`: per walker block (WEFT_DEVICE_WALKER_THREADS); `lanes`: blocks per walker
+  // (WEFT_DEVICE_WALKER_LANES).
   static Result<std::unique_ptr<DeviceExecutor>> make(int rank, std::chrono::milliseconds timeout, int threads,
-                                                      Logger log, ControlLink control);
+                                                      int lanes, Logger log, ControlLink control);
   ~DeviceExecutor();
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
@@ -75,8 +76,9 @@ class DeviceExecutor {
     size_t tmp_bytes = 0;
   };
 
-  DeviceExecutor(int rank, std::chrono::milliseconds timeout, int threads, Logger log, ControlLink control)
-      : rank_(rank), timeout_(timeout), threads_(threads), log_(std::move(log)), control_(std::move(control)) {}
+  DeviceExecutor(int rank, std::chrono::milliseconds timeout, int threads, int lanes, Logger log, ControlLink control)
+      : rank_(rank), timeout_(timeout), threads_(threads), lanes_(lanes), log_(std::move(log)),
+        control_(std::move(control)) {}
   Result<transport::WalkerLink*> link(int peer, int channel, Deadline deadline);
   // A device block of at least `bytes` in *block (grown by powers of two; the old one retired); a
   // new block is zeroed when `zero`.
@@ -85,6 +87,7 @@ class DeviceExecutor {
   const int rank_;
   const std::chrono::milliseconds timeout_;
   const int threads_;
+  const int lanes_;  // configured; walker_lanes() decides per call
   const Logger log_;
   const ControlLink control_;
   std::map<Key, std::unique_ptr<Program>> programs_;  // null: left to the host executor

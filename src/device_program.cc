@@ -1,5 +1,6 @@
 #include "src/device_program.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/collective.h"
@@ -87,10 +88,17 @@ DeviceProgram flatten(const algorithms::Program& p, const ProgramIndex& index) {
   return d;
 }
 
-void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint8_t (&out)[64]) {
-  const uint64_t words[] = {0x5746, static_cast<uint64_t>(a.coll), a.count, static_cast<uint64_t>(a.dtype),
-                            static_cast<uint64_t>(a.op), static_cast<uint64_t>(a.root), static_cast<uint64_t>(sender),
-                            seq};
+uint32_t walker_lanes(int configured, int nranks) {
+  const int fit = kWalkerBlockBudget / (2 * nranks + 1);
+  return static_cast<uint32_t>(std::clamp(std::min(configured, fit), 1, Config::kMaxDeviceWalkerLanes));
+}
+
+void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint32_t lanes,
+                   uint8_t (&out)[64]) {
+  const uint64_t words[] = {0x5746 | uint64_t{lanes} << 16,   static_cast<uint64_t>(a.coll),
+                            a.count,                          static_cast<uint64_t>(a.dtype),
+                            static_cast<uint64_t>(a.op),      static_cast<uint64_t>(a.root),
+                            static_cast<uint64_t>(sender),    seq};
   static_assert(sizeof words == sizeof out && sizeof out == device_walk::kHeaderBytes);
   std::memcpy(out, words, sizeof out);
 }

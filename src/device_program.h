@@ -87,8 +87,16 @@ struct DeviceProgram {
 
 DeviceProgram flatten(const algorithms::Program& p, const algorithms::ProgramIndex& index);
 
+// The lanes a call's walkers run with: `configured` (WEFT_DEVICE_WALKER_LANES), fewer where the
+// rank count would make more blocks than about kWalkerBlockBudget a rank (a rank has up to about
+// 2 x (nranks - 1) FIFOs, and every block of every rank on a GPU must be resident at once, since
+// they wait on one another). Decided from what every rank knows alike, so ranks agree.
+inline constexpr int kWalkerBlockBudget = 64;
+uint32_t walker_lanes(int configured, int nranks);
+
 // The header (device_walk::kHeaderBytes) a walker queue sends first: what `sender` calls, its
-// seq-th call of the kind; the receiver compares it with the one it builds for its peer.
-void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint8_t (&out)[64]);
+// seq-th call of the kind, and the lanes its walkers run; the receiver compares it with the one it
+// builds for its peer.
+void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint32_t lanes, uint8_t (&out)[64]);
 
 }  // namespace weft

@@ -15,14 +15,25 @@
 // publishes n; the receiver waits for n to be published, reads, then releases n. The header is a
 // chunk of kHeaderBytes.
 //
-// Env: where the walkers run. Every call below is made by all the threads of one walker alike.
+// Lanes: each walker may run as several lanes at once (on the GPU a block each), so that one FIFO
+// moves more than one block's worth of bytes. Lane k of a FIFO's two ends owns its own fixed part
+// of every slot (slot_part) and its own pair of counters, so the lanes of a FIFO are independent
+// FIFOs over shared slots; a lane of the local walker takes its part of each local step
+// (step_part). A step is done when all its lanes are, and a step starts when all lanes of its
+// dependencies are done. The header rides in lane 0's part (every part is at least kHeaderBytes);
+// the other lanes pass its chunk number without touching the slot.
+//
+// Env: where the walkers run. Every call below is made by all the threads of one lane alike.
 //   char* buffer(uint8_t kind, uint32_t index)      IN, OUT, TMP or USER(index) (BufferKind)
-//   bool done(uint32_t step); void set_done(uint32_t step)
-//                                                   shared by the rank's walkers (release/acquire)
+//   uint32_t lane(), lanes()                        this lane, and how many each walker has
+//   bool done(uint32_t word); void set_done(uint32_t word)
+//                                                   a step's lane's flag (done_word), shared by
+//                                                   the rank's walkers (release/acquire)
 //   uint64_t& next_chunk(uint32_t q)                the number of queue q's next chunk
 //   size_t slot_bytes(uint32_t q)                   a multiple of every element size
 //   bool can_send(uint32_t q, uint64_t n); char* send_slot(q, n); void publish(q, n)
 //   bool can_recv(uint32_t q, uint64_t n); const char* recv_slot(q, n); void release(q, n)
+//                                                   this lane's counters of queue q
 //   const void* header_out(uint32_t q)              this call's header for the peer of q
 //   bool header_ok(uint32_t q, const char* got)     the peer's header is the one this call expects
 //   void copy(char* dst, const char* src, size_t bytes)
@@ -35,6 +46,7 @@
 #include <cstdint>
 
 #include "src/device_program.h"
+#include "weft/config.h"
 
 #if defined(__CUDACC__)
 #define WEFT_HOST_DEVICE __host__ __device__
@@ -64,85 +76,164 @@ WEFT_HOST_DEVICE char* destination(Env& env, const DeviceProgramView& p, const D
   return env.buffer(s.dst_buffer, s.dst_index) + s.dst_offset * p.elem_bytes;
 }
 
+inline constexpr uint32_t kMaxLanes = Config::kMaxDeviceWalkerLanes;
+// A FIFO's counters: lane k's `published` (and `released`) word is kCounterStride words after lane
+// k - 1's, a cache line apart.
+inline constexpr uint32_t kCounterStride = 8;
+
+// Step i's flag for `lane` among the done words (the stop word follows the last step's flags).
+WEFT_HOST_DEVICE inline uint32_t done_word(uint32_t i, uint32_t lane, uint32_t lanes) { return i * lanes + lane; }
+
+struct Part {
+  size_t begin = 0, bytes = 0;
+};
+WEFT_HOST_DEVICE inline size_t smaller(size_t a, size_t b) { return a < b ? a : b; }
+
+// Lane `lane`'s part of every slot of `slot_bytes`: a run of kHeaderBytes units (the last lane's
+// runs to the slot's end), the same for every chunk whatever its length, so a lane never writes a
+// byte another lane of the peer may still be reading. Valid when slot_bytes >= lanes x kHeaderBytes.
+WEFT_HOST_DEVICE inline Part slot_part(size_t slot_bytes, uint32_t lane, uint32_t lanes) {
+  const size_t each = slot_bytes / lanes / kHeaderBytes * kHeaderBytes;
+  const size_t begin = lane * each;
+  return {begin, lane + 1 == lanes ? slot_bytes - begin : each};
+}
+
+// Lane `lane`'s part of a run of `bytes` (a local step): kHeaderBytes units spread evenly, the
+// rest (bytes % kHeaderBytes) with the last lane. Offsets stay multiples of every element size.
+WEFT_HOST_DEVICE inline Part step_part(size_t bytes, uint32_t lane, uint32_t lanes) {
+  const size_t units = bytes / kHeaderBytes, each = (units + lanes - 1) / lanes;
+  const size_t begin = smaller(lane * each, units) * kHeaderBytes;
+  const size_t end = lane + 1 == lanes ? bytes : smaller((lane + 1) * each, units) * kHeaderBytes;
+  return {begin, end - begin};
+}
+
+// A chunk of `len` bytes: the part of it in `slot`.
+WEFT_HOST_DEVICE inline Part clip(Part slot, size_t len) {
+  if (slot.begin >= len) return {slot.begin, 0};
+  return {slot.begin, smaller(slot.bytes, len - slot.begin)};
+}
+
+// Step i is done at every lane.
+template <class Env>
+WEFT_HOST_DEVICE bool step_done(Env& env, uint32_t i) {
+  for (uint32_t l = 0; l < env.lanes(); ++l)
+    if (!env.done(done_word(i, l, env.lanes()))) return false;
+  return true;
+}
+
 template <class Env>
 WEFT_HOST_DEVICE bool deps_met(Env& env, const DeviceProgramView& p, uint32_t i) {
   const DeviceStep& s = p.steps[i];
   for (uint32_t k = 0; k < s.deps_count; ++k)
-    if (!env.done(p.deps[s.deps_begin + k])) return false;
+    if (!step_done(env, p.deps[s.deps_begin + k])) return false;
   return true;
 }
 
-// Walks queue q of `p`: its header, then its steps in order.
+// Walks this lane of queue q of `p`: its header, then its steps in order. A chunk with no bytes in
+// this lane's part is passed on without waiting (the lane's counters say only that its part is
+// written or read), and a step with none at all without waiting for its dependencies either.
 template <class Env>
 WEFT_HOST_DEVICE int walk_queue(Env& env, const DeviceProgramView& p, uint32_t q) {
   const DeviceQueue& fq = p.queues[q];
+  const uint32_t lane = env.lane(), lanes = env.lanes();
   uint64_t& n = env.next_chunk(q);
   if (fq.is_send) {
-    while (!env.can_send(q, n))
-      if (!env.pause()) return kStopped;
-    env.copy(env.send_slot(q, n), static_cast<const char*>(env.header_out(q)), kHeaderBytes);
+    if (lane == 0) {
+      while (!env.can_send(q, n))
+        if (!env.pause()) return kStopped;
+      env.copy(env.send_slot(q, n), static_cast<const char*>(env.header_out(q)), kHeaderBytes);
+    }
     env.publish(q, n++);
   } else {
-    while (!env.can_recv(q, n))
-      if (!env.pause()) return kStopped;
-    const bool ok = env.header_ok(q, env.recv_slot(q, n));
+    bool ok = true;
+    if (lane == 0) {
+      while (!env.can_recv(q, n))
+        if (!env.pause()) return kStopped;
+      ok = env.header_ok(q, env.recv_slot(q, n));
+    }
     env.release(q, n++);
     if (!ok) return kHeaderMismatch;
   }
   const size_t chunk = env.slot_bytes(q) / p.elem_bytes * p.elem_bytes;
+  const Part mine = slot_part(chunk, lane, lanes);
   for (uint32_t k = 0; k < fq.steps_count; ++k) {
     const uint32_t i = p.queue_steps[fq.steps_begin + k];
-    while (!deps_met(env, p, i))
-      if (!env.pause()) return kStopped;
     const DeviceStep& s = p.steps[i];
     const size_t bytes = s.count * p.elem_bytes;
+    if (clip(mine, smaller(bytes, chunk)).bytes == 0) {  // no part of any of the step's chunks
+      const uint64_t chunks = (bytes + chunk - 1) / chunk;
+      if (chunks > 0) {
+        n += chunks;
+        if (fq.is_send) env.publish(q, n - 1);
+        else env.release(q, n - 1);
+      }
+      env.set_done(done_word(i, lane, lanes));
+      continue;
+    }
+    while (!deps_met(env, p, i))
+      if (!env.pause()) return kStopped;
     if (fq.is_send) {
       const char* src = source(env, p, s);
       for (size_t off = 0; off < bytes; off += chunk) {
-        const size_t len = bytes - off < chunk ? bytes - off : chunk;
-        while (!env.can_send(q, n))
-          if (!env.pause()) return kStopped;
-        env.copy(env.send_slot(q, n), src + off, len);
+        const Part part = clip(mine, smaller(bytes - off, chunk));
+        if (part.bytes > 0) {
+          while (!env.can_send(q, n))
+            if (!env.pause()) return kStopped;
+          env.copy(env.send_slot(q, n) + part.begin, src + off + part.begin, part.bytes);
+        }
         env.publish(q, n++);
       }
     } else {
       char* dst = destination(env, p, s);
       const char* with = s.kind == kRecvReduce ? source(env, p, s) : nullptr;
       for (size_t off = 0; off < bytes; off += chunk) {
-        const size_t len = bytes - off < chunk ? bytes - off : chunk;
-        while (!env.can_recv(q, n))
-          if (!env.pause()) return kStopped;
-        const char* slot = env.recv_slot(q, n);
-        if (with != nullptr) env.reduce(dst + off, with + off, slot, len / p.elem_bytes);
-        else env.copy(dst + off, slot, len);
+        const Part part = clip(mine, smaller(bytes - off, chunk));
+        if (part.bytes > 0) {
+          while (!env.can_recv(q, n))
+            if (!env.pause()) return kStopped;
+          const char* slot = env.recv_slot(q, n) + part.begin;
+          char* to = dst + off + part.begin;
+          if (with != nullptr) env.reduce(to, with + off + part.begin, slot, part.bytes / p.elem_bytes);
+          else env.copy(to, slot, part.bytes);
+        }
         env.release(q, n++);
       }
     }
-    env.set_done(i);
+    env.set_done(done_word(i, lane, lanes));
   }
   return kDone;
 }
 
-// Runs the local steps of `p`, each once its dependencies are met.
+// Runs this lane's part of the local steps of `p`, each once its dependencies are met (a step
+// with no part for this lane at once).
 template <class Env>
 WEFT_HOST_DEVICE int walk_local(Env& env, const DeviceProgramView& p) {
+  const uint32_t lane = env.lane(), lanes = env.lanes();
   uint32_t left = p.local_count;
-  uint32_t first = 0;  // local_steps[< first] are all done
+  uint32_t first = 0;  // local_steps[< first] are all done by this lane
   while (left > 0) {
     bool moved = false;
     for (uint32_t k = first; k < p.local_count; ++k) {
       const uint32_t i = p.local_steps[k];
-      if (env.done(i) || !deps_met(env, p, i)) continue;
+      if (env.done(done_word(i, lane, lanes))) continue;
       const DeviceStep& s = p.steps[i];
-      char* dst = destination(env, p, s);
-      if (s.kind == kCopy) env.copy(dst, source(env, p, s), s.count * p.elem_bytes);
-      else if (s.kind == kReduce) env.reduce(dst, dst, source(env, p, s), s.count);
-      else env.divide(dst, s.count);
-      env.set_done(i);
+      const Part part = step_part(s.count * p.elem_bytes, lane, lanes);
+      if (part.bytes > 0 && !deps_met(env, p, i)) continue;
+      char* dst = destination(env, p, s) + part.begin;
+      const size_t count = part.bytes / p.elem_bytes;
+      if (part.bytes == 0) {
+      } else if (s.kind == kCopy) {
+        env.copy(dst, source(env, p, s) + part.begin, part.bytes);
+      } else if (s.kind == kReduce) {
+        env.reduce(dst, dst, source(env, p, s) + part.begin, count);
+      } else {
+        env.divide(dst, count);
+      }
+      env.set_done(done_word(i, lane, lanes));
       --left;
       moved = true;
     }
-    while (first < p.local_count && env.done(p.local_steps[first])) ++first;
+    while (first < p.local_count && env.done(done_word(p.local_steps[first], lane, lanes))) ++first;
     if (!moved && !env.pause()) return kStopped;
   }
   return kDone;

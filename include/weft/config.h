@@ -50,6 +50,11 @@ struct Config {
   // more), a multiple of 32.
   static constexpr int kMaxDeviceWalkerThreads = 512;
   int device_walker_threads = kMaxDeviceWalkerThreads;
+  // WEFT_DEVICE_WALKER_LANES: the blocks each FIFO (and the local steps) of that kernel gets, each
+  // moving its own part of every chunk; 1 to kMaxDeviceWalkerLanes. Every rank must set the same
+  // (a call between ranks that differ fails on its header).
+  static constexpr int kMaxDeviceWalkerLanes = 8;
+  int device_walker_lanes = 4;
   // WEFT_P2P_DISABLE (or NCCL_P2P_DISABLE): 1 sends device buffers between processes of one node
   // through host memory over shm instead of GPU to GPU over the cuda transport.
   bool p2p_disable = false;

@@ -166,11 +166,15 @@ __device__ void block_divide(char* dst, size_t n, int divisor) {
 // The call's mark in its done words: never 0 (the words' first value), and not the last call's.
 __device__ inline uint32_t call_token(uint64_t seq) { return static_cast<uint32_t>(seq % 0xffffffffull) + 1; }
 
-// The Env of device_walker.h for one block.
+// The Env of device_walker.h for one block (one lane of one walker).
 class GpuEnv {
  public:
-  __device__ GpuEnv(const WalkerCall& c, uint64_t start)
-      : c_(c), token_(call_token(c.seq)), stop_(c.done + c.program.step_count), start_(start) {}
+  __device__ GpuEnv(const WalkerCall& c, uint32_t lane, uint64_t start)
+      : c_(c), token_(call_token(c.seq)), stop_(c.done + size_t{c.program.step_count} * c.lanes), start_(start),
+        lane_(lane) {}
+
+  __device__ uint32_t lane() const { return lane_; }
+  __device__ uint32_t lanes() const { return c_.lanes; }
 
   __device__ char* buffer(uint8_t kind, uint32_t) {
     switch (kind) {
@@ -180,15 +184,15 @@ class GpuEnv {
       default: return nullptr;  // USER: refused at launch
     }
   }
-  __device__ bool done(uint32_t i) {
-    const uint32_t v = read_by_first(c_.done + i);
+  __device__ bool done(uint32_t word) {
+    const uint32_t v = read_by_first(c_.done + word);
     __threadfence();
     return v == token_;
   }
-  __device__ void set_done(uint32_t i) {
+  __device__ void set_done(uint32_t word) {
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(c_.done + i) = token_;
+    if (threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(c_.done + word) = token_;
   }
   __device__ uint64_t& next_chunk(uint32_t) { return chunk_; }
   __device__ void start_queue(uint32_t q) { chunk_ = c_.queues[q].first_chunk; }
@@ -196,7 +200,7 @@ class GpuEnv {
 
   __device__ bool can_send(uint32_t q, uint64_t n) {
     const WalkerFifo& f = c_.queues[q];
-    return n - read_by_first(f.released) < f.slot_count;
+    return n - read_by_first(counter(f.released)) < f.slot_count;
   }
   __device__ char* send_slot(uint32_t q, uint64_t n) {
     const WalkerFifo& f = c_.queues[q];
@@ -205,22 +209,23 @@ class GpuEnv {
   __device__ void publish(uint32_t q, uint64_t n) {
     __threadfence_system();
     __syncthreads();
-    if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(c_.queues[q].published) = n + 1;
+    if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(counter(c_.queues[q].published)) = n + 1;
   }
   __device__ bool can_recv(uint32_t q, uint64_t n) {
-    const uint64_t published = read_by_first(c_.queues[q].published);
+    const uint64_t published = read_by_first(counter(c_.queues[q].published));
     __threadfence_system();
     return published > n;
   }
   __device__ const char* recv_slot(uint32_t q, uint64_t n) {
     in_slot_ = send_slot(q, n);
+    in_slot_end_ = in_slot_ + c_.queues[q].slot_bytes;
     return in_slot_;
   }
   __device__ void release(uint32_t q, uint64_t n) {
     __threadfence_system();
     __syncthreads();
-    if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(c_.queues[q].released) = n + 1;
-    in_slot_ = nullptr;
+    if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(counter(c_.queues[q].released)) = n + 1;
+    in_slot_ = in_slot_end_ = nullptr;
   }
   __device__ const void* header_out(uint32_t) { return c_.header_out; }
   __device__ bool header_ok(uint32_t q, const char* got) {
@@ -232,10 +237,10 @@ class GpuEnv {
   }
 
   __device__ void copy(char* dst, const char* src, size_t bytes) {
-    if (dst != src) block_copy(dst, src, bytes, src == in_slot_);
+    if (dst != src) block_copy(dst, src, bytes, in_slot(src));
   }
   __device__ void reduce(char* dst, const char* a, const char* b, size_t count) {
-    const bool remote = b == in_slot_;
+    const bool remote = in_slot(b);
     const auto op = static_cast<RedOp>(c_.program.op);
     by_type<int>(static_cast<DataType>(c_.program.dtype), [&]<typename Fmt>() {
       switch (op) {
@@ -276,21 +281,29 @@ class GpuEnv {
   const WalkerCall& c_;
   const uint32_t token_;
   volatile uint32_t* stop_;  // the word after the done flags
+  // This lane's counter among a FIFO's.
+  __device__ uint64_t* counter(uint64_t* lane0) const { return lane0 + lane_ * device_walk::kCounterStride; }
+  // p lies in the slot being read out of a FIFO (another SM, GPU or process wrote it).
+  __device__ bool in_slot(const char* p) const { return p >= in_slot_ && p < in_slot_end_; }
+
   const uint64_t start_;
+  const uint32_t lane_;
   uint64_t chunk_ = 0;
   uint32_t polls_ = 0;
-  const char* in_slot_ = nullptr;  // the chunk being read out of a FIFO
+  const char* in_slot_ = nullptr;  // the slot being read out of a FIFO, to in_slot_end_
+  const char* in_slot_end_ = nullptr;
 };
 
-// Block b < queue_count walks queue b; the last block, the local steps. At most 512 threads a
+// Blocks b < queue_count x lanes walk queue b / lanes, lane b % lanes; the last `lanes` blocks,
+// the local steps. At most 512 threads a
 // block: ptxas gives the kernel 80 registers a thread (sm_90, CUDA 13), too many for 1024 threads
 // in an SM's 64K, and a __launch_bounds__ that forces fewer makes it spill.
 __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
   __shared__ uint64_t start;
   if (threadIdx.x == 0) start = now_ns();
   __syncthreads();
-  const uint32_t walker = blockIdx.x;
-  GpuEnv env(c, start);
+  const uint32_t walker = blockIdx.x / c.lanes;
+  GpuEnv env(c, blockIdx.x % c.lanes, start);
   int outcome = device_walk::kDone;
   if (walker < c.program.queue_count) {
     env.start_queue(walker);
@@ -321,13 +334,16 @@ Status launch_walker(const WalkerCall& call, Stream s, unsigned threads) {
                             " queues; this program has " + std::to_string(p.queue_count));
   for (uint32_t q = 0; q < p.queue_count; ++q) {
     const WalkerFifo& f = call.queues[q];
-    if (f.slot_count == 0 || f.slot_bytes < device_walk::kHeaderBytes || f.slot_bytes % 16 != 0)
-      return invalid_argument("a device executor FIFO needs slots of at least 64 bytes, a multiple of 16");
+    if (f.slot_count == 0 || f.slot_bytes < device_walk::kHeaderBytes * call.lanes || f.slot_bytes % 16 != 0)
+      return invalid_argument("a device executor FIFO needs slots of at least 64 bytes a lane, a multiple of 16");
   }
   if (threads < 32 || threads > kWalkerMaxThreads || threads % 32 != 0)
     return invalid_argument("a device executor walker takes 32 to " + std::to_string(kWalkerMaxThreads) +
                             " threads, a multiple of 32; asked for " + std::to_string(threads));
-  walker_kernel<<<p.queue_count + 1, threads, 0, static_cast<cudaStream_t>(s)>>>(call);
+  if (call.lanes < 1 || call.lanes > device_walk::kMaxLanes)
+    return invalid_argument("a device executor walker takes 1 to " + std::to_string(device_walk::kMaxLanes) +
+                            " lanes; asked for " + std::to_string(call.lanes));
+  walker_kernel<<<(p.queue_count + 1) * call.lanes, threads, 0, static_cast<cudaStream_t>(s)>>>(call);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error(std::string("device executor kernel launch: ") + cudaGetErrorString(e));
   return Status();

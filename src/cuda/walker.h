@@ -1,7 +1,8 @@
 // The device-side executor on the GPU: src/device_walker.h's walkers as one kernel, queued on the
 // caller's stream by the call itself, so a device call needs no CUDA call from weft's thread after
-// it returns (docs/NCCL.md, "Stream order"). A block per queue of the rank's DeviceProgram and one
-// for its local steps; a block's threads share each copy and reduction.
+// it returns (docs/NCCL.md, "Stream order"). Each queue of the rank's DeviceProgram and its local
+// steps get `lanes` blocks (device_walker.h, "Lanes"); a block's threads share each copy and
+// reduction.
 //
 // FIFOs live in device memory (or memory mapped from another process or GPU); their counters are
 // written with system-scope fences, so the peer may be another kernel on this GPU, another GPU or
@@ -23,12 +24,13 @@ inline constexpr uint32_t kWalkerMaxQueues = 30;  // so that the call fits 4 KiB
 inline constexpr unsigned kWalkerMaxThreads = Config::kMaxDeviceWalkerThreads;  // a block (walker.cu says why)
 
 // One queue's FIFO as this rank sees it. A send queue: the peer's receive slots, the peer's
-// `published` counter and this rank's `released` counter (the peer writes it). A receive queue:
-// this rank's slots and `published` counter (the peer writes it), the peer's `released` counter.
+// `published` counters and this rank's `released` counters (the peer writes them). A receive
+// queue: this rank's slots and `published` counters (the peer writes them), the peer's `released`
+// counters. Lane k's counter is device_walk::kCounterStride words after lane k - 1's.
 struct WalkerFifo {
   char* slots = nullptr;          // slot_count x slot_bytes
-  uint64_t* published = nullptr;  // chunks written into `slots` so far
-  uint64_t* released = nullptr;   // chunks read out of `slots` so far
+  uint64_t* published = nullptr;  // per lane: chunks written into `slots` so far
+  uint64_t* released = nullptr;   // per lane: chunks read out of `slots` so far
   uint64_t first_chunk = 0;       // the number of this call's first chunk on the queue
   uint64_t slot_bytes = 0;        // >= device_walk::kHeaderBytes; a multiple of 16
   uint32_t slot_count = 0;
@@ -51,10 +53,12 @@ struct WalkerCall {
   char* in = nullptr;
   char* out = nullptr;
   char* tmp = nullptr;
-  // program.step_count + 1 words of device memory: a step's done flag, then the stop word. Zero
-  // at first; a call writes its token (derived from `seq`: never 0, never the last call's) into
-  // them, so calls that follow one another on the same words need no clearing in between.
+  // program.step_count x lanes + 1 words of device memory: a step's done flag per lane
+  // (device_walk::done_word), then the stop word. Zero at first; a call writes its token (derived
+  // from `seq`: never 0, never the last call's) into them, so calls that follow one another on the
+  // same words need no clearing in between.
   uint32_t* done = nullptr;
+  uint32_t lanes = 1;  // blocks per walker, 1 to device_walk::kMaxLanes
   uint8_t header_out[64] = {};
   WalkerFifo queues[kWalkerMaxQueues];
   const volatile uint32_t* abort = nullptr;  // nonzero: stop (e.g. mapped host memory); may be null
@@ -64,9 +68,10 @@ struct WalkerCall {
 };
 static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
 
-// Queues the walker for `call` on `s`, `threads` (32 to kWalkerMaxThreads, a multiple of 32) per block. Refuses
-// programs with more than kWalkerMaxQueues queues or with USER buffers (groups), which stay with
-// the host executor.
+// Queues the walker for `call` on `s`, `threads` (32 to kWalkerMaxThreads, a multiple of 32) per
+// block. Refuses programs with more than kWalkerMaxQueues queues or with USER buffers (groups),
+// which stay with the host executor, and slots too small for call.lanes parts of
+// device_walk::kHeaderBytes.
 Status launch_walker(const WalkerCall& call, Stream s, unsigned threads);
 
 }  // namespace weft::cuda

@@ -70,22 +70,32 @@ struct World {
   size_t slot_bytes = 128;
   uint32_t slots = 2;
   unsigned threads = 512;  // per walker block
+  uint32_t lanes = 1;      // blocks per walker (slot_bytes >= lanes x 64)
   std::map<std::tuple<int, int, int>, Fifo> fifos;
   // Each rank's done words, kept across the world's calls as the device executor keeps them (each
-  // call marks them with its own token, with no clearing in between).
-  std::map<int, uint32_t*> done;
-  uint32_t* done_words(int rank) {
-    uint32_t*& d = done[rank];
-    if (d == nullptr) d = reinterpret_cast<uint32_t*>(device_bytes(kDoneWords * 4));
-    return d;
+  // call marks them with its own token, with no clearing in between); like the executor's, they
+  // grow (zeroed) when a call has more steps than they hold.
+  struct Done {
+    uint32_t* words = nullptr;
+    size_t count = 0;
+  };
+  std::map<int, Done> done;
+  uint32_t* done_words(int rank, size_t steps) {
+    Done& d = done[rank];
+    const size_t words = steps * lanes + 1;
+    if (d.count < words) {
+      d.count = std::max<size_t>(words, 2 * d.count);
+      d.words = reinterpret_cast<uint32_t*>(device_bytes(d.count * sizeof(uint32_t)));
+    }
+    return d.words;
   }
-  static constexpr size_t kDoneWords = 4096;
   Fifo& fifo(int from, int to, int channel) {
     Fifo& f = fifos[{from, to, channel}];
     if (f.slots == nullptr) {
       f.slots = device_bytes(slot_bytes * slots);
-      f.published = reinterpret_cast<uint64_t*>(device_bytes(8));
-      f.released = reinterpret_cast<uint64_t*>(device_bytes(8));
+      const size_t counters = size_t{device_walk::kMaxLanes} * device_walk::kCounterStride * sizeof(uint64_t);
+      f.published = reinterpret_cast<uint64_t*>(device_bytes(counters));
+      f.released = reinterpret_cast<uint64_t*>(device_bytes(counters));
     }
     return f;
   }
@@ -128,13 +138,10 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
   k.out = c->out;
   k.in = a.in_place ? out_alloc + at.in_start * elem : device_bytes(in_host.size(), in_host.data());
   k.tmp = device_bytes(std::max<size_t>(plan.program.tmp_count, 1) * elem);
-  if (v.step_count + 1 > World::kDoneWords) {
-    std::fprintf(stderr, "FAIL: %u steps: the test's done words hold %zu\n", v.step_count, World::kDoneWords - 1);
-    std::exit(1);
-  }
-  k.done = w.done_words(r);
+  k.done = w.done_words(r, v.step_count);
   k.seq = seq;
-  const walker_cases::Header out_header = walker_cases::header_for(a, r, seq);
+  k.lanes = w.lanes;
+  const walker_cases::Header out_header = walker_cases::header_for(a, r, seq, w.lanes);
   std::memcpy(k.header_out, out_header.data(), sizeof k.header_out);
   for (uint32_t q = 0; q < v.queue_count && q < cuda::kWalkerMaxQueues; ++q) {
     const DeviceQueue& dq = c->program.queues[q];
@@ -148,7 +155,7 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
     uint64_t& next = dq.is_send ? f.sent : f.received;
     wf.first_chunk = next;
     next += c->program.chunks(q, w.slot_bytes);
-    const walker_cases::Header expected = walker_cases::header_for(a, dq.peer, seq);
+    const walker_cases::Header expected = walker_cases::header_for(a, dq.peer, seq, w.lanes);
     std::memcpy(wf.header_expected, expected.data(), sizeof wf.header_expected);
   }
   c->error = reinterpret_cast<cuda::WalkerError*>(device_bytes(sizeof(cuda::WalkerError)));
@@ -218,17 +225,30 @@ int main() {
     World w;
     check_case(w, c, ++seq);
   }
-  // Back to back on the same FIFOs and done words, slots of 4 KiB, at the smallest, a middle and
-  // the largest (default) block.
-  for (unsigned threads : {32u, 256u, cuda::kWalkerMaxThreads}) {
+  // Three lanes a walker, slots that do not split evenly (parts of 128, 128 and 192 bytes).
+  for (const Case& c : walker_cases::every_algorithm()) {
     World w;
-    w.slot_bytes = 4096;
-    w.slots = 3;
-    w.threads = threads;
-    for (int round = 0; round < 3; ++round) {
-      check_case(w, {walker_cases::args(algorithms::Collective::kAllReduce, 4, 100000), algorithms::Algorithm::kRing}, ++seq);
-      check_case(w, {walker_cases::args(algorithms::Collective::kAllGather, 4, 777), algorithms::Algorithm::kBruck}, ++seq);
-      check_case(w, {walker_cases::args(algorithms::Collective::kAllToAll, 4, 31), algorithms::Algorithm::kPairwise}, ++seq);
+    w.lanes = 3;
+    w.slot_bytes = 448;
+    check_case(w, c, ++seq);
+  }
+  // Back to back on the same FIFOs and done words, slots of 4 KiB, at the smallest, a middle and
+  // the largest (default) block, with one lane and with the most.
+  for (unsigned threads : {32u, 256u, cuda::kWalkerMaxThreads}) {
+    for (uint32_t lanes : {1u, device_walk::kMaxLanes}) {
+      World w;
+      w.slot_bytes = 4096;
+      w.slots = 3;
+      w.threads = threads;
+      w.lanes = lanes;
+      for (int round = 0; round < 3; ++round) {
+        check_case(w, {walker_cases::args(algorithms::Collective::kAllReduce, 4, 100000), algorithms::Algorithm::kRing},
+                   ++seq);
+        check_case(w, {walker_cases::args(algorithms::Collective::kAllGather, 4, 777), algorithms::Algorithm::kBruck},
+                   ++seq);
+        check_case(w, {walker_cases::args(algorithms::Collective::kAllToAll, 4, 31), algorithms::Algorithm::kPairwise},
+                   ++seq);
+      }
     }
   }
   {  // different calls: the header check fails somewhere, and every rank returns

@@ -16,6 +16,7 @@ const char* const kVars[] = {
     "WEFT_TRANSPORT", "NCCL_SHM_DISABLE", "WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", "WEFT_DEBUG",
     "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
     "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR", "WEFT_DEVICE_WALKER_THREADS",
+    "WEFT_DEVICE_WALKER_LANES",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -73,6 +74,18 @@ TEST_F(ConfigEnvTest, WalkerThreadsAreWarpMultiplesUpTo512) {
   EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_THREADS='1024' is not a multiple of 32 from 32 to 512");
   ::setenv("WEFT_DEVICE_WALKER_THREADS", "16", 1);
   EXPECT_NE(error().find("WEFT_DEVICE_WALKER_THREADS"), std::string::npos);
+}
+
+TEST_F(ConfigEnvTest, WalkerLanesFromOneToEight) {
+  EXPECT_EQ(ok().device_walker_lanes, 4);
+  ::setenv("WEFT_DEVICE_WALKER_LANES", "1", 1);
+  EXPECT_EQ(ok().device_walker_lanes, 1);
+  ::setenv("WEFT_DEVICE_WALKER_LANES", "8", 1);
+  EXPECT_EQ(ok().device_walker_lanes, 8);
+  ::setenv("WEFT_DEVICE_WALKER_LANES", "9", 1);
+  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_LANES='9' is not from 1 to 8");
+  ::setenv("WEFT_DEVICE_WALKER_LANES", "0", 1);
+  EXPECT_NE(error().find("WEFT_DEVICE_WALKER_LANES"), std::string::npos);
 }
 
 TEST_F(ConfigEnvTest, P2pDisableStagesDeviceBuffersAndWeftWins) {

@@ -19,10 +19,10 @@ using algorithms::Collective;
 using algorithms::CollectiveArgs;
 using Header = std::array<char, device_walk::kHeaderBytes>;
 
-// The header `sender` sends for call `a`, the seq-th of the test.
-inline Header header_for(const CollectiveArgs& a, int sender, uint64_t seq) {
+// The header `sender` sends for call `a`, the seq-th of the test, its walkers of `lanes` lanes.
+inline Header header_for(const CollectiveArgs& a, int sender, uint64_t seq, uint32_t lanes) {
   uint8_t bytes[device_walk::kHeaderBytes];
-  walker_header(a, sender, seq, bytes);
+  walker_header(a, sender, seq, lanes, bytes);
   Header h{};
   std::memcpy(h.data(), bytes, sizeof bytes);
   return h;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -37,18 +38,19 @@ using walker_cases::args;
 using walker_cases::Header;
 using walker_cases::header_for;
 
-// One direction of one (from, to, channel): the receiver's slots and the two counters.
+// One direction of one (from, to, channel): the receiver's slots and each lane's two counters.
 struct Fifo {
   std::vector<char> slots;
-  std::atomic<uint64_t> published{0};  // chunks the sender has written
-  std::atomic<uint64_t> released{0};   // chunks the receiver has read
-  uint64_t sent = 0, received = 0;     // each side's next chunk (one side touches each)
+  std::array<std::atomic<uint64_t>, device_walk::kMaxLanes> published{};  // chunks the sender has written
+  std::array<std::atomic<uint64_t>, device_walk::kMaxLanes> released{};   // chunks the receiver has read
+  uint64_t sent = 0, received = 0;  // each side's next chunk (one side touches each; lanes keep their own)
 };
 
 struct World {
   int nranks = 1;
   size_t slot_bytes = 128;
   uint32_t slots = 2;
+  uint32_t lanes = 1;  // per walker (slot_bytes >= lanes x kHeaderBytes)
   std::map<std::tuple<int, int, int>, std::unique_ptr<Fifo>> fifos;
   std::atomic<bool> stop{false};
   Clock::time_point deadline;
@@ -72,14 +74,19 @@ struct RankCall {
   std::vector<char> in, out, tmp;  // in place: `out` holds both
   char* in_ptr = nullptr;
   char* out_ptr = nullptr;
-  std::unique_ptr<std::atomic<uint8_t>[]> done;
+  std::unique_ptr<std::atomic<uint8_t>[]> done;  // step_count x lanes
   std::vector<Fifo*> queue_fifo;  // per queue
   std::vector<Header> header_out, header_expected;
 };
 
+// One lane of one walker.
 class CpuEnv {
  public:
-  CpuEnv(World& w, RankCall& c) : w_(w), c_(c) {}
+  // Every lane starts at each queue's first chunk of the call.
+  CpuEnv(World& w, RankCall& c, uint32_t lane) : w_(w), c_(c), lane_(lane) {
+    for (uint32_t q = 0; q < c.view.queue_count; ++q)
+      chunk_.push_back(c.view.queues[q].is_send ? f(q).sent : f(q).received);
+  }
 
   char* buffer(uint8_t kind, uint32_t) {
     switch (static_cast<algorithms::BufferKind>(kind)) {
@@ -90,16 +97,21 @@ class CpuEnv {
     }
     return nullptr;
   }
-  bool done(uint32_t i) { return c_.done[i].load(std::memory_order_acquire) != 0; }
-  void set_done(uint32_t i) { c_.done[i].store(1, std::memory_order_release); }
-  uint64_t& next_chunk(uint32_t q) { return c_.view.queues[q].is_send ? f(q).sent : f(q).received; }
+  uint32_t lane() const { return lane_; }
+  uint32_t lanes() const { return w_.lanes; }
+  bool done(uint32_t word) { return c_.done[word].load(std::memory_order_acquire) != 0; }
+  void set_done(uint32_t word) { c_.done[word].store(1, std::memory_order_release); }
+  uint64_t& next_chunk(uint32_t q) { return chunk_[q]; }
+  uint64_t chunk(uint32_t q) const { return chunk_[q]; }
   size_t slot_bytes(uint32_t) const { return w_.slot_bytes; }
-  bool can_send(uint32_t q, uint64_t n) { return n - f(q).released.load(std::memory_order_acquire) < w_.slots; }
+  bool can_send(uint32_t q, uint64_t n) {
+    return n - f(q).released[lane_].load(std::memory_order_acquire) < w_.slots;
+  }
   char* send_slot(uint32_t q, uint64_t n) { return f(q).slots.data() + (n % w_.slots) * w_.slot_bytes; }
-  void publish(uint32_t q, uint64_t n) { f(q).published.store(n + 1, std::memory_order_release); }
-  bool can_recv(uint32_t q, uint64_t n) { return f(q).published.load(std::memory_order_acquire) > n; }
+  void publish(uint32_t q, uint64_t n) { f(q).published[lane_].store(n + 1, std::memory_order_release); }
+  bool can_recv(uint32_t q, uint64_t n) { return f(q).published[lane_].load(std::memory_order_acquire) > n; }
   const char* recv_slot(uint32_t q, uint64_t n) { return send_slot(q, n); }
-  void release(uint32_t q, uint64_t n) { f(q).released.store(n + 1, std::memory_order_release); }
+  void release(uint32_t q, uint64_t n) { f(q).released[lane_].store(n + 1, std::memory_order_release); }
   const void* header_out(uint32_t q) { return c_.header_out[q].data(); }
   bool header_ok(uint32_t q, const char* got) {
     return std::memcmp(got, c_.header_expected[q].data(), device_walk::kHeaderBytes) == 0;
@@ -125,6 +137,8 @@ class CpuEnv {
   Fifo& f(uint32_t q) { return *c_.queue_fifo[q]; }
   World& w_;
   RankCall& c_;
+  const uint32_t lane_;
+  std::vector<uint64_t> chunk_;  // per queue: this lane's next chunk
 };
 
 // Builds rank r's part of call `a` with `algo`, input filled, output poisoned.
@@ -148,46 +162,57 @@ std::unique_ptr<RankCall> make_call(World& w, const CollectiveArgs& a, Algorithm
     c->in_ptr = c->in.data();
   }
   bench::fill_input(a, r, c->in_ptr, seq);
-  c->done.reset(new std::atomic<uint8_t>[std::max<size_t>(c->view.step_count, 1)]);
-  for (uint32_t i = 0; i < c->view.step_count; ++i) c->done[i].store(0);
+  const size_t words = size_t{c->view.step_count} * w.lanes;
+  c->done.reset(new std::atomic<uint8_t>[std::max<size_t>(words, 1)]);
+  for (size_t i = 0; i < words; ++i) c->done[i].store(0);
   for (uint32_t q = 0; q < c->view.queue_count; ++q) {
     const DeviceQueue& dq = c->view.queues[q];
     c->queue_fifo.push_back(dq.is_send ? &w.fifo(r, dq.peer, dq.channel) : &w.fifo(dq.peer, r, dq.channel));
-    c->header_out.push_back(header_for(a, r, seq));
-    c->header_expected.push_back(header_for(a, dq.peer, seq));
+    c->header_out.push_back(header_for(a, r, seq, w.lanes));
+    c->header_expected.push_back(header_for(a, dq.peer, seq, w.lanes));
   }
   return c;
 }
 
-// Runs one call at every rank (each rank's walkers as threads); the outcomes, all walkers'.
+// Runs one call at every rank (each lane of each rank's walkers a thread); the outcomes, all
+// lanes'. Each FIFO's chunk count moves on to where the call's lanes ended (they must agree).
 std::vector<int> run_call(World& w, std::vector<std::unique_ptr<RankCall>>& calls) {
   w.stop = false;
   w.deadline = Clock::now() + std::chrono::seconds(20);
-  std::vector<std::unique_ptr<CpuEnv>> envs;
+  std::vector<std::unique_ptr<CpuEnv>> envs;  // call-major, then lane
   std::vector<int> outcomes;
   size_t walkers = 0;
-  for (auto& c : calls) walkers += c->view.queue_count + 1;
+  for (auto& c : calls) walkers += (c->view.queue_count + 1) * w.lanes;
   outcomes.assign(walkers, -1);
   std::vector<std::thread> threads;
   size_t slot = 0;
-  for (auto& c : calls) {
-    envs.push_back(std::make_unique<CpuEnv>(w, *c));
-    CpuEnv* env = envs.back().get();
-    RankCall* call = c.get();
-    for (uint32_t q = 0; q < c->view.queue_count; ++q) {
-      threads.emplace_back([&w, &outcomes, env, call, q, slot] {
-        outcomes[slot] = device_walk::walk_queue(*env, call->view, q);
-        if (outcomes[slot] != device_walk::kDone) w.stop = true;
-      });
-      ++slot;
-    }
-    threads.emplace_back([&w, &outcomes, env, call, slot] {
-      outcomes[slot] = device_walk::walk_local(*env, call->view);
+  auto start = [&](std::function<int()> walk) {
+    threads.emplace_back([&w, &outcomes, walk, slot] {
+      outcomes[slot] = walk();
       if (outcomes[slot] != device_walk::kDone) w.stop = true;
     });
     ++slot;
-  }
+  };
+  for (auto& c : calls)
+    for (uint32_t lane = 0; lane < w.lanes; ++lane) {
+      envs.push_back(std::make_unique<CpuEnv>(w, *c, lane));
+      CpuEnv* env = envs.back().get();
+      RankCall* call = c.get();
+      for (uint32_t q = 0; q < c->view.queue_count; ++q)
+        start([env, call, q] { return device_walk::walk_queue(*env, call->view, q); });
+      start([env, call] { return device_walk::walk_local(*env, call->view); });
+    }
   for (auto& t : threads) t.join();
+  const bool all_done = std::all_of(outcomes.begin(), outcomes.end(), [](int o) { return o == device_walk::kDone; });
+  for (size_t r = 0; r < calls.size(); ++r) {
+    RankCall& c = *calls[r];
+    for (uint32_t q = 0; q < c.view.queue_count; ++q) {
+      const uint64_t end = envs[r * w.lanes]->chunk(q);
+      for (uint32_t lane = 1; all_done && lane < w.lanes; ++lane)
+        EXPECT_EQ(envs[r * w.lanes + lane]->chunk(q), end) << "rank " << r << " queue " << q << " lane " << lane;
+      (c.view.queues[q].is_send ? c.queue_fifo[q]->sent : c.queue_fifo[q]->received) = end;
+    }
+  }
   return outcomes;
 }
 
@@ -229,6 +254,20 @@ TEST(DeviceWalker, EveryAlgorithmMatchesTheReference) {
   EXPECT_GT(cases.size(), 300u);
 }
 
+// Three lanes a walker, slots that do not split evenly (parts of 128, 128 and 192 bytes): chunks
+// shorter than a slot leave lanes idle, and the last lane takes the ragged end.
+TEST(DeviceWalker, LanesShareEverySlot) {
+  for (const walker_cases::Case& c : walker_cases::every_algorithm()) {
+    World w;
+    w.nranks = c.a.nranks;
+    w.lanes = 3;
+    w.slot_bytes = 448;
+    EXPECT_EQ(run_checked(w, c.a, c.algorithm, 5), 0) << algorithms::describe(c.a) << " with "
+                                                      << algorithms::algorithm_name(c.algorithm)
+                                                      << (c.a.in_place ? " in place" : "") << ", 3 lanes";
+  }
+}
+
 TEST(DeviceWalker, ReductionsOfEveryKind) {
   for (const walker_cases::Case& c : walker_cases::every_reduction()) {
     World w;
@@ -238,20 +277,28 @@ TEST(DeviceWalker, ReductionsOfEveryKind) {
   }
 }
 
-// Calls back to back on the same FIFOs: chunk numbers carry on from one call to the next.
+// Calls back to back on the same FIFOs: chunk numbers carry on from one call to the next, with one
+// lane and with two (each lane's counters carry on).
 TEST(DeviceWalker, CallsBackToBackShareTheFifos) {
-  World w;
-  w.nranks = 4;
-  w.slots = 3;
-  uint64_t seq = 0;
-  for (int round = 0; round < 3; ++round) {
-    EXPECT_EQ(run_checked(w, args(Collective::kAllReduce, 4, 1000), Algorithm::kRing, ++seq), 0);
-    EXPECT_EQ(run_checked(w, args(Collective::kAllGather, 4, 77), Algorithm::kBruck, ++seq), 0);
-    EXPECT_EQ(run_checked(w, args(Collective::kAllToAll, 4, 31), Algorithm::kPairwise, ++seq), 0);
-    EXPECT_EQ(run_checked(w, args(Collective::kAllReduce, 4, 5), Algorithm::kRecursiveDoubling, ++seq), 0);
+  for (uint32_t lanes : {1u, 2u}) {
+    World w;
+    w.nranks = 4;
+    w.slots = 3;
+    w.lanes = lanes;
+    uint64_t seq = 0;
+    for (int round = 0; round < 3; ++round) {
+      EXPECT_EQ(run_checked(w, args(Collective::kAllReduce, 4, 1000), Algorithm::kRing, ++seq), 0);
+      EXPECT_EQ(run_checked(w, args(Collective::kAllGather, 4, 77), Algorithm::kBruck, ++seq), 0);
+      EXPECT_EQ(run_checked(w, args(Collective::kAllToAll, 4, 31), Algorithm::kPairwise, ++seq), 0);
+      EXPECT_EQ(run_checked(w, args(Collective::kAllReduce, 4, 5), Algorithm::kRecursiveDoubling, ++seq), 0);
+    }
+    // Every FIFO is drained at every lane: whatever was published was released.
+    for (auto& [key, f] : w.fifos)
+      for (uint32_t lane = 0; lane < lanes; ++lane) {
+        EXPECT_EQ(f->published[lane].load(), f->released[lane].load()) << "lane " << lane;
+        EXPECT_EQ(f->published[lane].load(), f->sent) << "lane " << lane;
+      }
   }
-  // Every FIFO is drained: whatever was published was released.
-  for (auto& [key, f] : w.fifos) EXPECT_EQ(f->published.load(), f->released.load());
 }
 
 // Large slots: a message fits one chunk.
@@ -282,6 +329,21 @@ TEST(DeviceWalker, DifferentCallsStopOnTheHeader) {
     }
     EXPECT_GE(mismatches, 1) << n << " ranks";
   }
+}
+
+// The lanes a call runs with: as configured while the rank's blocks fit the budget, fewer as the
+// rank count grows, never none; and ranks that run different lanes fail on the header.
+TEST(DeviceWalker, LanesShrinkWithTheRankCount) {
+  EXPECT_EQ(walker_lanes(4, 1), 4u);
+  EXPECT_EQ(walker_lanes(4, 2), 4u);
+  EXPECT_EQ(walker_lanes(8, 4), 7u);
+  EXPECT_EQ(walker_lanes(4, 8), 3u);
+  EXPECT_EQ(walker_lanes(8, 16), 1u);
+  EXPECT_EQ(walker_lanes(1, 2), 1u);
+  EXPECT_EQ(walker_lanes(4, 1000), 1u);
+  const CollectiveArgs a = args(Collective::kAllReduce, 2, 10);
+  EXPECT_NE(header_for(a, 0, 1, 1), header_for(a, 0, 1, 4));
+  EXPECT_EQ(header_for(a, 0, 1, 4), header_for(a, 0, 1, 4));
 }
 
 }  // namespace

@@ -17,13 +17,15 @@ struct Announcement {
   uint8_t handle[64] = {};
 };
 
-constexpr size_t kCounterBytes = 128;  // published and released, a cache line each
+// published and released for each lane, a cache line each (device_walk::kCounterStride).
+constexpr size_t kLaneCounters = size_t{device_walk::kMaxLanes} * device_walk::kCounterStride * sizeof(uint64_t);
+constexpr size_t kCounterBytes = 2 * kLaneCounters;
 
 WalkerBlock block_at(char* base, size_t slot_bytes, uint32_t slot_count) {
   WalkerBlock b;
   b.slots = base;
   b.published = reinterpret_cast<uint64_t*>(base + slot_bytes * slot_count);
-  b.released = reinterpret_cast<uint64_t*>(base + slot_bytes * slot_count + 64);
+  b.released = reinterpret_cast<uint64_t*>(base + slot_bytes * slot_count + kLaneCounters);
   return b;
 }
 

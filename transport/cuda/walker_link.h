@@ -1,8 +1,9 @@
 // The device memory two ranks of one node share for the device-side executor (src/cuda/walker.h)
-// on one channel: each side allocates one block, [slots | published | released], and maps the
-// peer's (CUDA IPC, or the address itself for a rank of the same process). This side's slots
-// receive the peer's chunks; the peer writes this side's `published` when it has written a chunk
-// and this side's `released` when it has read one of this side's chunks out of its own slots.
+// on one channel: each side allocates one block, [slots | published | released] (a counter of each
+// per lane, src/device_walker.h), and maps the peer's (CUDA IPC, or the address itself for a rank
+// of the same process). This side's slots receive the peer's chunks; the peer writes this side's
+// `published` when it has written a chunk and this side's `released` when it has read one of this
+// side's chunks out of its own slots.
 //
 // Made on the caller's thread before any kernel uses it; kernels alone touch the blocks after
 // that. At destruction the link unmaps the peer's block, tells the peer, and frees its own once
@@ -16,6 +17,7 @@
 
 #include "src/cuda/device.h"
 #include "src/deadline.h"
+#include "src/device_walker.h"
 #include "transport/transport.h"
 
 namespace weft::transport {
