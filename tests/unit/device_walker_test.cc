@@ -74,6 +74,7 @@ struct RankCall {
   std::vector<char> in, out, tmp;  // in place: `out` holds both
   char* in_ptr = nullptr;
   char* out_ptr = nullptr;
+  uint32_t lanes = 1;                             // this rank's, the world's unless a test says
   std::unique_ptr<std::atomic<uint8_t>[]> done;  // step_count x lanes
   std::vector<Fifo*> queue_fifo;  // per queue
   std::vector<Header> header_out, header_expected;
@@ -98,7 +99,7 @@ class CpuEnv {
     return nullptr;
   }
   uint32_t lane() const { return lane_; }
-  uint32_t lanes() const { return w_.lanes; }
+  uint32_t lanes() const { return c_.lanes; }
   bool done(uint32_t word) { return c_.done[word].load(std::memory_order_acquire) != 0; }
   void set_done(uint32_t word) { c_.done[word].store(1, std::memory_order_release); }
   uint64_t& next_chunk(uint32_t q) { return chunk_[q]; }
@@ -142,7 +143,8 @@ class CpuEnv {
 };
 
 // Builds rank r's part of call `a` with `algo`, input filled, output poisoned.
-std::unique_ptr<RankCall> make_call(World& w, const CollectiveArgs& a, Algorithm algo, int r, uint64_t seq) {
+std::unique_ptr<RankCall> make_call(World& w, const CollectiveArgs& a, Algorithm algo, int r, uint64_t seq,
+                                    uint32_t lanes = 0) {
   auto c = std::make_unique<RankCall>();
   c->args = a;
   c->rank = r;
@@ -162,14 +164,15 @@ std::unique_ptr<RankCall> make_call(World& w, const CollectiveArgs& a, Algorithm
     c->in_ptr = c->in.data();
   }
   bench::fill_input(a, r, c->in_ptr, seq);
-  const size_t words = size_t{c->view.step_count} * w.lanes;
+  c->lanes = lanes > 0 ? lanes : w.lanes;
+  const size_t words = size_t{c->view.step_count} * c->lanes;
   c->done.reset(new std::atomic<uint8_t>[std::max<size_t>(words, 1)]);
   for (size_t i = 0; i < words; ++i) c->done[i].store(0);
   for (uint32_t q = 0; q < c->view.queue_count; ++q) {
     const DeviceQueue& dq = c->view.queues[q];
     c->queue_fifo.push_back(dq.is_send ? &w.fifo(r, dq.peer, dq.channel) : &w.fifo(dq.peer, r, dq.channel));
-    c->header_out.push_back(header_for(a, r, seq, w.lanes));
-    c->header_expected.push_back(header_for(a, dq.peer, seq, w.lanes));
+    c->header_out.push_back(header_for(a, r, seq, c->lanes));
+    c->header_expected.push_back(header_for(a, dq.peer, seq, c->lanes));
   }
   return c;
 }
@@ -180,9 +183,10 @@ std::vector<int> run_call(World& w, std::vector<std::unique_ptr<RankCall>>& call
   w.stop = false;
   w.deadline = Clock::now() + std::chrono::seconds(20);
   std::vector<std::unique_ptr<CpuEnv>> envs;  // call-major, then lane
+  std::vector<size_t> first_env;              // per call
   std::vector<int> outcomes;
   size_t walkers = 0;
-  for (auto& c : calls) walkers += (c->view.queue_count + 1) * w.lanes;
+  for (auto& c : calls) walkers += (c->view.queue_count + 1) * c->lanes;
   outcomes.assign(walkers, -1);
   std::vector<std::thread> threads;
   size_t slot = 0;
@@ -193,8 +197,9 @@ std::vector<int> run_call(World& w, std::vector<std::unique_ptr<RankCall>>& call
     });
     ++slot;
   };
-  for (auto& c : calls)
-    for (uint32_t lane = 0; lane < w.lanes; ++lane) {
+  for (auto& c : calls) {
+    first_env.push_back(envs.size());
+    for (uint32_t lane = 0; lane < c->lanes; ++lane) {
       envs.push_back(std::make_unique<CpuEnv>(w, *c, lane));
       CpuEnv* env = envs.back().get();
       RankCall* call = c.get();
@@ -202,14 +207,15 @@ std::vector<int> run_call(World& w, std::vector<std::unique_ptr<RankCall>>& call
         start([env, call, q] { return device_walk::walk_queue(*env, call->view, q); });
       start([env, call] { return device_walk::walk_local(*env, call->view); });
     }
+  }
   for (auto& t : threads) t.join();
   const bool all_done = std::all_of(outcomes.begin(), outcomes.end(), [](int o) { return o == device_walk::kDone; });
   for (size_t r = 0; r < calls.size(); ++r) {
     RankCall& c = *calls[r];
     for (uint32_t q = 0; q < c.view.queue_count; ++q) {
-      const uint64_t end = envs[r * w.lanes]->chunk(q);
-      for (uint32_t lane = 1; all_done && lane < w.lanes; ++lane)
-        EXPECT_EQ(envs[r * w.lanes + lane]->chunk(q), end) << "rank " << r << " queue " << q << " lane " << lane;
+      const uint64_t end = envs[first_env[r]]->chunk(q);
+      for (uint32_t lane = 1; all_done && lane < c.lanes; ++lane)
+        EXPECT_EQ(envs[first_env[r] + lane]->chunk(q), end) << "rank " << r << " queue " << q << " lane " << lane;
       (c.view.queues[q].is_send ? c.queue_fifo[q]->sent : c.queue_fifo[q]->received) = end;
     }
   }
@@ -319,6 +325,28 @@ TEST(DeviceWalker, DifferentCallsStopOnTheHeader) {
     std::vector<std::unique_ptr<RankCall>> calls;
     for (int r = 0; r < n; ++r)
       calls.push_back(make_call(w, args(Collective::kAllReduce, n, r == 1 ? 50 : 40), Algorithm::kRing, r, 1));
+    const auto start = Clock::now();
+    const std::vector<int> outcomes = run_call(w, calls);
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+    int mismatches = 0;
+    for (int o : outcomes) {
+      EXPECT_NE(o, -1) << "a walker did not return";
+      mismatches += o == device_walk::kHeaderMismatch;
+    }
+    EXPECT_GE(mismatches, 1) << n << " ranks";
+  }
+}
+
+// Ranks whose walkers run different lanes (WEFT_DEVICE_WALKER_LANES set apart): the header check
+// fails, and every lane returns (those whose peer lane does not exist stop with the rest).
+TEST(DeviceWalker, DifferentLanesStopOnTheHeader) {
+  for (int n : {2, 3}) {
+    World w;
+    w.nranks = n;
+    w.slot_bytes = 256;
+    std::vector<std::unique_ptr<RankCall>> calls;
+    for (int r = 0; r < n; ++r)
+      calls.push_back(make_call(w, args(Collective::kAllReduce, n, 500), Algorithm::kRing, r, 1, r == 1 ? 2 : 1));
     const auto start = Clock::now();
     const std::vector<int> outcomes = run_call(w, calls);
     EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
