@@ -316,47 +316,41 @@ TEST(DeviceWalker, OneChunkPerMessage) {
   EXPECT_EQ(run_checked(w, args(Collective::kReduceScatter, 3, 999), Algorithm::kRing, 2), 0);
 }
 
-// A rank that made another call (here: another count): its peers' header checks fail and every
-// walker returns, well before the deadline.
-TEST(DeviceWalker, DifferentCallsStopOnTheHeader) {
-  for (int n : {2, 3}) {
-    World w;
-    w.nranks = n;
-    std::vector<std::unique_ptr<RankCall>> calls;
-    for (int r = 0; r < n; ++r)
-      calls.push_back(make_call(w, args(Collective::kAllReduce, n, r == 1 ? 50 : 40), Algorithm::kRing, r, 1));
-    const auto start = Clock::now();
-    const std::vector<int> outcomes = run_call(w, calls);
-    EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
-    int mismatches = 0;
-    for (int o : outcomes) {
-      EXPECT_NE(o, -1) << "a walker did not return";
-      mismatches += o == device_walk::kHeaderMismatch;
-    }
-    EXPECT_GE(mismatches, 1) << n << " ranks";
+// Runs a call at n ranks where make(w, r) builds rank r's part, some of them mismatched: at least
+// one walker fails the header check, and every walker returns, well before the deadline.
+void expect_header_stops(int n, size_t slot_bytes,
+                         const std::function<std::unique_ptr<RankCall>(World&, int)>& make) {
+  World w;
+  w.nranks = n;
+  w.slot_bytes = slot_bytes;
+  std::vector<std::unique_ptr<RankCall>> calls;
+  for (int r = 0; r < n; ++r) calls.push_back(make(w, r));
+  const auto start = Clock::now();
+  const std::vector<int> outcomes = run_call(w, calls);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  int mismatches = 0;
+  for (int o : outcomes) {
+    EXPECT_NE(o, -1) << "a walker did not return";
+    mismatches += o == device_walk::kHeaderMismatch;
   }
+  EXPECT_GE(mismatches, 1) << n << " ranks";
+}
+
+// A rank that made another call (here: another count): its peers' header checks fail.
+TEST(DeviceWalker, DifferentCallsStopOnTheHeader) {
+  for (int n : {2, 3})
+    expect_header_stops(n, 128, [n](World& w, int r) {
+      return make_call(w, args(Collective::kAllReduce, n, r == 1 ? 50 : 40), Algorithm::kRing, r, 1);
+    });
 }
 
 // Ranks whose walkers run different lanes (WEFT_DEVICE_WALKER_LANES set apart): the header check
-// fails, and every lane returns (those whose peer lane does not exist stop with the rest).
+// fails, and the lanes whose peer lane does not exist stop with the rest.
 TEST(DeviceWalker, DifferentLanesStopOnTheHeader) {
-  for (int n : {2, 3}) {
-    World w;
-    w.nranks = n;
-    w.slot_bytes = 256;
-    std::vector<std::unique_ptr<RankCall>> calls;
-    for (int r = 0; r < n; ++r)
-      calls.push_back(make_call(w, args(Collective::kAllReduce, n, 500), Algorithm::kRing, r, 1, r == 1 ? 2 : 1));
-    const auto start = Clock::now();
-    const std::vector<int> outcomes = run_call(w, calls);
-    EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
-    int mismatches = 0;
-    for (int o : outcomes) {
-      EXPECT_NE(o, -1) << "a walker did not return";
-      mismatches += o == device_walk::kHeaderMismatch;
-    }
-    EXPECT_GE(mismatches, 1) << n << " ranks";
-  }
+  for (int n : {2, 3})
+    expect_header_stops(n, 256, [n](World& w, int r) {
+      return make_call(w, args(Collective::kAllReduce, n, 500), Algorithm::kRing, r, 1, r == 1 ? 2 : 1);
+    });
 }
 
 // The lanes a call runs with: as configured while the rank's blocks fit the budget, fewer as the
