@@ -82,7 +82,8 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_DEVICE_WALKER_THREADS")) {
     WEFT_TRY(parse_size("WEFT_DEVICE_WALKER_THREADS", v, 32, &n));
     if (n > Config::kMaxDeviceWalkerThreads || n % 32 != 0)
-      return invalid_argument(std::string("WEFT_DEVICE_WALKER_THREADS='") + v + "' is not a multiple of 32 from 32 to " +
+      return invalid_argument(std::string("WEFT_DEVICE_WALKER_THREADS='") + v +
+                              "' is not a multiple of 32 from 32 to " +
                               std::to_string(Config::kMaxDeviceWalkerThreads));
     c.device_walker_threads = static_cast<int>(n);
   }

@@ -157,9 +157,12 @@ __device__ void block_divide(char* dst, size_t n, int divisor) {
   auto* d = reinterpret_cast<B*>(dst);
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
     const C x = Fmt::widen(d[i]);
-    if constexpr (std::is_floating_point<C>::value) d[i] = Fmt::narrow(canon(x / static_cast<C>(divisor)));
-    else if constexpr (std::is_signed<C>::value) d[i] = static_cast<C>(static_cast<int64_t>(x) / static_cast<int64_t>(divisor));
-    else d[i] = static_cast<C>(static_cast<uint64_t>(x) / static_cast<uint64_t>(divisor));
+    if constexpr (std::is_floating_point<C>::value)
+      d[i] = Fmt::narrow(canon(x / static_cast<C>(divisor)));
+    else if constexpr (std::is_signed<C>::value)
+      d[i] = static_cast<C>(static_cast<int64_t>(x) / static_cast<int64_t>(divisor));
+    else
+      d[i] = static_cast<C>(static_cast<uint64_t>(x) / static_cast<uint64_t>(divisor));
   }
 }
 

@@ -186,7 +186,8 @@ std::vector<cuda::WalkerError> run(std::vector<std::unique_ptr<RankCall>>& calls
 void check_case(World& w, const Case& cs, uint64_t seq) {
   std::vector<std::unique_ptr<RankCall>> calls;
   for (int r = 0; r < cs.a.nranks; ++r) calls.push_back(make_call(w, cs.a, cs.algorithm, r, seq, 20'000'000'000ull));
-  const std::string what = algorithms::describe(cs.a) + " with " + std::string(algorithms::algorithm_name(cs.algorithm)) +
+  const std::string what = algorithms::describe(cs.a) + " with " +
+                           std::string(algorithms::algorithm_name(cs.algorithm)) +
                            (cs.a.in_place ? " in place" : "");
   if (calls[0]->program.queues.size() > cuda::kWalkerMaxQueues) return;  // stays with the host executor
   const std::vector<cuda::WalkerError> errors = run(calls);
@@ -268,8 +269,8 @@ int main() {
   {  // a peer that never comes: the rank stops at its time limit
     World w;
     std::vector<std::unique_ptr<RankCall>> calls;
-    calls.push_back(make_call(w, walker_cases::args(algorithms::Collective::kAllReduce, 2, 10), algorithms::Algorithm::kRing,
-                              0, ++seq, 300'000'000ull));
+    calls.push_back(make_call(w, walker_cases::args(algorithms::Collective::kAllReduce, 2, 10),
+                              algorithms::Algorithm::kRing, 0, ++seq, 300'000'000ull));
     const std::vector<cuda::WalkerError> e = run(calls);
     if (e[0].outcome != device_walk::kStopped) {
       std::fprintf(stderr, "FAIL: a walker whose peer never came ended with outcome %u, not stopped\n", e[0].outcome);

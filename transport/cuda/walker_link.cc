@@ -84,7 +84,8 @@ Status WalkerLink::start(Deadline deadline) {
     peer_base_ = reinterpret_cast<char*>(theirs.address);
   } else {
     auto mapped = cuda::ipc_open(theirs.handle);
-    if (!mapped.ok()) return mapped.status().with_context("mapping rank " + std::to_string(peer_) + "'s device executor block");
+    if (!mapped.ok())
+      return mapped.status().with_context("mapping rank " + std::to_string(peer_) + "'s device executor block");
     peer_base_ = static_cast<char*>(*mapped);
     peer_mapped_ = true;
   }
