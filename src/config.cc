@@ -94,6 +94,13 @@ Result<Config> Config::from_env() {
                               std::to_string(Config::kMaxDeviceWalkerLanes));
     c.device_walker_lanes = static_cast<int>(n);
   }
+  if (const char* v = env("WEFT_DEVICE_WALKER_SLOT_BYTES")) {
+    WEFT_TRY(parse_size("WEFT_DEVICE_WALKER_SLOT_BYTES", v, size_t{64} << 10, &n));
+    if (n > size_t{64} << 20 || n % 4096 != 0)
+      return invalid_argument(std::string("WEFT_DEVICE_WALKER_SLOT_BYTES='") + v +
+                              "' is not a multiple of 4 KiB from 64 KiB to 64 MiB");
+    c.device_walker_slot_bytes = n;
+  }
   if (const char* v = env("WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", &name)) WEFT_TRY(parse_flag(name, v, &c.p2p_disable));
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));

@@ -13,9 +13,8 @@
 namespace weft {
 namespace {
 
-// Each way of a link: eight slots of 1 MiB (a chunk costs no host round trip here, unlike the
-// cuda transport's, so slots need not be large).
-constexpr size_t kSlotBytes = size_t{1} << 20;
+// Each way of a link: eight slots (of WEFT_DEVICE_WALKER_SLOT_BYTES, 1 MiB by default: a chunk
+// costs no host round trip here, unlike the cuda transport's, so slots need not be large).
 constexpr uint32_t kSlotCount = 8;
 
 template <typename T>
@@ -36,10 +35,9 @@ Result<void*> upload(const std::vector<T>& v) {
 
 }  // namespace
 
-Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, std::chrono::milliseconds timeout, int threads,
-                                                             int lanes, Logger log, ControlLink control) {
-  std::unique_ptr<DeviceExecutor> e(
-      new DeviceExecutor(rank, timeout, threads, lanes, std::move(log), std::move(control)));
+Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Config& config, Logger log,
+                                                             ControlLink control) {
+  std::unique_ptr<DeviceExecutor> e(new DeviceExecutor(rank, config, std::move(log), std::move(control)));
   auto err = cuda::host_alloc(sizeof(cuda::WalkerError));
   WEFT_TRY(err);
   e->error_ = static_cast<cuda::WalkerError*>(*err);
@@ -106,7 +104,7 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
     for (void* a : p->arrays) cuda::device_free(a);
     return s;
   }
-  for (uint32_t q = 0; q < p->view.queue_count; ++q) p->chunks.push_back(p->host.chunks(q, kSlotBytes));
+  for (uint32_t q = 0; q < p->view.queue_count; ++q) p->chunks.push_back(p->host.chunks(q, slot_bytes_));
   p->tmp_bytes = plan.program.tmp_count * dtype_size(p->host.dtype);
   programs_[key] = std::move(p);
   return Status();
@@ -121,7 +119,7 @@ Result<transport::WalkerLink*> DeviceExecutor::link(int peer, int channel, Deadl
     WEFT_TRY(c);
     control = std::move(*c);
   }
-  auto l = transport::WalkerLink::make(std::move(control), peer, kSlotBytes, kSlotCount, timeout_, deadline);
+  auto l = transport::WalkerLink::make(std::move(control), peer, slot_bytes_, kSlotCount, timeout_, deadline);
   if (!l.ok()) return l.status().with_context("the device executor's link to rank " + std::to_string(peer));
   log_.info("device executor: linked to rank " + std::to_string(peer) + " channel " + std::to_string(channel));
   transport::WalkerLink* raw = l->get();

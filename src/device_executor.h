@@ -45,10 +45,9 @@ class DeviceExecutor {
   using ControlLink = std::function<Result<std::unique_ptr<transport::Connection>>(int peer, int channel, Deadline)>;
   using Key = algorithms::PlanKey;  // algorithms::plan_key(a, true)
 
-  // `threads`: per walker block (WEFT_DEVICE_WALKER_THREADS); `lanes`: blocks per walker
-  // (WEFT_DEVICE_WALKER_LANES).
-  static Result<std::unique_ptr<DeviceExecutor>> make(int rank, std::chrono::milliseconds timeout, int threads,
-                                                      int lanes, Logger log, ControlLink control);
+  // From `config`: the timeout, and the walkers' threads, lanes and slot size
+  // (WEFT_DEVICE_WALKER_THREADS, _LANES, _SLOT_BYTES).
+  static Result<std::unique_ptr<DeviceExecutor>> make(int rank, const Config& config, Logger log, ControlLink control);
   ~DeviceExecutor();
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
@@ -76,8 +75,9 @@ class DeviceExecutor {
     size_t tmp_bytes = 0;
   };
 
-  DeviceExecutor(int rank, std::chrono::milliseconds timeout, int threads, int lanes, Logger log, ControlLink control)
-      : rank_(rank), timeout_(timeout), threads_(threads), lanes_(lanes), log_(std::move(log)),
+  DeviceExecutor(int rank, const Config& config, Logger log, ControlLink control)
+      : rank_(rank), timeout_(config.timeout), threads_(config.device_walker_threads),
+        lanes_(config.device_walker_lanes), slot_bytes_(config.device_walker_slot_bytes), log_(std::move(log)),
         control_(std::move(control)) {}
   Result<transport::WalkerLink*> link(int peer, int channel, Deadline deadline);
   // A device block of at least `bytes` in *block (grown by powers of two; the old one retired); a
@@ -88,6 +88,7 @@ class DeviceExecutor {
   const std::chrono::milliseconds timeout_;
   const int threads_;
   const int lanes_;  // configured; walker_lanes() decides per call
+  const size_t slot_bytes_;
   const Logger log_;
   const ControlLink control_;
   std::map<Key, std::unique_ptr<Program>> programs_;  // null: left to the host executor

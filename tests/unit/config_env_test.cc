@@ -16,7 +16,7 @@ const char* const kVars[] = {
     "WEFT_TRANSPORT", "NCCL_SHM_DISABLE", "WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", "WEFT_DEBUG",
     "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
     "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR", "WEFT_DEVICE_WALKER_THREADS",
-    "WEFT_DEVICE_WALKER_LANES",
+    "WEFT_DEVICE_WALKER_LANES", "WEFT_DEVICE_WALKER_SLOT_BYTES",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -86,6 +86,18 @@ TEST_F(ConfigEnvTest, WalkerLanesFromOneToEight) {
   EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_LANES='9' is not from 1 to 8");
   ::setenv("WEFT_DEVICE_WALKER_LANES", "0", 1);
   EXPECT_NE(error().find("WEFT_DEVICE_WALKER_LANES"), std::string::npos);
+}
+
+TEST_F(ConfigEnvTest, WalkerSlotsAreWholePagesFrom64KiBTo64MiB) {
+  EXPECT_EQ(ok().device_walker_slot_bytes, size_t{1} << 20);
+  ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "4M", 1);
+  EXPECT_EQ(ok().device_walker_slot_bytes, size_t{4} << 20);
+  ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "100000", 1);
+  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_SLOT_BYTES='100000' is not a multiple of 4 KiB from 64 KiB to 64 MiB");
+  ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "128M", 1);
+  EXPECT_NE(error().find("WEFT_DEVICE_WALKER_SLOT_BYTES"), std::string::npos);
+  ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "4K", 1);
+  EXPECT_NE(error().find("WEFT_DEVICE_WALKER_SLOT_BYTES"), std::string::npos);
 }
 
 TEST_F(ConfigEnvTest, P2pDisableStagesDeviceBuffersAndWeftWins) {
