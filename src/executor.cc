@@ -316,8 +316,9 @@ std::string Executor::pending_report() const {
   return os.str();
 }
 
-void Executor::moving() {
-  if (spec_->board != nullptr) spec_->board->withdraw();
+void Executor::take_back_wait() {
+  spec_->board->withdraw();
+  waiting_published_ = false;
 }
 
 Status Executor::report_waiting() {
@@ -328,10 +329,11 @@ Status Executor::report_waiting() {
   bool drained = awaits != 0;
   for (const transport::Connection* c : active_) drained = drained && c->drained();
   if (!drained) {
-    spec_->board->withdraw();
+    moving();
     return Status();
   }
   spec_->board->publish(awaits, collective_header(*spec_));
+  waiting_published_ = true;
   return spec_->board->check();
 }
 
@@ -352,11 +354,9 @@ Status Executor::run(const RunSpec& spec) {
   spec_ = &spec;
   // Whatever the outcome, this rank waits no more when it returns.
   struct TakeBack {
-    WaitBoard* board;
-    ~TakeBack() {
-      if (board != nullptr) board->withdraw();
-    }
-  } take_back{spec.board};
+    Executor* e;
+    ~TakeBack() { e->moving(); }
+  } take_back{this};
   WEFT_TRY(prepare(spec));
   Backoff backoff(spec.oversubscribed);
   WEFT_TRY(spec.index->one_round && !spec.device ? run_one_round(backoff) : run_steps(backoff));
