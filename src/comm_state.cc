@@ -317,12 +317,6 @@ Result<transport::Connection*> CommState::connection(int peer, int channel, Dead
   return raw;
 }
 
-bool CommState::all_drained() const {
-  for (const auto& [key, conn] : connections_)
-    if (!conn->drained()) return false;
-  return true;
-}
-
 std::shared_ptr<Operation> CommState::new_operation() {
   if (spare_op_ && spare_op_.use_count() == 1) {
     // The last other owner let go with a release decrement; this fence orders its last use of

@@ -326,9 +326,9 @@ Status Executor::report_waiting() {
   for (const Queue& q : queues_)
     if (q.completed < q.steps.size() && (q.posted > q.completed || (!q.is_send && q.header_ticket != 0)))
       awaits |= uint64_t{1} << q.peer;
-  // Every connection, not only this call's: data of an earlier call on another channel may still
-  // be on its way to a rank that published in that call.
-  if (awaits == 0 || !connections_.all_drained()) {
+  bool drained = awaits != 0;
+  for (const transport::Connection* c : active_) drained = drained && c->drained();
+  if (!drained) {
     moving();
     return Status();
   }

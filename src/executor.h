@@ -81,10 +81,6 @@ class ConnectionSource {
  public:
   virtual ~ConnectionSource() = default;
   virtual Result<transport::Connection*> connection(int peer, int channel, Deadline deadline) = 0;
-  // Whether every connection made so far, to every peer on every channel, is drained
-  // (transport::Connection::drained): data of an earlier call may still be on its way on a
-  // channel this call does not use. False where it cannot tell.
-  virtual bool all_drained() const { return false; }
 };
 
 struct RunSpec {

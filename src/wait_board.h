@@ -8,9 +8,8 @@
 // it waits for and the header of its call, under a sequence word (a seqlock: odd while written),
 // and a live count of what it has taken off its peers, which its shm connections raise before
 // the peer can see the bytes taken (Transport::count_taken). A rank publishes its record only
-// while its executor is idle and every one of its connections is drained (nothing unread either
-// way, no send unfinished: transport::Connection::drained(); all of them, not only the call's,
-// since an earlier call's data may still be on its way on another channel), with its taken count at that
+// while its executor is idle and every connection of the call is drained (nothing unread either
+// way, no send unfinished: transport::Connection::drained()), with its taken count at that
 // moment, and takes the record back before it sends anything again. A rank that has published
 // looks at the records of the ranks it waits for, of the ranks those wait for, and so on: when
 // all of them have published, none of their records changed between two reads, and none has
