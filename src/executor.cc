@@ -316,9 +316,8 @@ std::string Executor::pending_report() const {
   return os.str();
 }
 
-void Executor::take_back_wait() {
-  spec_->board->withdraw();
-  waiting_published_ = false;
+void Executor::moving() {
+  if (spec_->board != nullptr) spec_->board->withdraw();
 }
 
 Status Executor::report_waiting() {
@@ -329,11 +328,10 @@ Status Executor::report_waiting() {
   bool drained = awaits != 0;
   for (const transport::Connection* c : active_) drained = drained && c->drained();
   if (!drained) {
-    moving();
+    spec_->board->withdraw();
     return Status();
   }
   spec_->board->publish(awaits, collective_header(*spec_));
-  waiting_published_ = true;
   return spec_->board->check();
 }
 
@@ -354,9 +352,11 @@ Status Executor::run(const RunSpec& spec) {
   spec_ = &spec;
   // Whatever the outcome, this rank waits no more when it returns.
   struct TakeBack {
-    Executor* e;
-    ~TakeBack() { e->moving(); }
-  } take_back{this};
+    WaitBoard* board;
+    ~TakeBack() {
+      if (board != nullptr) board->withdraw();
+    }
+  } take_back{spec.board};
   WEFT_TRY(prepare(spec));
   Backoff backoff(spec.oversubscribed);
   WEFT_TRY(spec.index->one_round && !spec.device ? run_one_round(backoff) : run_steps(backoff));

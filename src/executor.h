@@ -151,10 +151,7 @@ class Executor {
   // drained, and fails when they all wait for one another (else takes the record back).
   Status report_waiting();
   // Something moved: takes the WaitBoard record back before anything is sent.
-  void moving() {
-    if (waiting_published_) take_back_wait();
-  }
-  void take_back_wait();
+  void moving();
   Status run_local(uint32_t step);  // do_local, then complete
   Status do_local(uint32_t step);
   Status post(Queue& q);
@@ -191,7 +188,6 @@ class Executor {
   bool bound_device_ = false;
   std::vector<struct pollfd> poll_fds_;
   size_t done_steps_ = 0;
-  bool waiting_published_ = false;  // this rank's record is on spec_->board
 };
 
 }  // namespace weft
