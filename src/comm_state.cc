@@ -256,7 +256,6 @@ Status CommState::init(const UniqueId& id) {
     auto mailbox = Mailbox::create(rank_, nranks_, ctx.comm_tag, *bootstrap_, deadline);
     WEFT_TRY(mailbox);
     mailbox_ = std::move(*mailbox);
-    if (mailbox_) shm_->count_taken(mailbox_->board()->taken_counter());
     if (!mailbox_) log_.warn("no shared mailbox (a rank could not make or map it): oneshot calls run over the connections");
   }
   log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + ", transport " + config_.transport);
@@ -524,7 +523,6 @@ void CommState::init_spec(RunSpec& spec, const algorithms::CollectiveArgs& a) co
   spec.abort = &aborted_;
   spec.deadline = Deadline::after(config_.timeout);
   spec.oversubscribed = oversubscribed_;
-  spec.board = mailbox_ ? mailbox_->board() : nullptr;
 }
 
 Status CommState::set_program(RunSpec& spec, const algorithms::Plan& plan, bool device) {

@@ -10,7 +10,6 @@
 #include "src/host_steps.h"
 #include "src/kernels/copy.h"
 #include "src/kernels/reduce.h"
-#include "src/wait_board.h"
 
 namespace weft {
 
@@ -316,32 +315,12 @@ std::string Executor::pending_report() const {
   return os.str();
 }
 
-void Executor::moving() {
-  if (spec_->board != nullptr) spec_->board->withdraw();
-}
-
-Status Executor::report_waiting() {
-  uint64_t awaits = 0;
-  for (const Queue& q : queues_)
-    if (q.completed < q.steps.size() && (q.posted > q.completed || (!q.is_send && q.header_ticket != 0)))
-      awaits |= uint64_t{1} << q.peer;
-  bool drained = awaits != 0;
-  for (const transport::Connection* c : active_) drained = drained && c->drained();
-  if (!drained) {
-    spec_->board->withdraw();
-    return Status();
-  }
-  spec_->board->publish(awaits, collective_header(*spec_));
-  return spec_->board->check();
-}
-
 Status Executor::idle(Backoff& backoff, uint32_t& polls) {
   if ((++polls & 63) == 0) {
     if (spec_->abort != nullptr && spec_->abort->load(std::memory_order_relaxed))
       return remote_error("communicator aborted during " + algorithms::describe(spec_->args));
     if (spec_->deadline.expired())
       return timeout_error(algorithms::describe(spec_->args) + " timed out: " + pending_report());
-    if (spec_->board != nullptr && !spec_->device) WEFT_TRY(report_waiting());
   }
   if (backoff.should_block() && wait_in_kernel()) return Status();
   backoff.pause();
@@ -350,13 +329,6 @@ Status Executor::idle(Backoff& backoff, uint32_t& polls) {
 
 Status Executor::run(const RunSpec& spec) {
   spec_ = &spec;
-  // Whatever the outcome, this rank waits no more when it returns.
-  struct TakeBack {
-    WaitBoard* board;
-    ~TakeBack() {
-      if (board != nullptr) board->withdraw();
-    }
-  } take_back{spec.board};
   WEFT_TRY(prepare(spec));
   Backoff backoff(spec.oversubscribed);
   WEFT_TRY(spec.index->one_round && !spec.device ? run_one_round(backoff) : run_steps(backoff));
@@ -414,7 +386,6 @@ Status Executor::run_steps(Backoff& backoff) {
       moved = true;
     }
     if (moved) {
-      moving();
       backoff.reset();
       continue;
     }
@@ -446,7 +417,6 @@ Status Executor::run_one_round(Backoff& backoff) {
       }
     }
     if (moved) {
-      moving();
       backoff.reset();
     } else if (open > 0) {
       WEFT_TRY(idle(backoff, polls));

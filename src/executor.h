@@ -42,8 +42,6 @@
 
 namespace weft {
 
-class WaitBoard;
-
 // What every rank sends ahead of a collective's data (groups: ahead of every message). 56
 // bytes, trivially copyable: it fits the shm transport's one-cache-line slot records, and a data
 // message of up to kInlineBytes that is ready when its header goes out rides inside it, so a
@@ -101,9 +99,6 @@ struct RunSpec {
   // connections (cuda transport) order their copies on it too.
   bool device = false;
   cuda::Stream stream = nullptr;
-  // Host calls on one node: where an idle executor whose connections are drained says so, to
-  // learn that its peers wait for it in turn (src/wait_board.h). Null: not used.
-  WaitBoard* board = nullptr;
 };
 
 class Executor {
@@ -144,14 +139,8 @@ class Executor {
   Status run_steps(Backoff& backoff);
   // ProgramIndex::one_round programs on host memory: every message at once, then the local steps.
   Status run_one_round(Backoff& backoff);
-  // Nothing moved: checks the abort flag, the deadline and the wait board (every 64th call), then
-  // waits a little.
+  // Nothing moved: checks the abort flag and the deadline (every 64th call), then waits a little.
   Status idle(Backoff& backoff, uint32_t& polls);
-  // Idle: publishes on spec's WaitBoard which ranks this one waits for, when every connection is
-  // drained, and fails when they all wait for one another (else takes the record back).
-  Status report_waiting();
-  // Something moved: takes the WaitBoard record back before anything is sent.
-  void moving();
   Status run_local(uint32_t step);  // do_local, then complete
   Status do_local(uint32_t step);
   Status post(Queue& q);

@@ -34,9 +34,6 @@
 // then), and a waiting rank whose peer has published this call, or a later one, without a message
 // to it names the disagreement. Otherwise the deadline ends the wait.
 //
-// The segment also holds the node's WaitBoard (src/wait_board.h), which the executor uses for
-// calls that run over the connections.
-//
 // Thread-safety: one thread at a time (the communicator's exec_mu_).
 #pragma once
 
@@ -49,7 +46,6 @@
 #include "src/deadline.h"
 #include "src/executor.h"
 #include "src/net/bootstrap.h"
-#include "src/wait_board.h"
 #include "transport/shm/segment.h"
 
 namespace weft {
@@ -91,9 +87,6 @@ class Mailbox {
   Status start(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us);
   Status finish(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us);
 
-  // The node's WaitBoard (src/wait_board.h), which lives in this segment too; for the executor.
-  WaitBoard* board() { return &board_; }
-
  private:
   struct alignas(64) Line {
     // The call number + 1 of the message in place (kCallMask), and the message's number among
@@ -118,11 +111,7 @@ class Mailbox {
   };
   static_assert(sizeof(CollHeader) % 8 == 0 && sizeof(Published) == 64);
   static constexpr size_t kPairBytes = kLines * sizeof(Line) + kUnits * kUnitBytes + sizeof(Taken);
-  // Every pair's lines, units and taken word, every rank's Published line, then the WaitBoard.
   static size_t segment_bytes(int nranks) {
-    return board_offset(nranks) + WaitBoard::bytes(nranks);
-  }
-  static size_t board_offset(int nranks) {
     return pairs(nranks) * kPairBytes + static_cast<size_t>(nranks) * sizeof(Published);
   }
   static size_t pairs(int nranks) { return static_cast<size_t>(nranks) * static_cast<size_t>(nranks); }
@@ -137,8 +126,7 @@ class Mailbox {
         next_unit_(static_cast<size_t>(nranks), 0),
         sent_(static_cast<size_t>(nranks), 0),
         taken_(static_cast<size_t>(nranks), 0),
-        known_taken_(static_cast<size_t>(nranks), 0),
-        board_(base() + board_offset(nranks), rank, nranks) {}
+        known_taken_(static_cast<size_t>(nranks), 0) {}
   // The segment holds every pair's lines, then every pair's units, then every pair's taken word.
   size_t pair(int from, int to) const { return static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to); }
   char* base() const { return static_cast<char*>(segment_.data()); }
@@ -196,7 +184,6 @@ class Mailbox {
   std::vector<uint64_t> known_taken_;
   CollHeader header_;   // the open call's header (its inline data and unit: those sent last)
   uint64_t published_ = 0;  // call + 1 of the last call publish() wrote
-  WaitBoard board_;         // in the segment; the executor's (RunSpec::board)
 };
 
 }  // namespace weft

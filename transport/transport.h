@@ -29,7 +29,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -84,9 +83,6 @@ class Connection {
   // yet (a caller outside the connection, src/mailbox.h, learns so that the peer runs another
   // call). Transports that cannot tell cheaply say false.
   virtual bool has_unclaimed_message() const { return false; }
-  // Whether nothing is in flight either way: every send finished and taken by the peer, nothing
-  // from the peer unread (src/wait_board.h). A transport that cannot tell says false.
-  virtual bool drained() const { return false; }
   // "shm to rank 3 channel 0": for error messages and logs.
   virtual std::string describe() const = 0;
   // For waiting in the kernel instead of spinning: appends the file descriptors (with poll
@@ -119,10 +115,6 @@ class Transport {
   virtual Status set_peer_cards(std::vector<std::vector<uint8_t>> cards) = 0;
   // Joins this rank with `peer` on `channel`; see the file comment.
   virtual Result<std::unique_ptr<Connection>> connect(int peer, int channel, Deadline deadline) = 0;
-  // From now on the transport's connections, those made already included, add 1 to *counter
-  // (memory other processes may read) each time they take bytes off a peer, before the peer can
-  // see them taken (src/wait_board.h). Transports whose connections cannot be drained() ignore it.
-  virtual void count_taken(std::atomic<uint64_t>* counter) { (void)counter; }
 };
 
 // Factories (one per folder; each returns an error, never throws).

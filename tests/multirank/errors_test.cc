@@ -1,7 +1,6 @@
 // Bad input and disagreeing ranks get clear errors naming what was wrong and which rank, never a
 // crash or a hang. Run under weft-run (see CMakeLists.txt).
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <regex>
 #include <string>
@@ -191,40 +190,6 @@ TEST(Disagreement, GatherRootsDifferBothRootsNameIt) {
   EXPECT_GE(ranks_where(s.message().find("called gather(count=3, int32, root=0)") != std::string::npos &&
                         s.message().find("called gather(count=3, int32, root=1)") != std::string::npos),
             1);
-}
-
-// Every rank takes itself for the root of a gather (or a reduce) of 64 KiB a rank, which runs
-// over the connections, not the mailbox: each waits for all the others' data and none sends any.
-// On one node the ranks find that they all wait with nothing in flight (src/wait_board.h) and
-// fail within a fraction of a second, naming the calls, instead of at WEFT_TIMEOUT (30 s here).
-TEST(Disagreement, RootsDifferOverConnectionsNamedFast) {
-  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
-  const char* transport = std::getenv("WEFT_TRANSPORT");
-  if (transport != nullptr && std::string(transport) == "tcp") GTEST_SKIP() << "the wait board is on one node";
-  for (const bool gather : {true, false}) {
-    auto sub = world().split(0, world().rank());
-    ASSERT_TRUE(sub.ok()) << sub.status().to_string();
-    Communicator& c = **sub;
-    const size_t count = 16384;
-    std::vector<int32_t> mine(count, c.rank()), all(count * static_cast<size_t>(c.size()));
-    const auto start = std::chrono::steady_clock::now();
-    const Status s = gather ? c.gather(mine.data(), all.data(), count, DataType::kInt32, c.rank()).wait()
-                            : c.reduce(mine.data(), all.data(), count, DataType::kInt32, RedOp::kSum, c.rank()).wait();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ASSERT_FALSE(s.ok()) << (gather ? "gather" : "reduce");
-    EXPECT_LT(seconds, 10.0) << s.message();
-    // A rank that finds it names the calls of the ranks it waits for (the others may hear of it as
-    // an aborted connection first). Where data does flow (a reduce's tree at 8 ranks sends partial
-    // sums), a header check may name two of the calls first.
-    const std::string call = std::string(gather ? "gather" : "reduce") + "(count=16384, int32";
-    const std::string& m = s.message();
-    const bool names_roots =
-        m.find(call) != std::string::npos && m.find("root=" + std::to_string(c.rank())) != std::string::npos;
-    EXPECT_GE(ranks_where(names_roots && (m.find("wait for one another with nothing in flight") != std::string::npos ||
-                                          m.find(" but rank ") != std::string::npos)),
-              1)
-        << m;
-  }
 }
 
 // The world still works after the broken sub-communicators are gone.

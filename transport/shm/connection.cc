@@ -472,7 +472,6 @@ Status ShmConnection::pump_recvs(bool* moved) {
       } else {
         std::memcpy(op.sink.dst, rec.payload, op.bytes);
       }
-      count_taken();
       rx_->slot_tail.store(++slots_received_, std::memory_order_release);
     } else if (op.padded > 0) {
       if (op.route == Route::kCma && op.have_descriptor) {
@@ -496,7 +495,6 @@ Status ShmConnection::pump_recvs(bool* moved) {
         rx_tail_ += kStreamAlign;
         rx_offset_ += kStreamAlign;
         if (rx_offset_ == fifo_bytes_) rx_offset_ = 0;
-        count_taken();
         rx_->tail.store(rx_tail_, std::memory_order_release);
       } else {
         size_t avail = rx_head_seen_ - rx_tail_;
@@ -535,7 +533,6 @@ Status ShmConnection::pump_recvs(bool* moved) {
         rx_tail_ += n;
         rx_offset_ += n;
         if (rx_offset_ == fifo_bytes_) rx_offset_ = 0;
-        count_taken();
         rx_->tail.store(rx_tail_, std::memory_order_release);
         budget -= std::min(budget, n);
         *moved = true;
@@ -604,15 +601,6 @@ bool ShmConnection::has_unclaimed_message() const {
   const SlotRecord& next = rx_slots_[slots_received_ & (kSlots - 1)];
   return next.flag.load(std::memory_order_acquire) == slots_received_ + 1 ||
          rx_->head.load(std::memory_order_acquire) != rx_tail_;
-}
-
-bool ShmConnection::drained() const {
-  if (!sends_.empty()) return false;
-  const SlotRecord& next = rx_slots_[slots_received_ & (kSlots - 1)];
-  return tx_->tail.load(std::memory_order_acquire) == tx_head_ &&
-         tx_->slot_tail.load(std::memory_order_acquire) == slots_sent_ &&
-         next.flag.load(std::memory_order_acquire) != slots_received_ + 1 &&
-         rx_->head.load(std::memory_order_acquire) == rx_tail_;
 }
 
 void ShmConnection::abort(std::string_view reason) {

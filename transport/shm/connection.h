@@ -78,9 +78,6 @@ class ShmConnection final : public Connection {
     pid_t peer_pid = 0;      // from the peer's card
     uint64_t comm_tag = 0;   // names the segment
     Config config;           // shm_fifo_bytes, cma, cma_threshold
-    // Where to count what this rank takes off its peers (Transport::count_taken); the counter
-    // may be set after connect. Null: not counted.
-    std::shared_ptr<std::atomic<std::atomic<uint64_t>*>> taken;
   };
 
   // Joins `params.peer` (both ranks call this for each other, in any order): the lower rank
@@ -97,7 +94,6 @@ class ShmConnection final : public Connection {
   Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override;
   Status check_peer() override;
   bool has_unclaimed_message() const override;
-  bool drained() const override;
   Status progress() override;
   uint64_t sends_done() const override { return sends_done_; }
   uint64_t recvs_done() const override { return recvs_done_; }
@@ -162,12 +158,6 @@ class ShmConnection final : public Connection {
     if (bytes == 0) return Route::kEmpty;
     if (bytes <= kSlotPayload) return Route::kSlot;
     return cma_ && bytes >= cma_threshold_ ? Route::kCma : Route::kInline;
-  }
-  // Before this side stores a tail that lets the peer see bytes taken: counts them (Params::taken).
-  void count_taken() const {
-    if (params_.taken == nullptr) return;
-    if (std::atomic<uint64_t>* c = params_.taken->load(std::memory_order_acquire))
-      c->fetch_add(1, std::memory_order_relaxed);
   }
   Status fail(Status status);       // records the first failure; later calls return it
   Status local_abort_status() const;

@@ -87,19 +87,14 @@ class ShmTransport final : public Transport {
     p.peer_pid = c.pid;
     p.comm_tag = ctx_.comm_tag;
     p.config = ctx_.config;
-    p.taken = taken_;
     Result<std::unique_ptr<shm::ShmConnection>> conn = shm::ShmConnection::connect(p, deadline);
     WEFT_TRY(conn);
     return std::unique_ptr<Connection>(std::move(*conn));
   }
 
-  void count_taken(std::atomic<uint64_t>* counter) override { taken_->store(counter, std::memory_order_release); }
-
  private:
   TransportContext ctx_;
   std::vector<Card> peers_;
-  std::shared_ptr<std::atomic<std::atomic<uint64_t>*>> taken_ =
-      std::make_shared<std::atomic<std::atomic<uint64_t>*>>(nullptr);
 };
 
 }  // namespace
