@@ -78,8 +78,9 @@ WEFT_HOST_DEVICE char* destination(Env& env, const DeviceProgramView& p, const D
 
 inline constexpr uint32_t kMaxLanes = Config::kMaxDeviceWalkerLanes;
 // A FIFO's counters: lane k's `published` (and `released`) word is kCounterStride words after lane
-// k - 1's, a cache line apart.
+// k - 1's, a cache line apart; kLaneCounterBytes hold one such counter for every lane.
 inline constexpr uint32_t kCounterStride = 8;
+inline constexpr size_t kLaneCounterBytes = size_t{kMaxLanes} * kCounterStride * sizeof(uint64_t);
 
 // Step i's flag for `lane` among the done words (the stop word follows the last step's flags).
 WEFT_HOST_DEVICE inline uint32_t done_word(uint32_t i, uint32_t lane, uint32_t lanes) { return i * lanes + lane; }

@@ -281,14 +281,14 @@ class GpuEnv {
   }
 
  private:
-  const WalkerCall& c_;
-  const uint32_t token_;
-  volatile uint32_t* stop_;  // the word after the done flags
   // This lane's counter among a FIFO's.
   __device__ uint64_t* counter(uint64_t* lane0) const { return lane0 + lane_ * device_walk::kCounterStride; }
   // p lies in the slot being read out of a FIFO (another SM, GPU or process wrote it).
   __device__ bool in_slot(const char* p) const { return p >= in_slot_ && p < in_slot_end_; }
 
+  const WalkerCall& c_;
+  const uint32_t token_;
+  volatile uint32_t* stop_;  // the word after the done flags
   const uint64_t start_;
   const uint32_t lane_;
   uint64_t chunk_ = 0;
@@ -298,9 +298,9 @@ class GpuEnv {
 };
 
 // Blocks b < queue_count x lanes walk queue b / lanes, lane b % lanes; the last `lanes` blocks,
-// the local steps. At most 512 threads a
-// block: ptxas gives the kernel 80 registers a thread (sm_90, CUDA 13), too many for 1024 threads
-// in an SM's 64K, and a __launch_bounds__ that forces fewer makes it spill.
+// the local steps. At most 512 threads a block: ptxas gives the kernel 80 registers a thread
+// (sm_90, CUDA 13), too many for 1024 threads in an SM's 64K, and a __launch_bounds__ that forces
+// fewer makes it spill.
 __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
   __shared__ uint64_t start;
   if (threadIdx.x == 0) start = now_ns();

@@ -93,9 +93,8 @@ struct World {
     Fifo& f = fifos[{from, to, channel}];
     if (f.slots == nullptr) {
       f.slots = device_bytes(slot_bytes * slots);
-      const size_t counters = size_t{device_walk::kMaxLanes} * device_walk::kCounterStride * sizeof(uint64_t);
-      f.published = reinterpret_cast<uint64_t*>(device_bytes(counters));
-      f.released = reinterpret_cast<uint64_t*>(device_bytes(counters));
+      f.published = reinterpret_cast<uint64_t*>(device_bytes(device_walk::kLaneCounterBytes));
+      f.released = reinterpret_cast<uint64_t*>(device_bytes(device_walk::kLaneCounterBytes));
     }
     return f;
   }

@@ -17,8 +17,8 @@ struct Announcement {
   uint8_t handle[64] = {};
 };
 
-// published and released for each lane, a cache line each (device_walk::kCounterStride).
-constexpr size_t kLaneCounters = size_t{device_walk::kMaxLanes} * device_walk::kCounterStride * sizeof(uint64_t);
+// published and released for each lane, a cache line each.
+constexpr size_t kLaneCounters = device_walk::kLaneCounterBytes;
 constexpr size_t kCounterBytes = 2 * kLaneCounters;
 
 WalkerBlock block_at(char* base, size_t slot_bytes, uint32_t slot_count) {
