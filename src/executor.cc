@@ -10,6 +10,7 @@
 #include "src/host_steps.h"
 #include "src/kernels/copy.h"
 #include "src/kernels/reduce.h"
+#include "src/mailbox.h"
 
 namespace weft {
 
@@ -321,10 +322,19 @@ Status Executor::idle(Backoff& backoff, uint32_t& polls) {
       return remote_error("communicator aborted during " + algorithms::describe(spec_->args));
     if (spec_->deadline.expired())
       return timeout_error(algorithms::describe(spec_->args) + " timed out: " + pending_report());
+    if (spec_->mailbox != nullptr && spec_->args.coll != algorithms::Collective::kSendRecv) WEFT_TRY(check_waiting());
   }
   if (backoff.should_block() && wait_in_kernel()) return Status();
   backoff.pause();
   return Status();
+}
+
+Status Executor::check_waiting() {
+  if (posted_waiting_ != spec_->seq + 1) {
+    spec_->mailbox->post_waiting(collective_header(*spec_));
+    posted_waiting_ = spec_->seq + 1;
+  }
+  return spec_->mailbox->check_waiting(*spec_);
 }
 
 Status Executor::run(const RunSpec& spec) {

@@ -42,6 +42,8 @@
 
 namespace weft {
 
+class Mailbox;
+
 // What every rank sends ahead of a collective's data (groups: ahead of every message). 56
 // bytes, trivially copyable: it fits the shm transport's one-cache-line slot records, and a data
 // message of up to kInlineBytes that is ready when its header goes out rides inside it, so a
@@ -99,6 +101,10 @@ struct RunSpec {
   // connections (cuda transport) order their copies on it too.
   bool device = false;
   cuda::Stream stream = nullptr;
+  // Ranks of one node: where a collective that waits posts its header and reads its peers'
+  // (Mailbox::post_waiting), so that ranks waiting for each other over a call they disagree about
+  // find out. Null: not used.
+  Mailbox* mailbox = nullptr;
 };
 
 class Executor {
@@ -139,8 +145,11 @@ class Executor {
   Status run_steps(Backoff& backoff);
   // ProgramIndex::one_round programs on host memory: every message at once, then the local steps.
   Status run_one_round(Backoff& backoff);
-  // Nothing moved: checks the abort flag and the deadline (every 64th call), then waits a little.
+  // Nothing moved: checks the abort flag, the deadline and the peers' posted calls (every 64th
+  // call), then waits a little.
   Status idle(Backoff& backoff, uint32_t& polls);
+  // idle(), collectives with spec_->mailbox: posts this call once, then checks the peers' posts.
+  Status check_waiting();
   Status run_local(uint32_t step);  // do_local, then complete
   Status do_local(uint32_t step);
   Status post(Queue& q);
@@ -177,6 +186,7 @@ class Executor {
   bool bound_device_ = false;
   std::vector<struct pollfd> poll_fds_;
   size_t done_steps_ = 0;
+  uint64_t posted_waiting_ = 0;  // seq + 1 of the last collective check_waiting() posted
 };
 
 }  // namespace weft

@@ -1,6 +1,7 @@
 // Bad input and disagreeing ranks get clear errors naming what was wrong and which rank, never a
 // crash or a hang. Run under weft-run (see CMakeLists.txt).
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <regex>
 #include <string>
@@ -190,6 +191,43 @@ TEST(Disagreement, GatherRootsDifferBothRootsNameIt) {
   EXPECT_GE(ranks_where(s.message().find("called gather(count=3, int32, root=0)") != std::string::npos &&
                         s.message().find("called gather(count=3, int32, root=1)") != std::string::npos),
             1);
+}
+
+// The same over the connections: gathers and reduces of 64 KiB a rank (past the mailbox's
+// sizes), rank 0 taking root 0 and the others root 1, and then every rank taking itself for the
+// root. Roots that wait for each other post their calls in the mailbox segment and find that they
+// disagree long before WEFT_TIMEOUT (30 s here); the other ranks fail by then or by their next
+// call. (Over tcp there is no mailbox and the deadline ends the wait.)
+TEST(Disagreement, RootsDifferOverConnectionsNamedFast) {
+  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
+  const char* transport = std::getenv("WEFT_TRANSPORT");
+  if (transport != nullptr && std::string(transport) == "tcp") GTEST_SKIP() << "no mailbox over tcp";
+  for (const bool every_rank_a_root : {false, true}) {
+    for (const bool gather : {true, false}) {
+      auto sub = world().split(0, world().rank());
+      ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+      Communicator& c = **sub;
+      const int root = every_rank_a_root ? c.rank() : (c.rank() == 0 ? 0 : 1);
+      const size_t count = 16384;
+      std::vector<int32_t> mine(count, c.rank()), all(count * static_cast<size_t>(c.size()));
+      const auto start = std::chrono::steady_clock::now();
+      Status s = gather ? c.gather(mine.data(), all.data(), count, DataType::kInt32, root).wait()
+                        : c.reduce(mine.data(), all.data(), count, DataType::kInt32, RedOp::kSum, root).wait();
+      if (s.ok()) s = c.barrier().wait();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string what = std::string(gather ? "gather" : "reduce") + (every_rank_a_root ? ", every rank a root" : "");
+      ASSERT_FALSE(s.ok()) << what;
+      EXPECT_LT(seconds, 10.0) << what << ": " << s.message();
+      EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << what << ": " << s.message();
+      // Some rank names both roots (the others may hear of it as a closed connection first).
+      const std::string call = std::string(gather ? "gather" : "reduce") + "(count=16384, int32";
+      const std::string& m = s.message();
+      const bool both = m.find(" called " + call) != std::string::npos &&
+                        m.find("root=" + std::to_string(root)) != std::string::npos &&
+                        m.find(" but rank ") != std::string::npos;
+      EXPECT_GE(ranks_where(both), 1) << what << ": " << m;
+    }
+  }
 }
 
 // The world still works after the broken sub-communicators are gone.
