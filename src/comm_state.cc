@@ -316,6 +316,12 @@ Result<transport::Connection*> CommState::connection(int peer, int channel, Dead
   return raw;
 }
 
+transport::Connection* CommState::joined(int peer, int channel) {
+  const auto& joined = device_run_ ? device_connections_ : connections_;
+  auto it = joined.find({peer, channel});
+  return it == joined.end() ? nullptr : it->second.get();
+}
+
 std::shared_ptr<Operation> CommState::new_operation() {
   if (spare_op_ && spare_op_.use_count() == 1) {
     // The last other owner let go with a release decrement; this fence orders its last use of

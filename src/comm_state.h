@@ -101,6 +101,7 @@ class CommState : public ConnectionSource {
 
   // ConnectionSource: the executor's view.
   Result<transport::Connection*> connection(int peer, int channel, Deadline deadline) override;
+  transport::Connection* joined(int peer, int channel) override;
 
   // Whether this communicator has a mailbox for oneshot (one node, 2..16 ranks, shm allowed):
   // the same answer on every rank. (A mailbox that could not be made leaves oneshot to the

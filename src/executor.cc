@@ -322,7 +322,7 @@ Status Executor::idle(Backoff& backoff, uint32_t& polls) {
       return remote_error("communicator aborted during " + algorithms::describe(spec_->args));
     if (spec_->deadline.expired())
       return timeout_error(algorithms::describe(spec_->args) + " timed out: " + pending_report());
-    if (spec_->mailbox != nullptr && spec_->args.coll != algorithms::Collective::kSendRecv) WEFT_TRY(check_waiting());
+    if (spec_->args.coll != algorithms::Collective::kSendRecv) WEFT_TRY(check_waiting());
   }
   if (backoff.should_block() && wait_in_kernel()) return Status();
   backoff.pause();
@@ -330,11 +330,46 @@ Status Executor::idle(Backoff& backoff, uint32_t& polls) {
 }
 
 Status Executor::check_waiting() {
-  if (posted_waiting_ != spec_->seq + 1) {
-    spec_->mailbox->post_waiting(collective_header(*spec_));
-    posted_waiting_ = spec_->seq + 1;
+  if (waiting_call_ != spec_->seq + 1) {
+    waiting_call_ = spec_->seq + 1;
+    waiting_since_ = DeadlineClock::now();
+    waiting_told_ = false;
   }
-  return spec_->mailbox->check_waiting(*spec_);
+  Status s;
+  if (spec_->mailbox != nullptr) {
+    if (!waiting_told_) spec_->mailbox->post_waiting(collective_header(*spec_));
+    waiting_told_ = true;
+    s = spec_->mailbox->check_waiting(*spec_);
+  } else {
+    s = compare_notes();
+  }
+  if (!s.ok()) return Status(s.code(), s.message() + " (both ranks were waiting in it)");
+  return Status();
+}
+
+Status Executor::compare_notes() {
+  if (DeadlineClock::now() - waiting_since_ < kNoteAfter) return Status();
+  if (!waiting_told_) {
+    const CollHeader mine = collective_header(*spec_);
+    static_assert(sizeof(CollHeader) <= transport::kNoteBytes);
+    transport::Note note{};
+    std::memcpy(note.data(), &mine, sizeof(mine));
+    noted_.clear();
+    for (int peer = 0; peer < spec_->program->nranks; ++peer) {
+      transport::Connection* c = peer == spec_->program->rank ? nullptr : connections_.joined(peer, 0);
+      if (c != nullptr && c->post_note(note)) noted_.emplace_back(peer, c);
+    }
+    waiting_told_ = true;
+  }
+  for (const auto& [peer, c] : noted_) {
+    const transport::Note* note = c->last_note();
+    if (note == nullptr) continue;
+    CollHeader theirs;
+    std::memcpy(&theirs, note->data(), sizeof(theirs));
+    if (theirs.magic == CollHeader::kMagic && theirs.sender == peer && theirs.seq == spec_->seq)
+      WEFT_TRY(check_collective_header(theirs, *spec_, peer));
+  }
+  return Status();
 }
 
 Status Executor::run(const RunSpec& spec) {

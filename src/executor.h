@@ -28,6 +28,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/collective.h"
@@ -81,6 +82,11 @@ class ConnectionSource {
  public:
   virtual ~ConnectionSource() = default;
   virtual Result<transport::Connection*> connection(int peer, int channel, Deadline deadline) = 0;
+  // The connection to (peer, channel) if it is joined already, else null; never connects.
+  virtual transport::Connection* joined(int peer, int channel) {
+    (void)peer, (void)channel;
+    return nullptr;
+  }
 };
 
 struct RunSpec {
@@ -148,8 +154,16 @@ class Executor {
   // Nothing moved: checks the abort flag, the deadline and the peers' posted calls (every 64th
   // call), then waits a little.
   Status idle(Backoff& backoff, uint32_t& polls);
-  // idle(), collectives with spec_->mailbox: posts this call once, then checks the peers' posts.
+  // idle(), collectives: learns whether a peer called something else in this collective while
+  // both wait (two roots of a reduce, each waiting for the other). With spec_->mailbox it posts
+  // this call there once and compares the peers' posts. Otherwise (compare_notes), once the call
+  // has waited kNoteAfter, it leaves its header as a note (Connection::post_note) on every joined
+  // channel-0 connection and compares the peers' notes there. Only shm connections carry notes:
+  // a note over tcp that a peer never reads would turn its close into a reset that drops the
+  // data it sent last.
   Status check_waiting();
+  Status compare_notes();
+  static constexpr auto kNoteAfter = std::chrono::milliseconds(10);
   Status run_local(uint32_t step);  // do_local, then complete
   Status do_local(uint32_t step);
   Status post(Queue& q);
@@ -186,7 +200,12 @@ class Executor {
   bool bound_device_ = false;
   std::vector<struct pollfd> poll_fds_;
   size_t done_steps_ = 0;
-  uint64_t posted_waiting_ = 0;  // seq + 1 of the last collective check_waiting() posted
+  // check_waiting(): seq + 1 of the collective it last saw waiting, since when, and whether it
+  // posted that call (mailbox) or sent its notes.
+  uint64_t waiting_call_ = 0;
+  DeadlineClock::time_point waiting_since_{};
+  bool waiting_told_ = false;
+  std::vector<std::pair<int, transport::Connection*>> noted_;  // (peer, connection) holding a note
 };
 
 }  // namespace weft

@@ -201,35 +201,15 @@ Status Mailbox::skipped(const RunSpec& spec, int peer, uint64_t nth) const {
                        " did not take: the ranks disagreed about an earlier call (its root, or which collective)");
 }
 
-void Mailbox::write_record(Published& p, uint64_t key, const CollHeader& h) {
-  uint64_t words[sizeof(CollHeader) / 8];
-  std::memcpy(words, &h, sizeof(CollHeader));
-  p.seq.store(2 * key - 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  for (size_t i = 0; i < std::size(words); ++i) p.header[i].store(words[i], std::memory_order_relaxed);
-  p.seq.store(2 * key, std::memory_order_release);
-}
-
-uint64_t Mailbox::read_record(const Published& p, CollHeader& h) {
-  const uint64_t seq = p.seq.load(std::memory_order_acquire);
-  if (seq % 2 != 0) return 0;
-  uint64_t words[sizeof(CollHeader) / 8];
-  for (size_t i = 0; i < std::size(words); ++i) words[i] = p.header[i].load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (p.seq.load(std::memory_order_relaxed) != seq) return 0;  // moving on: look again later
-  std::memcpy(&h, words, sizeof(h));
-  return seq / 2;
-}
-
 void Mailbox::publish(uint64_t call) {
   if (published_ == call + 1) return;
-  write_record(published(rank_), call + 1, header_);
+  published(rank_).write(call + 1, &header_);
   published_ = call + 1;
 }
 
 Status Mailbox::passed_without_sending(const RunSpec& spec, int peer, uint64_t call) const {
   CollHeader header;
-  const uint64_t key = read_record(published(peer), header);
+  const uint64_t key = published(peer).read(&header);
   if (key < call + 1) return Status();
   // Its messages of that call were stored before it published; none came here.
   if ((line(peer, rank_, call).ready.load(std::memory_order_acquire) & kCallMask) >= call + 1) return Status();
@@ -240,14 +220,13 @@ Status Mailbox::passed_without_sending(const RunSpec& spec, int peer, uint64_t c
                        " its part: the ranks disagree about that call (WEFT_ALGO?)");
 }
 
-void Mailbox::post_waiting(const CollHeader& h) { write_record(waiting(rank_), h.seq + 1, h); }
+void Mailbox::post_waiting(const CollHeader& h) { waiting(rank_).write(h.seq + 1, &h); }
 
 Status Mailbox::check_waiting(const RunSpec& spec) const {
   for (int peer = 0; peer < nranks_; ++peer) {
     CollHeader theirs;
-    if (peer == rank_ || read_record(waiting(peer), theirs) != spec.seq + 1) continue;
-    Status s = check_collective_header(theirs, spec, peer);
-    if (!s.ok()) return Status(s.code(), s.message() + " (both ranks were waiting in it)");
+    if (peer == rank_ || waiting(peer).read(&theirs) != spec.seq + 1) continue;
+    WEFT_TRY(check_collective_header(theirs, spec, peer));
   }
   return Status();
 }

@@ -53,6 +53,7 @@
 #include "src/deadline.h"
 #include "src/executor.h"
 #include "src/net/bootstrap.h"
+#include "src/seq_record.h"
 #include "transport/shm/segment.h"
 
 namespace weft {
@@ -115,18 +116,10 @@ class Mailbox {
   struct alignas(64) Taken {
     std::atomic<uint64_t> value;  // the call number + 1 of the last message the receiver took
   };
-  // What a rank waiting for a message called: its call number and header, under a sequence word
-  // (a seqlock: 2 (call + 1), odd while being written), so that a peer reading it while the rank
-  // moves on to its next call can tell.
-  struct alignas(64) Published {
-    std::atomic<uint64_t> seq;
-    std::atomic<uint64_t> header[sizeof(CollHeader) / 8];
-  };
+  // What a rank waiting for a message called: its call number + 1 (the key) and header, which a
+  // peer reading it while the rank moves on to its next call can tell (a SeqRecord).
+  struct alignas(64) Published : SeqRecord<sizeof(CollHeader) / 8> {};
   static_assert(sizeof(CollHeader) % 8 == 0 && sizeof(Published) == 64);
-  // Writes `h` under `key` (> 0) into `p`. read_record: the key of what `p` holds, with its header
-  // in `h`; 0 while it is being written (`h` then unset).
-  static void write_record(Published& p, uint64_t key, const CollHeader& h);
-  static uint64_t read_record(const Published& p, CollHeader& h);
   static constexpr size_t kPairBytes = kLines * sizeof(Line) + kUnits * kUnitBytes + sizeof(Taken);
   // Every pair's lines, units and taken word, then every rank's Published line for the mailbox's
   // calls and one for the calls over the connections (post_waiting).

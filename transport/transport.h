@@ -27,6 +27,7 @@
 
 #include <poll.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -58,6 +59,9 @@ struct RecvSink {
   const DeviceReduce* device_reduce = nullptr;  // device memory: see DeviceReduce
 };
 
+inline constexpr size_t kNoteBytes = 64;
+using Note = std::array<uint8_t, kNoteBytes>;
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -83,6 +87,15 @@ class Connection {
   // yet (a caller outside the connection, src/mailbox.h, learns so that the peer runs another
   // call). Transports that cannot tell cheaply say false.
   virtual bool has_unclaimed_message() const { return false; }
+  // Notes: one small record beside the ordered stream, which no receive claims (a rank that
+  // waits in a collective tells the peer what it called: src/executor.h). post_note replaces
+  // this side's note and returns true, or returns false where the transport has no notes;
+  // last_note: the peer's latest note, null if none. Needs no progress().
+  virtual bool post_note(const Note& note) {
+    (void)note;
+    return false;
+  }
+  virtual const Note* last_note() const { return nullptr; }
   // "shm to rank 3 channel 0": for error messages and logs.
   virtual std::string describe() const = 0;
   // For waiting in the kernel instead of spinning: appends the file descriptors (with poll

@@ -585,6 +585,37 @@ TEST_F(ShmTest, AbortReasonReachesThePeer) {
   ASSERT_TRUE(write_all(sock_, &b, 1));
 }
 
+// Notes (Connection::post_note) sit beside the stream: none until the peer posts one, then the
+// latest, whole, while messages keep flowing.
+TEST_F(ShmTest, NotesShowThePeersLatest) {
+  Config cfg = small_config(false, 4096, 64 << 10);
+  auto note_of = [](uint8_t v) {
+    Note n{};
+    n.fill(v);
+    return n;
+  };
+  start(cfg, cfg, [&](Connection& c, int sock) {
+    char b = 0;
+    read_all(sock, &b, 1, 20000);  // the parent has checked that no note is there yet
+    if (!c.post_note(note_of(1)) || !c.post_note(note_of(2))) child_fail("post_note refused");
+    const char msg[3] = {'a', 'b', 'c'};
+    auto t = c.post_send(msg, sizeof(msg));
+    if (!t.ok() || !drive(c, *t, 0, milliseconds(5000)).ok()) child_fail("send");
+    read_all(sock, &b, 1, 20000);  // stay alive until the parent has read both
+    return 0;
+  });
+  EXPECT_EQ(conn().last_note(), nullptr);
+  char b = 1;
+  ASSERT_TRUE(write_all(sock_, &b, 1));
+  char in[3] = {};
+  ASSERT_TRUE(conn().post_recv(RecvSink{in}, sizeof(in)).ok());
+  ASSERT_TRUE(drive(conn(), 0, 1, milliseconds(5000)).ok());
+  EXPECT_EQ(std::string(in, 3), "abc");
+  ASSERT_NE(conn().last_note(), nullptr);
+  EXPECT_EQ(*conn().last_note(), note_of(2));
+  ASSERT_TRUE(write_all(sock_, &b, 1));
+}
+
 TEST_F(ShmTest, SendBufferFreedBeforeTheCmaReadIsARemoteError) {
   Config cfg = small_config(true, 4096, 64 << 10);
   const size_t bytes = kMiB;

@@ -89,6 +89,17 @@ int ShmConnection::remove_orphans() {
   return removed;
 }
 
+bool ShmConnection::post_note(const Note& note) {
+  if (self_info_ == nullptr) return false;
+  self_info_->note.write(++notes_posted_, note.data());
+  return true;
+}
+
+const Note* ShmConnection::last_note() const {
+  if (peer_info_ == nullptr) return nullptr;
+  return peer_info_->note.read(note_in_.data()) != 0 ? &note_in_ : nullptr;
+}
+
 std::string ShmConnection::segment_name(uint64_t comm_tag, int rank_a, int rank_b, int channel) {
   char buf[96];
   std::snprintf(buf, sizeof(buf), "/weft-%016" PRIx64 "-%d-%d-%d", comm_tag,

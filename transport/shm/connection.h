@@ -98,6 +98,9 @@ class ShmConnection final : public Connection {
   uint64_t sends_done() const override { return sends_done_; }
   uint64_t recvs_done() const override { return recvs_done_; }
   bool idle() const override { return sends_.empty() && recvs_.empty(); }
+  // Notes live in each side's SideInfo (a SeqRecord the peer reads), beside the stream.
+  bool post_note(const Note& note) override;
+  const Note* last_note() const override;
   void abort(std::string_view reason) override;
   std::string describe() const override;
 
@@ -171,6 +174,8 @@ class ShmConnection final : public Connection {
   const SideInfo* peer_info_ = nullptr;
   int pidfd_ = -1;
   uint64_t probe_word_ = 0;  // the peer reads this during connect to test CMA
+  uint64_t notes_posted_ = 0;
+  mutable Note note_in_{};   // last_note()'s copy of the peer's note
 
   // Agreed at connect.
   size_t fifo_bytes_ = 0;

@@ -38,13 +38,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/seq_record.h"
+#include "transport/transport.h"
+
 namespace weft::transport::shm {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kStreamAlign = 64;  // every message advances a stream by a multiple of it
 inline constexpr size_t kRingAlign = 4096;  // fifo_bytes is rounded up to a multiple of it
 inline constexpr uint64_t kSegmentMagic = 0x315f'6d68'735f'7466ULL;  // "tf_shm_1", little endian
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr size_t kSlots = 256;        // slot records per direction (a power of two)
 inline constexpr size_t kSlotPayload = 56;   // payload bytes per slot record
 inline constexpr size_t kReasonBytes = 256;
@@ -75,6 +78,7 @@ struct alignas(kCacheLine) SideInfo {
   std::atomic<uint32_t> closed;     // 1 once this side destroyed its connection
   std::atomic<uint32_t> aborted;    // 1 once `reason` holds this side's abort reason (release)
   char reason[kReasonBytes];        // NUL-terminated
+  SeqRecord<kNoteBytes / 8> note;   // this side's latest note (Connection::post_note), keyed 1, 2, ...
 };
 
 // Control words of one direction; see the file comment.
