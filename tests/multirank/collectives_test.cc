@@ -221,6 +221,109 @@ TEST(Collectives, RootedCallsRunAhead) {
   }
 }
 
+// A long mixed sequence, the same on every rank (one seed): every collective, counts from 0
+// through the mailbox's sizes to past them, roots that move, in place and not, up to three calls
+// in flight before any is waited for, and ranks that pause now and then (each its own pauses). The paths a call
+// can take (mailbox, connections, calls that run ahead) meet in every order; each result is
+// checked exactly (int32 sums of small values).
+TEST(Collectives, RandomSequence) {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  const size_t nn = static_cast<size_t>(n);
+  uint64_t shared = 0x5eedULL, mine = 0x9e3779b9ULL * static_cast<uint64_t>(r + 1);
+  auto next = [](uint64_t& x) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<uint32_t>(x >> 33);
+  };
+  // Rank q's input element k in call i.
+  auto value = [](int q, int i, size_t k) { return (q + 1) * 1000 + i * 7 + static_cast<int32_t>(k % 13); };
+  const size_t kCounts[] = {0, 1, 3, 4, 17, 256, 1000, 1025, 4096, 16384, 40000};
+  const Collective kKinds[] = {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                               Collective::kBroadcast, Collective::kReduce,        Collective::kAllToAll,
+                               Collective::kGather,    Collective::kScatter};
+  struct Pending {
+    Collective kind;
+    int i = 0, root = 0;
+    size_t count = 0;
+    std::vector<int32_t> in, out;
+    Request request;
+  };
+  std::vector<Pending> open;
+  auto finish = [&](Pending& p) {
+    const Status s = p.request.wait();
+    ASSERT_TRUE(s.ok()) << "call " << p.i << ": " << s.to_string();
+    const size_t count = p.count;
+    auto sum_at = [&](size_t k) {
+      int32_t t = 0;
+      for (int q = 0; q < n; ++q) t += value(q, p.i, k);
+      return t;
+    };
+    for (size_t j = 0; j < count; ++j) {
+      switch (p.kind) {
+        case Collective::kAllReduce: ASSERT_EQ(p.out[j], sum_at(j)) << "allreduce, call " << p.i; break;
+        case Collective::kReduce:
+          if (r == p.root) {
+            ASSERT_EQ(p.out[j], sum_at(j)) << "reduce, call " << p.i;
+          }
+          break;
+        case Collective::kBroadcast: ASSERT_EQ(p.out[j], value(p.root, p.i, j)) << "broadcast, call " << p.i; break;
+        case Collective::kReduceScatter:
+          ASSERT_EQ(p.out[j], sum_at(static_cast<size_t>(r) * count + j)) << "reduce_scatter, call " << p.i;
+          break;
+        case Collective::kScatter:
+          ASSERT_EQ(p.out[j], value(p.root, p.i, static_cast<size_t>(r) * count + j)) << "scatter, call " << p.i;
+          break;
+        default:
+          for (int q = 0; q < n; ++q) {
+            const size_t at = static_cast<size_t>(q) * count + j;
+            if (p.kind == Collective::kAllGather || (p.kind == Collective::kGather && r == p.root)) {
+              ASSERT_EQ(p.out[at], value(q, p.i, j)) << "allgather or gather, call " << p.i;
+            }
+            if (p.kind == Collective::kAllToAll) {
+              ASSERT_EQ(p.out[at], value(q, p.i, static_cast<size_t>(r) * count + j)) << "alltoall, call " << p.i;
+            }
+          }
+      }
+    }
+  };
+  for (int i = 0; i < 600; ++i) {
+    Pending p;
+    p.kind = kKinds[next(shared) % std::size(kKinds)];
+    p.count = kCounts[next(shared) % std::size(kCounts)];
+    p.root = static_cast<int>(next(shared) % nn);
+    p.i = i;
+    const bool in_flight_max = next(shared) % 4 == 0;  // then wait for all before the next call
+    // allreduce, broadcast and reduce in place half the time (send == recv, as NCCL allows).
+    const bool in_place = (p.kind == Collective::kAllReduce || p.kind == Collective::kBroadcast ||
+                           p.kind == Collective::kReduce) && next(shared) % 2 == 0;
+    p.in.resize(nn * p.count + 1);
+    for (size_t k = 0; k + 1 < p.in.size(); ++k) p.in[k] = value(r, i, k);
+    p.out.assign(nn * p.count + 1, -1);
+    if (in_place) p.out = p.in;
+    if (next(mine) % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(next(mine) % 3000));
+    int32_t* out = p.out.data();
+    const int32_t* in = in_place ? out : p.in.data();
+    switch (p.kind) {
+      case Collective::kAllReduce: p.request = c.allreduce(in, out, p.count, DataType::kInt32, RedOp::kSum); break;
+      case Collective::kReduceScatter:
+        p.request = c.reduce_scatter(in, out, p.count, DataType::kInt32, RedOp::kSum);
+        break;
+      case Collective::kAllGather: p.request = c.allgather(in, out, p.count, DataType::kInt32); break;
+      case Collective::kBroadcast: p.request = c.broadcast(in, out, p.count, DataType::kInt32, p.root); break;
+      case Collective::kReduce: p.request = c.reduce(in, out, p.count, DataType::kInt32, RedOp::kSum, p.root); break;
+      case Collective::kAllToAll: p.request = c.alltoall(in, out, p.count, DataType::kInt32); break;
+      case Collective::kGather: p.request = c.gather(in, out, p.count, DataType::kInt32, p.root); break;
+      default: p.request = c.scatter(in, out, p.count, DataType::kInt32, p.root); break;
+    }
+    open.push_back(std::move(p));
+    if (open.size() == 3 || in_flight_max) {
+      for (Pending& q : open) ASSERT_NO_FATAL_FAILURE(finish(q));
+      open.clear();
+    }
+  }
+  for (Pending& q : open) ASSERT_NO_FATAL_FAILURE(finish(q));
+}
+
 TEST(Collectives, Barrier) {
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(world().barrier().wait().ok());
 }
