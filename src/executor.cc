@@ -334,21 +334,21 @@ Status Executor::check_waiting() {
     waiting_call_ = spec_->seq + 1;
     waiting_since_ = DeadlineClock::now();
     waiting_told_ = false;
+    return Status();
   }
-  Status s;
-  if (spec_->mailbox != nullptr) {
-    if (!waiting_told_) spec_->mailbox->post_waiting(collective_header(*spec_));
-    waiting_told_ = true;
-    s = spec_->mailbox->check_waiting(*spec_);
-  } else {
-    s = compare_notes();
-  }
+  if (!waiting_told_ && DeadlineClock::now() - waiting_since_ < kTellAfter) return Status();
+  Status s = spec_->mailbox != nullptr ? post_and_compare() : compare_notes();
+  waiting_told_ = true;
   if (!s.ok()) return Status(s.code(), s.message() + " (both ranks were waiting in it)");
   return Status();
 }
 
+Status Executor::post_and_compare() {
+  if (!waiting_told_) spec_->mailbox->post_waiting(collective_header(*spec_));
+  return spec_->mailbox->check_waiting(*spec_);
+}
+
 Status Executor::compare_notes() {
-  if (DeadlineClock::now() - waiting_since_ < kNoteAfter) return Status();
   if (!waiting_told_) {
     const CollHeader mine = collective_header(*spec_);
     static_assert(sizeof(CollHeader) <= transport::kNoteBytes);
@@ -359,7 +359,6 @@ Status Executor::compare_notes() {
       transport::Connection* c = peer == spec_->program->rank ? nullptr : connections_.joined(peer, 0);
       if (c != nullptr && c->post_note(note)) noted_.emplace_back(peer, c);
     }
-    waiting_told_ = true;
   }
   for (const auto& [peer, c] : noted_) {
     const transport::Note* note = c->last_note();

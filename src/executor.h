@@ -155,15 +155,16 @@ class Executor {
   // call), then waits a little.
   Status idle(Backoff& backoff, uint32_t& polls);
   // idle(), collectives: learns whether a peer called something else in this collective while
-  // both wait (two roots of a reduce, each waiting for the other). With spec_->mailbox it posts
-  // this call there once and compares the peers' posts. Otherwise (compare_notes), once the call
-  // has waited kNoteAfter, it leaves its header as a note (Connection::post_note) on every joined
-  // channel-0 connection and compares the peers' notes there. Only shm connections carry notes:
-  // a note over tcp that a peer never reads would turn its close into a reset that drops the
-  // data it sent last.
+  // both wait (two roots of a reduce, each waiting for the other). Once the call has waited
+  // kTellAfter, it tells its peers what it called and then compares, at every later check, what
+  // they told it: with spec_->mailbox in the mailbox segment (post_and_compare), otherwise as a
+  // note (Connection::post_note) on every joined channel-0 connection (compare_notes). Only shm
+  // connections carry notes: a note over tcp that a peer never reads would turn its close into
+  // a reset that drops the data it sent last.
   Status check_waiting();
+  Status post_and_compare();
   Status compare_notes();
-  static constexpr auto kNoteAfter = std::chrono::milliseconds(10);
+  static constexpr auto kTellAfter = std::chrono::milliseconds(1);
   Status run_local(uint32_t step);  // do_local, then complete
   Status do_local(uint32_t step);
   Status post(Queue& q);
@@ -201,7 +202,7 @@ class Executor {
   std::vector<struct pollfd> poll_fds_;
   size_t done_steps_ = 0;
   // check_waiting(): seq + 1 of the collective it last saw waiting, since when, and whether it
-  // posted that call (mailbox) or sent its notes.
+  // told its peers (mailbox post or notes).
   uint64_t waiting_call_ = 0;
   DeadlineClock::time_point waiting_since_{};
   bool waiting_told_ = false;

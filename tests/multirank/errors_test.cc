@@ -196,8 +196,8 @@ TEST(Disagreement, GatherRootsDifferBothRootsNameIt) {
 
 // The same over the connections: gathers and reduces of 64 KiB a rank (past the mailbox's
 // sizes), rank 0 taking root 0 and the others root 1, and then every rank taking itself for the
-// root. Roots that wait for each other tell each other what they called (in the mailbox segment;
-// without one, in a note on each shm connection after 10 ms of waiting) and find that they
+// root. Roots that wait for each other tell each other what they called after 1 ms (in the
+// mailbox segment; without one, in a note on each shm connection) and find that they
 // disagree long before WEFT_TIMEOUT (30 s here); the other ranks fail by then or by their next
 // call. Over tcp there are no notes: the deadline ends the wait.
 TEST(Disagreement, RootsDifferOverConnectionsNamedFast) {
