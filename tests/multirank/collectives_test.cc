@@ -221,9 +221,10 @@ TEST(Collectives, RootedCallsRunAhead) {
   }
 }
 
-// A long mixed sequence, the same on every rank (one seed): every collective, counts from 0
-// through the mailbox's sizes to past them, roots that move, in place and not, up to three calls
-// in flight before any is waited for, and ranks that pause now and then (each its own pauses). The paths a call
+// A long mixed sequence, the same on every rank (one seed): every collective, barriers and a
+// ring of sends and receives in a group, counts from 0 through the mailbox's sizes to past them,
+// roots that move, in place and not, up to three calls in flight before any is waited for, and
+// ranks that pause now and then (each its own pauses). The paths a call
 // can take (mailbox, connections, calls that run ahead) meet in every order; each result is
 // checked exactly (int32 sums of small values).
 TEST(Collectives, RandomSequence) {
@@ -238,9 +239,11 @@ TEST(Collectives, RandomSequence) {
   // Rank q's input element k in call i.
   auto value = [](int q, int i, size_t k) { return (q + 1) * 1000 + i * 7 + static_cast<int32_t>(k % 13); };
   const size_t kCounts[] = {0, 1, 3, 4, 17, 256, 1000, 1025, 4096, 16384, 40000};
+  // kSendRecv: a group in which every rank sends to its right and receives from its left.
   const Collective kKinds[] = {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
                                Collective::kBroadcast, Collective::kReduce,        Collective::kAllToAll,
-                               Collective::kGather,    Collective::kScatter};
+                               Collective::kGather,    Collective::kScatter,       Collective::kBarrier,
+                               Collective::kSendRecv};
   struct Pending {
     Collective kind;
     int i = 0, root = 0;
@@ -273,6 +276,8 @@ TEST(Collectives, RandomSequence) {
         case Collective::kScatter:
           ASSERT_EQ(p.out[j], value(p.root, p.i, static_cast<size_t>(r) * count + j)) << "scatter, call " << p.i;
           break;
+        case Collective::kSendRecv: ASSERT_EQ(p.out[j], value((r + n - 1) % n, p.i, j)) << "send/recv, call " << p.i; break;
+        case Collective::kBarrier: break;
         default:
           for (int q = 0; q < n; ++q) {
             const size_t at = static_cast<size_t>(q) * count + j;
@@ -313,7 +318,13 @@ TEST(Collectives, RandomSequence) {
       case Collective::kReduce: p.request = c.reduce(in, out, p.count, DataType::kInt32, RedOp::kSum, p.root); break;
       case Collective::kAllToAll: p.request = c.alltoall(in, out, p.count, DataType::kInt32); break;
       case Collective::kGather: p.request = c.gather(in, out, p.count, DataType::kInt32, p.root); break;
-      default: p.request = c.scatter(in, out, p.count, DataType::kInt32, p.root); break;
+      case Collective::kScatter: p.request = c.scatter(in, out, p.count, DataType::kInt32, p.root); break;
+      case Collective::kBarrier: p.request = c.barrier(); break;
+      default:
+        ASSERT_TRUE(c.group_start().ok());
+        c.send(in, p.count, DataType::kInt32, (r + 1) % n);
+        p.request = c.recv(out, p.count, DataType::kInt32, (r + n - 1) % n);
+        ASSERT_TRUE(c.group_end().ok());
     }
     open.push_back(std::move(p));
     if (open.size() == 3 || in_flight_max) {
