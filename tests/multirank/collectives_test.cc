@@ -276,7 +276,9 @@ TEST(Collectives, RandomSequence) {
         case Collective::kScatter:
           ASSERT_EQ(p.out[j], value(p.root, p.i, static_cast<size_t>(r) * count + j)) << "scatter, call " << p.i;
           break;
-        case Collective::kSendRecv: ASSERT_EQ(p.out[j], value((r + n - 1) % n, p.i, j)) << "send/recv, call " << p.i; break;
+        case Collective::kSendRecv:
+          ASSERT_EQ(p.out[j], value((r + n - 1) % n, p.i, j)) << "send/recv, call " << p.i;
+          break;
         case Collective::kBarrier: break;
         default:
           for (int q = 0; q < n; ++q) {

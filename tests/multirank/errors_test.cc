@@ -217,7 +217,8 @@ TEST(Disagreement, RootsDifferOverConnectionsNamedFast) {
                         : c.reduce(mine.data(), all.data(), count, DataType::kInt32, RedOp::kSum, root).wait();
       if (s.ok()) s = c.barrier().wait();
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const std::string what = std::string(gather ? "gather" : "reduce") + (every_rank_a_root ? ", every rank a root" : "");
+      const std::string what =
+          std::string(gather ? "gather" : "reduce") + (every_rank_a_root ? ", every rank a root" : "");
       ASSERT_FALSE(s.ok()) << what;
       EXPECT_LT(seconds, 10.0) << what << ": " << s.message();
       EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << what << ": " << s.message();
