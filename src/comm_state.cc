@@ -529,7 +529,6 @@ void CommState::init_spec(RunSpec& spec, const algorithms::CollectiveArgs& a) co
   spec.abort = &aborted_;
   spec.deadline = Deadline::after(config_.timeout);
   spec.oversubscribed = oversubscribed_;
-  spec.mailbox = mailbox_.get();
 }
 
 Status CommState::set_program(RunSpec& spec, const algorithms::Plan& plan, bool device) {

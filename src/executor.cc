@@ -10,7 +10,6 @@
 #include "src/host_steps.h"
 #include "src/kernels/copy.h"
 #include "src/kernels/reduce.h"
-#include "src/mailbox.h"
 
 namespace weft {
 
@@ -336,39 +335,33 @@ Status Executor::check_waiting() {
     waiting_told_ = false;
     return Status();
   }
-  if (!waiting_told_ && DeadlineClock::now() - waiting_since_ < kTellAfter) return Status();
-  Status s = spec_->mailbox != nullptr ? post_and_compare() : compare_notes();
-  waiting_told_ = true;
-  if (!s.ok()) return Status(s.code(), s.message() + " (both ranks were waiting in it)");
-  return Status();
-}
-
-Status Executor::post_and_compare() {
-  if (!waiting_told_) spec_->mailbox->post_waiting(collective_header(*spec_));
-  return spec_->mailbox->check_waiting(*spec_);
-}
-
-Status Executor::compare_notes() {
   if (!waiting_told_) {
-    const CollHeader mine = collective_header(*spec_);
-    static_assert(sizeof(CollHeader) <= transport::kNoteBytes);
-    transport::Note note{};
-    std::memcpy(note.data(), &mine, sizeof(mine));
-    noted_.clear();
-    for (int peer = 0; peer < spec_->program->nranks; ++peer) {
-      transport::Connection* c = peer == spec_->program->rank ? nullptr : connections_.joined(peer, 0);
-      if (c != nullptr && c->post_note(note)) noted_.emplace_back(peer, c);
-    }
+    if (DeadlineClock::now() - waiting_since_ < kTellAfter) return Status();
+    post_notes();
+    waiting_told_ = true;
   }
   for (const auto& [peer, c] : noted_) {
     const transport::Note* note = c->last_note();
     if (note == nullptr) continue;
     CollHeader theirs;
     std::memcpy(&theirs, note->data(), sizeof(theirs));
-    if (theirs.magic == CollHeader::kMagic && theirs.sender == peer && theirs.seq == spec_->seq)
-      WEFT_TRY(check_collective_header(theirs, *spec_, peer));
+    if (theirs.magic != CollHeader::kMagic || theirs.sender != peer || theirs.seq != spec_->seq) continue;
+    Status s = check_collective_header(theirs, *spec_, peer);
+    if (!s.ok()) return Status(s.code(), s.message() + " (both ranks were waiting in it)");
   }
   return Status();
+}
+
+void Executor::post_notes() {
+  const CollHeader mine = collective_header(*spec_);
+  static_assert(sizeof(CollHeader) <= transport::kNoteBytes);
+  transport::Note note{};
+  std::memcpy(note.data(), &mine, sizeof(mine));
+  noted_.clear();
+  for (int peer = 0; peer < spec_->program->nranks; ++peer) {
+    transport::Connection* c = peer == spec_->program->rank ? nullptr : connections_.joined(peer, 0);
+    if (c != nullptr && c->post_note(note)) noted_.emplace_back(peer, c);
+  }
 }
 
 Status Executor::run(const RunSpec& spec) {

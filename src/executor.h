@@ -43,8 +43,6 @@
 
 namespace weft {
 
-class Mailbox;
-
 // What every rank sends ahead of a collective's data (groups: ahead of every message). 56
 // bytes, trivially copyable: it fits the shm transport's one-cache-line slot records, and a data
 // message of up to kInlineBytes that is ready when its header goes out rides inside it, so a
@@ -107,10 +105,6 @@ struct RunSpec {
   // connections (cuda transport) order their copies on it too.
   bool device = false;
   cuda::Stream stream = nullptr;
-  // Ranks of one node: where a collective that waits posts its header and reads its peers'
-  // (Mailbox::post_waiting), so that ranks waiting for each other over a call they disagree about
-  // find out. Null: not used.
-  Mailbox* mailbox = nullptr;
 };
 
 class Executor {
@@ -151,19 +145,18 @@ class Executor {
   Status run_steps(Backoff& backoff);
   // ProgramIndex::one_round programs on host memory: every message at once, then the local steps.
   Status run_one_round(Backoff& backoff);
-  // Nothing moved: checks the abort flag, the deadline and the peers' posted calls (every 64th
-  // call), then waits a little.
+  // Nothing moved: checks the abort flag, the deadline and the peers' notes (every 64th call),
+  // then waits a little.
   Status idle(Backoff& backoff, uint32_t& polls);
   // idle(), collectives: learns whether a peer called something else in this collective while
   // both wait (two roots of a reduce, each waiting for the other). Once the call has waited
-  // kTellAfter, it tells its peers what it called and then compares, at every later check, what
-  // they told it: with spec_->mailbox in the mailbox segment (post_and_compare), otherwise as a
-  // note (Connection::post_note) on every joined channel-0 connection (compare_notes). Only shm
-  // connections carry notes: a note over tcp that a peer never reads would turn its close into
-  // a reset that drops the data it sent last.
+  // kTellAfter, it leaves its header as a note (Connection::post_note) on every joined channel-0
+  // connection (post_notes) and then compares, at every later check, the notes its peers left.
+  // Only shm connections carry notes (on one node the mailbox's ranks are joined over shm too): a
+  // note over tcp that a peer never reads would turn its close into a reset that drops the data
+  // it sent last.
   Status check_waiting();
-  Status post_and_compare();
-  Status compare_notes();
+  void post_notes();
   static constexpr auto kTellAfter = std::chrono::milliseconds(1);
   Status run_local(uint32_t step);  // do_local, then complete
   Status do_local(uint32_t step);
@@ -202,7 +195,7 @@ class Executor {
   std::vector<struct pollfd> poll_fds_;
   size_t done_steps_ = 0;
   // check_waiting(): seq + 1 of the collective it last saw waiting, since when, and whether it
-  // told its peers (mailbox post or notes).
+  // left its notes.
   uint64_t waiting_call_ = 0;
   DeadlineClock::time_point waiting_since_{};
   bool waiting_told_ = false;

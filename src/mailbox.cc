@@ -220,17 +220,6 @@ Status Mailbox::passed_without_sending(const RunSpec& spec, int peer, uint64_t c
                        " its part: the ranks disagree about that call (WEFT_ALGO?)");
 }
 
-void Mailbox::post_waiting(const CollHeader& h) { waiting(rank_).write(h.seq + 1, &h); }
-
-Status Mailbox::check_waiting(const RunSpec& spec) const {
-  for (int peer = 0; peer < nranks_; ++peer) {
-    CollHeader theirs;
-    if (peer == rank_ || waiting(peer).read(&theirs) != spec.seq + 1) continue;
-    WEFT_TRY(check_collective_header(theirs, spec, peer));
-  }
-  return Status();
-}
-
 Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, uint64_t want, int peer,
                       ConnectionSource& peers, int64_t patience_us, bool message) {
   if (patience_us == 0) return Status(StatusCode::kInProgress, "waiting for rank " + std::to_string(peer));

@@ -34,13 +34,6 @@
 // then), and a waiting rank whose peer has published this call, or a later one, without a message
 // to it names the disagreement. Otherwise the deadline ends the wait.
 //
-// The segment also serves the calls that run over the connections (the executor's): a rank whose
-// collective waits posts its header under the collective's sequence number, and a waiting rank
-// that finds a peer posted the same collective with a header that disagrees (two roots of a
-// reduce or gather, both waiting for the other) names the two calls (post_waiting,
-// check_waiting). Ranks that wait in different collectives, or that wait without disagreeing,
-// are left to the deadline.
-//
 // Thread-safety: one thread at a time (the communicator's exec_mu_).
 #pragma once
 
@@ -95,12 +88,6 @@ class Mailbox {
   Status start(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us);
   Status finish(const RunSpec& spec, ConnectionSource& peers, int64_t patience_us);
 
-  // For collectives over the connections. post_waiting: this rank's collective `h` waits (keyed
-  // by h.seq; the executor posts once per call). check_waiting: the error for a peer that posted
-  // spec's collective (spec.seq) with a header that disagrees with ours; OK otherwise.
-  void post_waiting(const CollHeader& h);
-  Status check_waiting(const RunSpec& spec) const;
-
  private:
   struct alignas(64) Line {
     // The call number + 1 of the message in place (kCallMask), and the message's number among
@@ -121,10 +108,8 @@ class Mailbox {
   struct alignas(64) Published : SeqRecord<sizeof(CollHeader) / 8> {};
   static_assert(sizeof(CollHeader) % 8 == 0 && sizeof(Published) == 64);
   static constexpr size_t kPairBytes = kLines * sizeof(Line) + kUnits * kUnitBytes + sizeof(Taken);
-  // Every pair's lines, units and taken word, then every rank's Published line for the mailbox's
-  // calls and one for the calls over the connections (post_waiting).
   static size_t segment_bytes(int nranks) {
-    return pairs(nranks) * kPairBytes + 2 * static_cast<size_t>(nranks) * sizeof(Published);
+    return pairs(nranks) * kPairBytes + static_cast<size_t>(nranks) * sizeof(Published);
   }
   static size_t pairs(int nranks) { return static_cast<size_t>(nranks) * static_cast<size_t>(nranks); }
   static size_t units_of(size_t bytes) { return (bytes + kUnitBytes - 1) / kUnitBytes; }
@@ -152,7 +137,6 @@ class Mailbox {
     return reinterpret_cast<Taken*>(base() + pairs(nranks_) * (kLines * sizeof(Line) + kUnits * kUnitBytes))[pair(from, to)];
   }
   Published& published(int r) const { return reinterpret_cast<Published*>(base() + pairs(nranks_) * kPairBytes)[r]; }
-  Published& waiting(int r) const { return (&published(0))[nranks_ + r]; }
   // Publishes this rank's open call (once per call; the first wait for a message in finish()).
   void publish(uint64_t call);
   // The error for a peer that has published `call` or a later one without a message to this rank

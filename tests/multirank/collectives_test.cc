@@ -299,7 +299,7 @@ TEST(Collectives, RandomSequence) {
     p.count = kCounts[next(shared) % std::size(kCounts)];
     p.root = static_cast<int>(next(shared) % nn);
     p.i = i;
-    const bool in_flight_max = next(shared) % 4 == 0;  // then wait for all before the next call
+    const bool drain = next(shared) % 4 == 0;  // then wait for all open calls before the next
     // allreduce, broadcast and reduce in place half the time (send == recv, as NCCL allows).
     const bool in_place = (p.kind == Collective::kAllReduce || p.kind == Collective::kBroadcast ||
                            p.kind == Collective::kReduce) && next(shared) % 2 == 0;
@@ -329,7 +329,7 @@ TEST(Collectives, RandomSequence) {
         ASSERT_TRUE(c.group_end().ok());
     }
     open.push_back(std::move(p));
-    if (open.size() == 3 || in_flight_max) {
+    if (open.size() == 3 || drain) {
       for (Pending& q : open) ASSERT_NO_FATAL_FAILURE(finish(q));
       open.clear();
     }

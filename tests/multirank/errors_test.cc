@@ -20,6 +20,11 @@ using ::testing::HasSubstr;
 
 std::string rank_tag() { return "rank " + std::to_string(world().rank()); }
 
+bool over_tcp() {
+  const char* transport = std::getenv("WEFT_TRANSPORT");
+  return transport != nullptr && std::string(transport) == "tcp";
+}
+
 // True if `message` names some rank other than `me` ("rank 3 ...").
 bool names_other_rank(const std::string& message, int me) {
   static const std::regex kRank("rank ([0-9]+)");
@@ -174,8 +179,7 @@ TEST(Disagreement, BroadcastRootsDifferNextCallFails) {
 // two calls; the other ranks fail by their next call. (Over tcp the deadline ends the wait.)
 TEST(Disagreement, GatherRootsDifferBothRootsNameIt) {
   if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
-  const char* transport = std::getenv("WEFT_TRANSPORT");
-  if (transport != nullptr && std::string(transport) == "tcp") GTEST_SKIP() << "no mailbox over tcp";
+  if (over_tcp()) GTEST_SKIP() << "no mailbox over tcp";
   if (std::getenv("WEFT_TEST_RANKS_PER_NODE") != nullptr) GTEST_SKIP() << "no mailbox across nodes";
   auto sub = world().split(0, world().rank());
   ASSERT_TRUE(sub.ok()) << sub.status().to_string();
@@ -196,14 +200,13 @@ TEST(Disagreement, GatherRootsDifferBothRootsNameIt) {
 
 // The same over the connections: gathers and reduces of 64 KiB a rank (past the mailbox's
 // sizes), rank 0 taking root 0 and the others root 1, and then every rank taking itself for the
-// root. Roots that wait for each other tell each other what they called after 1 ms (in the
-// mailbox segment; without one, in a note on each shm connection) and find that they
+// root. Roots that wait for each other leave what they called in a note on each shm connection
+// after 1 ms and find that they
 // disagree long before WEFT_TIMEOUT (30 s here); the other ranks fail by then or by their next
 // call. Over tcp there are no notes: the deadline ends the wait.
 TEST(Disagreement, RootsDifferOverConnectionsNamedFast) {
   if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
-  const char* transport = std::getenv("WEFT_TRANSPORT");
-  if (transport != nullptr && std::string(transport) == "tcp") GTEST_SKIP() << "no notes over tcp";
+  if (over_tcp()) GTEST_SKIP() << "no notes over tcp";
   for (const bool every_rank_a_root : {false, true}) {
     for (const bool gather : {true, false}) {
       auto sub = world().split(0, world().rank());
