@@ -152,9 +152,9 @@ class Executor {
   // both wait (two roots of a reduce, each waiting for the other). Once the call has waited
   // kTellAfter, it leaves its header as a note (Connection::post_note) on every joined channel-0
   // connection (post_notes) and then compares, at every later check, the notes its peers left.
-  // Only shm connections carry notes (on one node the mailbox's ranks are joined over shm too): a
-  // note over tcp that a peer never reads would turn its close into a reset that drops the data
-  // it sent last.
+  // shm notes are read from the segment; tcp notes travel in the stream, so a peer's note is seen
+  // once this call's progress() on that connection has read up to it (ranks that wait for each
+  // other are each in the other's program, so they do).
   Status check_waiting();
   void post_notes();
   static constexpr auto kTellAfter = std::chrono::milliseconds(1);

@@ -6,7 +6,9 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -157,6 +159,25 @@ void Socket::shutdown() {
 
 void Socket::shutdown_write() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+}
+
+void Socket::close_after_delivery(Deadline deadline) {
+  if (fd_ < 0) return;
+  // SIOCOUTQ: bytes written here that the peer has not acknowledged (the FIN counts as one).
+  auto unacknowledged = [this] {
+    int n = 0;
+    return ::ioctl(fd_, SIOCOUTQ, &n) == 0 ? n : 0;
+  };
+  if (unacknowledged() > 0) {
+    ::shutdown(fd_, SHUT_WR);
+    char sink[4096];
+    while (unacknowledged() > 0 && !deadline.expired()) {
+      const ssize_t n = ::recv(fd_, sink, sizeof(sink), MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
+      if (n < 0) (void)wait_fd(fd_, POLLIN, Deadline::after(std::chrono::milliseconds(1)));
+    }
+  }
+  close();
 }
 
 Result<Socket> Socket::listen(std::string_view ip, uint16_t port, const SocketOptions& options,

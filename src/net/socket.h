@@ -111,6 +111,10 @@ class Socket {
   // shutdown(SHUT_RDWR) (or SHUT_WR): the peer sees EOF, waits here wake up. Keeps the fd.
   void shutdown();
   void shutdown_write();
+  // Closes once the peer's kernel holds everything written here, or at `deadline`, reading and
+  // dropping what arrives meanwhile. A plain close() with unread bytes waiting (or arriving
+  // later) resets the connection, and a reset drops what this end had not yet delivered.
+  void close_after_delivery(Deadline deadline);
 
   bool valid() const { return fd_ >= 0; }
   int fd() const { return fd_; }

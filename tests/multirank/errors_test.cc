@@ -200,13 +200,11 @@ TEST(Disagreement, GatherRootsDifferBothRootsNameIt) {
 
 // The same over the connections: gathers and reduces of 64 KiB a rank (past the mailbox's
 // sizes), rank 0 taking root 0 and the others root 1, and then every rank taking itself for the
-// root. Roots that wait for each other leave what they called in a note on each shm connection
-// after 1 ms and find that they
-// disagree long before WEFT_TIMEOUT (30 s here); the other ranks fail by then or by their next
-// call. Over tcp there are no notes: the deadline ends the wait.
+// root. Roots that wait for each other leave what they called in a note on each connection
+// (shm or tcp) after 1 ms and find that they disagree long before WEFT_TIMEOUT (30 s here); the
+// other ranks fail by then or by their next call.
 TEST(Disagreement, RootsDifferOverConnectionsNamedFast) {
   if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
-  if (over_tcp()) GTEST_SKIP() << "no notes over tcp";
   for (const bool every_rank_a_root : {false, true}) {
     for (const bool gather : {true, false}) {
       auto sub = world().split(0, world().rank());

@@ -12,6 +12,7 @@ namespace {
 
 constexpr uint32_t kFrameData = 1;
 constexpr uint32_t kFrameAbort = 2;
+constexpr uint32_t kFrameNote = 3;
 constexpr size_t kHeaderBytes = 16;
 constexpr size_t kMaxAbortText = 4096;
 constexpr size_t kMinStripe = size_t{64} << 10;
@@ -77,7 +78,11 @@ TcpConnection::TcpConnection(std::vector<net::Socket> sockets, int peer, int cha
   slot_bytes_ = std::max(kMinSlot, kStagingBytes / lanes_.size()) & ~size_t{7};
 }
 
-TcpConnection::~TcpConnection() = default;
+TcpConnection::~TcpConnection() {
+  if (aborted_ || !error_.ok()) return;  // the peer is gone or told: close at once
+  const Deadline deadline = Deadline::after(kCloseLinger);
+  for (Lane& lane : lanes_) lane.socket.close_after_delivery(deadline);
+}
 
 std::string TcpConnection::who() const {
   return "rank " + std::to_string(peer_) + " (tcp, channel " + std::to_string(channel_) + ")";
@@ -118,6 +123,21 @@ Result<uint64_t> TcpConnection::post_send(const void* src, size_t bytes) {
     lane.sends.push_back(SendChunk{op, p == nullptr ? nullptr : p + off, len, 0, frame_header(kFrameData, len)});
   }
   return ++sends_posted_;
+}
+
+bool TcpConnection::post_note(const Note& note) {
+  if (aborted_ || !error_.ok()) return false;
+  Lane& lane = lanes_[0];
+  // An unsent note of this side is replaced; otherwise the note queues behind the lane's frames.
+  if (!lane.sends.empty() && lane.sends.back().op == nullptr && lane.sends.back().done == 0) {
+    notes_out_.back() = note;
+    return true;
+  }
+  notes_out_.push_back(note);
+  lane.sends.push_back(SendChunk{nullptr, notes_out_.back().data(), kNoteBytes, 0,
+                                 frame_header(kFrameNote, kNoteBytes)});
+  if (lane.sends.size() == 1) (void)progress_send(lane);  // errors resurface in progress()
+  return true;
 }
 
 Result<uint64_t> TcpConnection::post_recv(const RecvSink& sink, size_t bytes) {
@@ -183,7 +203,15 @@ Status TcpConnection::progress_send(Lane& lane) {
     }
     auto sent = lane.socket.sendv_some(iov, n);
     if (!sent.ok()) {
-      if (sent.status().code() == StatusCode::kRemoteError) return closed_by_peer();
+      if (sent.status().code() == StatusCode::kRemoteError) {
+        // A peer that closed has no use for notes: only unsent messages make it an error.
+        const bool notes_only = std::all_of(lane.sends.begin(), lane.sends.end(),
+                                            [](const SendChunk& c) { return c.op == nullptr; });
+        if (!notes_only) return closed_by_peer();
+        lane.sends.clear();
+        notes_out_.clear();
+        return Status();
+      }
       return fail(sent.status().with_context(who()));
     }
     size_t left = *sent;
@@ -196,7 +224,8 @@ Status TcpConnection::progress_send(Lane& lane) {
         break;
       }
       left -= rest;
-      c.op->chunks_left--;
+      if (c.op != nullptr) c.op->chunks_left--;
+      else notes_out_.pop_front();
       lane.sends.pop_front();
     }
     if (*sent < want) break;  // the socket buffer is full
@@ -215,6 +244,10 @@ Status TcpConnection::finish_header(Lane& lane) {
       return fail(remote_error(who() + ": corrupt stream (abort notice of " +
                                std::to_string(lane.frame_len) + " bytes)"));
     lane.abort_text.assign(lane.frame_len, '\0');
+  } else if (lane.frame_type == kFrameNote) {
+    if (lane.frame_len != kNoteBytes)
+      return fail(remote_error(who() + ": corrupt stream (note of " + std::to_string(lane.frame_len) +
+                               " bytes)"));
   } else if (lane.frame_type != kFrameData) {
     return fail(remote_error(who() + ": corrupt stream (frame type " +
                              std::to_string(lane.frame_type) + ")"));
@@ -235,6 +268,10 @@ Status TcpConnection::take_read_ahead(Lane& lane, size_t bytes) {
     std::memcpy(lane.abort_text.data(), p, lane.payload_got);
     return Status();
   }
+  if (lane.frame_type == kFrameNote) {
+    take_note_bytes(lane, p, bytes);
+    return Status();
+  }
   // Read ahead only for the lane's front chunk, a copy of at most kReadAhead bytes.
   const RecvChunk& c = lane.recvs.front();
   if (lane.frame_len != c.len || bytes > c.len)
@@ -242,6 +279,16 @@ Status TcpConnection::take_read_ahead(Lane& lane, size_t bytes) {
   std::memcpy(static_cast<uint8_t*>(c.op->sink.dst) + c.offset, p, bytes);
   lane.payload_got = bytes;
   return Status();
+}
+
+void TcpConnection::take_note_bytes(Lane& lane, const uint8_t* p, size_t bytes) {
+  std::memcpy(lane.note.data() + lane.payload_got, p, bytes);
+  lane.payload_got += bytes;
+  if (lane.payload_got == kNoteBytes) {
+    note_in_ = lane.note;
+    has_note_ = true;
+    lane.in_frame = false;
+  }
 }
 
 void TcpConnection::complete_recv_chunk(Lane& lane) {
@@ -303,6 +350,19 @@ Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
         return fail(remote_error("rank " + std::to_string(peer_) + " aborted: " + lane.abort_text));
       }
       if (*n == 0) return Status();
+      continue;
+    }
+    if (lane.frame_type == kFrameNote) {
+      std::array<uint8_t, kNoteBytes> got;
+      auto n = lane.socket.recv_some(got.data(), kNoteBytes - lane.payload_got);
+      if (!n.ok()) {
+        if (n.status().code() != StatusCode::kRemoteError) return fail(n.status().with_context(who()));
+        lane.eof = true;
+        return Status();
+      }
+      if (*n == 0) return Status();
+      *moved = true;
+      take_note_bytes(lane, got.data(), *n);
       continue;
     }
     // A DATA frame: it belongs to the lane's oldest posted chunk.

@@ -18,10 +18,18 @@
 // and pieces are handed to the reduce strictly in message order, only for the oldest incomplete
 // message, each piece starting and ending on a multiple of 8 bytes except the message's last.
 //
+// Notes (Connection::post_note): a NOTE frame of kNoteBytes on lane 0, between two frames of the
+// stream, sent at once when the lane has nothing queued (else behind what is queued); no receive
+// claims it. The receiving side keeps the latest one it has read: last_note() sees a note once
+// progress() has read up to it. Since a note may still be unread when a rank closes, the
+// destructor closes each socket only once the peer holds all this side has written (or after
+// kCloseLinger): a close with unread bytes would reset the connection and drop the rest.
+//
 // The connection owns its sockets. Thread-safety: one thread at a time (see transport.h).
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -75,6 +83,11 @@ class TcpConnection final : public Connection {
   void abort(std::string_view reason) override;
   std::string describe() const override;
   bool poll_fds(std::vector<struct pollfd>& out) const override;
+  bool post_note(const Note& note) override;
+  const Note* last_note() const override { return has_note_ ? &note_in_ : nullptr; }
+
+  // How long the destructor waits for the peer to take what this side sent (see the file comment).
+  static constexpr auto kCloseLinger = std::chrono::seconds(1);
 
  private:
   struct SendOp {
@@ -87,7 +100,7 @@ class TcpConnection final : public Connection {
     size_t delivered = 0;  // reduce: bytes handed to sink.reduce, in order
   };
   struct SendChunk {
-    SendOp* op;
+    SendOp* op;  // null for a note
     const uint8_t* src;  // payload start
     size_t len;
     size_t done;  // bytes of header + payload written
@@ -99,6 +112,7 @@ class TcpConnection final : public Connection {
     size_t len;
   };
   static constexpr size_t kReadAhead = 64;
+  static_assert(kReadAhead <= kNoteBytes, "a read-ahead must not run past a note");
   struct Lane {
     net::Socket socket;
     std::deque<SendChunk> sends;
@@ -112,6 +126,7 @@ class TcpConnection final : public Connection {
     uint64_t frame_len = 0;
     uint64_t payload_got = 0;
     std::string abort_text;
+    Note note{};  // a NOTE frame's payload as it arrives
     bool eof = false;
     // Reduce staging: slot[0, slot_filled) holds message bytes [slot_base, slot_base+filled).
     uint8_t* slot = nullptr;
@@ -130,6 +145,8 @@ class TcpConnection final : public Connection {
   Status finish_header(Lane& lane);
   // After finish_header(): `bytes` that were read behind the header belong to the new frame.
   Status take_read_ahead(Lane& lane, size_t bytes);
+  // `bytes` more of the lane's NOTE frame; the whole note becomes last_note().
+  void take_note_bytes(Lane& lane, const uint8_t* p, size_t bytes);
   // Fails the connection: the lane's frame is not the size of its chunk `c`.
   Status wrong_frame(const Lane& lane, const RecvChunk& c);
   Status deliver_staged(Lane& lane, RecvChunk& c, bool* moved);
@@ -148,6 +165,9 @@ class TcpConnection final : public Connection {
   uint64_t recvs_posted_ = 0, recvs_done_ = 0;
   std::unique_ptr<uint8_t[]> staging_;
   size_t slot_bytes_ = 0;
+  std::deque<Note> notes_out_;  // payloads of the notes queued on lane 0, oldest first
+  Note note_in_{};
+  bool has_note_ = false;
   Status error_;  // sticky
   bool aborted_ = false;
 };
