@@ -155,7 +155,10 @@ TEST(Disagreement, DifferentCollectives) {
 }
 
 // Rank 0 broadcasts from root 0, the others from root 1: the two roots each send and return (no
-// rank can tell within the call), and the next call fails on every rank, naming the broadcast.
+// rank can tell within the call), and the next call fails, naming the broadcast. At two ranks it
+// fails on both; with more, a rank whose partners in that call all sent it their part before they
+// read the broadcast's message may finish it (at four ranks under recursive doubling, rank 0 reads
+// only ranks 1 and 2, which send first), so there at least one rank fails.
 TEST(Disagreement, BroadcastRootsDifferNextCallFails) {
   if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
   auto sub = world().split(0, world().rank());
@@ -167,8 +170,10 @@ TEST(Disagreement, BroadcastRootsDifferNextCallFails) {
     int64_t one = 1, sum = 0;
     s = c.allreduce(&one, &sum, 1, DataType::kInt64, RedOp::kSum).wait();
   }
-  ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << s.message();
+  const int failed = ranks_where(!s.ok());
+  if (c.size() == 2) EXPECT_EQ(failed, 2);
+  EXPECT_GE(failed, 1);
+  if (!s.ok()) EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << s.message();
   // A rank that detects it names the broadcast; the others may hear of it first as a closed
   // connection (over tcp), naming the rank that closed it.
   EXPECT_GE(ranks_where(s.message().find("broadcast(count=5, int32, root=") != std::string::npos), 1);

@@ -527,6 +527,35 @@ TEST(TransportTcpFailure, UnreadNoteDoesNotCostThePeerItsLastMessage) {
   }));
 }
 
+// The same for a rank that aborts: its abort notice, written behind 8 MiB the peer has not read
+// yet, must not be dropped by the reset its close would cause (it never read the 100 bytes the
+// peer sent it).
+TEST(TransportTcpFailure, AbortNoticeSurvivesUnreadBytes) {
+  Config config = test_config();
+  expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
+    Connection& c = *p->conn;
+    std::vector<uint8_t> data(size_t{8} << 20), unread(100, 7);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(1, 0, i);
+    if (rank == 1) {
+      CHILD_OK(wait_for(c, *c.post_send(data.data(), data.size()), 0));
+      std::this_thread::sleep_for(milliseconds(100));  // rank 0's 100 bytes arrive meanwhile
+      c.abort("injected failure 7");
+      return "";  // closes without reading them
+    }
+    CHILD_OK(wait_for(c, *c.post_send(unread.data(), unread.size()), 0));
+    std::this_thread::sleep_for(milliseconds(150));
+    std::vector<uint8_t> in(data.size());
+    CHILD_CHECK(c.post_recv(RecvSink{in.data()}, in.size()).ok(), "post_recv");
+    uint8_t more = 0;
+    Status st = wait_for(c, 0, *c.post_recv(RecvSink{&more}, 1));
+    CHILD_CHECK(st.message() == "rank 1 aborted: injected failure 7", st.to_string());
+    CHILD_CHECK(c.recvs_done() == 1 && in == data, "the data before the notice");
+    return "";
+  }));
+}
+
 TEST(TransportTcpFailure, AbortReasonReachesThePeer) {
   Config config = test_config(2);
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {

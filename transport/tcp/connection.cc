@@ -79,8 +79,10 @@ TcpConnection::TcpConnection(std::vector<net::Socket> sockets, int peer, int cha
 }
 
 TcpConnection::~TcpConnection() {
-  if (aborted_ || !error_.ok()) return;  // the peer is gone or told: close at once
-  const Deadline deadline = Deadline::after(kCloseLinger);
+  // Not for a peer that failed or closed (the error came from it); an aborting side waits too, so
+  // that its notice is not dropped by the reset.
+  if (!aborted_ && !error_.ok()) return;
+  const Deadline deadline = Deadline::after(aborted_ ? kAbortLinger : kCloseLinger);
   for (Lane& lane : lanes_) lane.socket.close_after_delivery(deadline);
 }
 

@@ -23,7 +23,8 @@
 // claims it. The receiving side keeps the latest one it has read: last_note() sees a note once
 // progress() has read up to it. Since a note may still be unread when a rank closes, the
 // destructor closes each socket only once the peer holds all this side has written (or after
-// kCloseLinger): a close with unread bytes would reset the connection and drop the rest.
+// kCloseLinger; kAbortLinger after abort(), so that the abort notice survives too): a close with
+// unread bytes would reset the connection and drop the rest.
 //
 // The connection owns its sockets. Thread-safety: one thread at a time (see transport.h).
 #pragma once
@@ -86,8 +87,10 @@ class TcpConnection final : public Connection {
   bool post_note(const Note& note) override;
   const Note* last_note() const override { return has_note_ ? &note_in_ : nullptr; }
 
-  // How long the destructor waits for the peer to take what this side sent (see the file comment).
+  // How long the destructor waits for the peer to take what this side sent (see the file
+  // comment), after an abort() the shorter time.
   static constexpr auto kCloseLinger = std::chrono::seconds(1);
+  static constexpr auto kAbortLinger = std::chrono::milliseconds(200);
 
  private:
   struct SendOp {
