@@ -90,7 +90,8 @@ class Connection {
   // Notes: one small record beside the ordered stream, which no receive claims (a rank that
   // waits in a collective tells the peer what it called: src/executor.h). post_note replaces
   // this side's note and returns true, or returns false where the transport has no notes;
-  // last_note: the peer's latest note, null if none. Needs no progress().
+  // last_note: the peer's latest note, null if none. shm reads it from the shared segment; tcp
+  // carries notes in the stream, so there it is the latest one progress() has read.
   virtual bool post_note(const Note& note) {
     (void)note;
     return false;
