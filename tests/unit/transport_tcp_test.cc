@@ -133,6 +133,13 @@ uint8_t pattern(int from, size_t msg, size_t i) {
   return static_cast<uint8_t>(from * 101 + msg * 7 + i * 13 + (i >> 9));
 }
 
+// `bytes` of message `msg` from rank `from`, byte i being pattern(from, msg, i).
+std::vector<uint8_t> patterned(int from, size_t msg, size_t bytes) {
+  std::vector<uint8_t> v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = pattern(from, msg, i);
+  return v;
+}
+
 // --- tests ------------------------------------------------------------------------------------
 
 class TransportTcp : public ::testing::TestWithParam<int> {};  // param: tcp_sockets
@@ -300,9 +307,9 @@ TEST_P(TransportTcp, NotesTravelBetweenMessages) {
       for (size_t i = 0; i < n.size(); ++i) n[i] = static_cast<uint8_t>(v + i);
       return n;
     };
-    std::vector<uint8_t> small(3), large((size_t{1} << 20) + 3);
+    std::vector<uint8_t> small(3);
+    const std::vector<uint8_t> large = patterned(1, 1, (size_t{1} << 20) + 3);
     std::vector<int32_t> sum(1000);
-    for (size_t i = 0; i < large.size(); ++i) large[i] = pattern(1, 1, i);
     if (rank == 1) {
       std::this_thread::sleep_for(milliseconds(50));  // rank 0's small recv waits, so its header
       small = {'a', 'b', 'c'};                        // read asks for 3 bytes past the note's header
@@ -484,8 +491,7 @@ TEST(TransportTcpFailure, PeerThatClosesAfterSendingEverythingIsNotAnError) {
     auto p = set_up_pair(id, rank, config);
     CHILD_CHECK(p.ok(), p.status().to_string());
     Connection& c = *p->conn;
-    std::vector<uint8_t> data(size_t{5} << 20);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(1, 0, i);
+    const std::vector<uint8_t> data = patterned(1, 0, size_t{5} << 20);
     if (rank == 1) {
       uint64_t t = *c.post_send(data.data(), data.size());
       CHILD_OK(wait_for(c, t, 0));
@@ -510,8 +516,7 @@ TEST(TransportTcpFailure, UnreadNoteDoesNotCostThePeerItsLastMessage) {
     auto p = set_up_pair(id, rank, config);
     CHILD_CHECK(p.ok(), p.status().to_string());
     Connection& c = *p->conn;
-    std::vector<uint8_t> data(size_t{8} << 20);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(1, 0, i);
+    const std::vector<uint8_t> data = patterned(1, 0, size_t{8} << 20);
     if (rank == 1) {
       CHILD_OK(wait_for(c, *c.post_send(data.data(), data.size()), 0));
       std::this_thread::sleep_for(milliseconds(150));  // rank 0's note arrives meanwhile
@@ -536,8 +541,8 @@ TEST(TransportTcpFailure, AbortNoticeSurvivesUnreadBytes) {
     auto p = set_up_pair(id, rank, config);
     CHILD_CHECK(p.ok(), p.status().to_string());
     Connection& c = *p->conn;
-    std::vector<uint8_t> data(size_t{8} << 20), unread(100, 7);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(1, 0, i);
+    const std::vector<uint8_t> data = patterned(1, 0, size_t{8} << 20);
+    const std::vector<uint8_t> unread(100, 7);
     if (rank == 1) {
       CHILD_OK(wait_for(c, *c.post_send(data.data(), data.size()), 0));
       std::this_thread::sleep_for(milliseconds(100));  // rank 0's 100 bytes arrive meanwhile

@@ -271,7 +271,8 @@ Status TcpConnection::take_read_ahead(Lane& lane, size_t bytes) {
     return Status();
   }
   if (lane.frame_type == kFrameNote) {
-    take_note_bytes(lane, p, bytes);
+    std::memcpy(lane.note.data(), p, bytes);
+    note_bytes_in(lane, bytes);
     return Status();
   }
   // Read ahead only for the lane's front chunk, a copy of at most kReadAhead bytes.
@@ -283,8 +284,15 @@ Status TcpConnection::take_read_ahead(Lane& lane, size_t bytes) {
   return Status();
 }
 
-void TcpConnection::take_note_bytes(Lane& lane, const uint8_t* p, size_t bytes) {
-  std::memcpy(lane.note.data() + lane.payload_got, p, bytes);
+Result<size_t> TcpConnection::read_frame_bytes(Lane& lane, uint8_t* p, size_t bytes) {
+  auto n = lane.socket.recv_some(p, bytes);
+  if (n.ok()) return n;
+  if (n.status().code() != StatusCode::kRemoteError) return fail(n.status().with_context(who()));
+  lane.eof = true;  // an error only if this lane still has work (see progress())
+  return size_t{0};
+}
+
+void TcpConnection::note_bytes_in(Lane& lane, size_t bytes) {
   lane.payload_got += bytes;
   if (lane.payload_got == kNoteBytes) {
     note_in_ = lane.note;
@@ -329,12 +337,8 @@ Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
       size_t want = kHeaderBytes;
       if (!lane.recvs.empty() && lane.recvs.front().op->sink.reduce == nullptr && lane.recvs.front().len <= kReadAhead)
         want += lane.recvs.front().len;
-      auto n = lane.socket.recv_some(lane.header.data() + lane.header_got, want - lane.header_got);
-      if (!n.ok()) {
-        if (n.status().code() != StatusCode::kRemoteError) return fail(n.status().with_context(who()));
-        lane.eof = true;  // an error only if this lane still has work (see progress())
-        return Status();
-      }
+      auto n = read_frame_bytes(lane, lane.header.data() + lane.header_got, want - lane.header_got);
+      WEFT_TRY(n);
       if (*n == 0) return Status();
       *moved = true;
       lane.header_got += *n;
@@ -355,16 +359,11 @@ Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
       continue;
     }
     if (lane.frame_type == kFrameNote) {
-      std::array<uint8_t, kNoteBytes> got;
-      auto n = lane.socket.recv_some(got.data(), kNoteBytes - lane.payload_got);
-      if (!n.ok()) {
-        if (n.status().code() != StatusCode::kRemoteError) return fail(n.status().with_context(who()));
-        lane.eof = true;
-        return Status();
-      }
+      auto n = read_frame_bytes(lane, lane.note.data() + lane.payload_got, kNoteBytes - lane.payload_got);
+      WEFT_TRY(n);
       if (*n == 0) return Status();
       *moved = true;
-      take_note_bytes(lane, got.data(), *n);
+      note_bytes_in(lane, *n);
       continue;
     }
     // A DATA frame: it belongs to the lane's oldest posted chunk.

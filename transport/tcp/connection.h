@@ -148,8 +148,11 @@ class TcpConnection final : public Connection {
   Status finish_header(Lane& lane);
   // After finish_header(): `bytes` that were read behind the header belong to the new frame.
   Status take_read_ahead(Lane& lane, size_t bytes);
-  // `bytes` more of the lane's NOTE frame; the whole note becomes last_note().
-  void take_note_bytes(Lane& lane, const uint8_t* p, size_t bytes);
+  // One read of a frame's own bytes (its header, a note) into p: the count, 0 when none came or
+  // the peer closed (lane.eof is then set).
+  Result<size_t> read_frame_bytes(Lane& lane, uint8_t* p, size_t bytes);
+  // `bytes` more of the lane's NOTE frame arrived in lane.note; the whole note becomes last_note().
+  void note_bytes_in(Lane& lane, size_t bytes);
   // Fails the connection: the lane's frame is not the size of its chunk `c`.
   Status wrong_frame(const Lane& lane, const RecvChunk& c);
   Status deliver_staged(Lane& lane, RecvChunk& c, bool* moved);
