@@ -171,9 +171,13 @@ TEST(Disagreement, BroadcastRootsDifferNextCallFails) {
     s = c.allreduce(&one, &sum, 1, DataType::kInt64, RedOp::kSum).wait();
   }
   const int failed = ranks_where(!s.ok());
-  if (c.size() == 2) EXPECT_EQ(failed, 2);
+  if (c.size() == 2) {
+    EXPECT_EQ(failed, 2);
+  }
   EXPECT_GE(failed, 1);
-  if (!s.ok()) EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << s.message();
+  if (!s.ok()) {
+    EXPECT_TRUE(names_other_rank(s.message(), c.rank())) << s.message();
+  }
   // A rank that detects it names the broadcast; the others may hear of it first as a closed
   // connection (over tcp), naming the rank that closed it.
   EXPECT_GE(ranks_where(s.message().find("broadcast(count=5, int32, root=") != std::string::npos), 1);
