@@ -1,8 +1,8 @@
 // Internal to src/kernels: the per-instruction-set kernel tables behind reduce.h and convert.h.
 // The public functions index active_kernels(); the tests run every table of supported_kernels(),
 // so each path is exercised on any machine that has its instructions.
-// The tables are immutable: the scalar and AVX2 ones built at compile time, the AVX-512 one (a
-// copy of the AVX2 table with some entries replaced) on first use; each checks cpuid once.
+// The tables are immutable: the scalar and AVX2 ones built at compile time, the AVX-512 ones (a
+// copy of the table below them with some entries replaced) on first use; each checks cpuid once.
 // Thread-safety: all functions may be called concurrently.
 #pragma once
 
@@ -31,7 +31,7 @@ inline bool overlaps(const char* d, const char* s, size_t bytes) { return d < s 
 inline constexpr int kNumKernelOps = 4;  // kSum, kProd, kMax, kMin
 
 struct KernelTable {
-  const char* isa;                                                        // "scalar", "avx2", "avx512"
+  const char* isa;                                                        // "scalar", "avx2", "avx512", "avx512fp16"
   std::array<std::array<ReduceFn, kNumKernelOps>, kNumDataTypes> reduce;  // [type][op], non-null
   std::array<DivideFn, kNumDataTypes> divide;                             // non-null
   std::array<ToFloatFn, kNumDataTypes> to_float;                          // non-null iff is_small_float(type)
@@ -46,6 +46,9 @@ const KernelTable* avx2_kernels();
 // AVX-512 F + BW for fp16 and bf16, the AVX2 kernels for the other types; nullptr when this CPU
 // lacks AVX-512 F, BW or the AVX2 table.
 const KernelTable* avx512_kernels();
+// AVX-512 FP16 for fp16 and fp8 sum and prod, the AVX-512 table for the rest; nullptr when this
+// CPU lacks AVX-512 FP16 or the AVX-512 table.
+const KernelTable* avx512fp16_kernels();
 // Every table this CPU can run, scalar first and the active one last.
 std::vector<const KernelTable*> supported_kernels();
 // The best table this CPU supports, chosen on the first call.

@@ -1,8 +1,8 @@
 // CPU reduction kernels: elementwise dst = a (op) b for every DataType x RedOp, and divide_by(),
 // the last step of kAvg. Every collective's local combine step goes through here.
 //
-// Semantics, identical on every instruction set (the scalar, AVX2 and AVX-512 paths are
-// bit-identical):
+// Semantics, identical on every instruction set (the scalar, AVX2, AVX-512 and AVX-512 FP16 paths
+// are bit-identical):
 //   Integers   sum and prod wrap modulo 2^bits (two's complement; computed unsigned so it is
 //              defined behaviour). max/min compare as signed or unsigned per the type.
 //   fp32/fp64  one IEEE operation, round to nearest even.
@@ -55,7 +55,8 @@ inline void reduce(void* dst, const void* a, const void* b, size_t count, DataTy
 // REQUIRES: dtype_valid(type); divisor >= 1 (for floats, exact in fp32: divisor <= 2^24).
 void divide_by(void* dst, const void* src, size_t count, DataType type, int divisor);
 
-// Name of the instruction set the dispatcher chose ("avx512", "avx2" or "scalar"), for logs and
+// Name of the instruction set the dispatcher chose ("avx512fp16", "avx512", "avx2" or
+// "scalar"), for logs and
 // benches.
 const char* reduce_isa();
 

@@ -486,7 +486,10 @@ TEST(ReduceSemanticsTest, AvgIsTheSumKernelAndIsaIsReported) {
   for (int t = 0; t < kNumDataTypes; ++t)
     EXPECT_EQ(reduce_fn(static_cast<DataType>(t), RedOp::kAvg),
               reduce_fn(static_cast<DataType>(t), RedOp::kSum));
-  EXPECT_STREQ(reduce_isa(), avx512_kernels() != nullptr ? "avx512" : avx2_kernels() != nullptr ? "avx2" : "scalar");
+  EXPECT_STREQ(reduce_isa(), avx512fp16_kernels() != nullptr ? "avx512fp16"
+                             : avx512_kernels() != nullptr   ? "avx512"
+                             : avx2_kernels() != nullptr     ? "avx2"
+                                                             : "scalar");
   EXPECT_STREQ(scalar_kernels().isa, "scalar");
 }
 
