@@ -269,7 +269,10 @@ CommState::~CommState() {
   }
   queue_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
-  // The worker drained the queue before it stopped; connections close with their owners.
+  // The worker drained the queue before it stopped; connections close with their owners, all
+  // begun first so that their waits for delivery overlap (transport.h, begin_close).
+  for (auto& [key, conn] : connections_) conn->begin_close();
+  for (auto& [key, conn] : device_connections_) conn->begin_close();
   if (stream_ != nullptr) {
     cuda::DeviceGuard guard(device_);
     kernel_executor_.reset();

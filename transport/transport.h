@@ -97,6 +97,10 @@ class Connection {
     return false;
   }
   virtual const Note* last_note() const { return nullptr; }
+  // For an owner about to destroy several connections: starts closing, so that what the
+  // destructors wait for overlaps (tcp: the peer to hold what was sent, at most one linger for
+  // all of them instead of one each). Nothing may be posted afterwards; destroy it next.
+  virtual void begin_close() {}
   // "shm to rank 3 channel 0": for error messages and logs.
   virtual std::string describe() const = 0;
   // For waiting in the kernel instead of spinning: appends the file descriptors (with poll

@@ -161,17 +161,26 @@ void Socket::shutdown_write() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
 }
 
+namespace {
+
+// SIOCOUTQ: bytes written to `fd` that the peer has not acknowledged (a FIN counts as one).
+int unacknowledged(int fd) {
+  int n = 0;
+  return ::ioctl(fd, SIOCOUTQ, &n) == 0 ? n : 0;
+}
+
+}  // namespace
+
+void Socket::begin_close_after_delivery() {
+  if (fd_ >= 0 && unacknowledged(fd_) > 0) ::shutdown(fd_, SHUT_WR);
+}
+
 void Socket::close_after_delivery(Deadline deadline) {
   if (fd_ < 0) return;
-  // SIOCOUTQ: bytes written here that the peer has not acknowledged (the FIN counts as one).
-  auto unacknowledged = [this] {
-    int n = 0;
-    return ::ioctl(fd_, SIOCOUTQ, &n) == 0 ? n : 0;
-  };
-  if (unacknowledged() > 0) {
+  if (unacknowledged(fd_) > 0) {
     ::shutdown(fd_, SHUT_WR);
     char sink[4096];
-    while (unacknowledged() > 0 && !deadline.expired()) {
+    while (unacknowledged(fd_) > 0 && !deadline.expired()) {
       const ssize_t n = ::recv(fd_, sink, sizeof(sink), MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) break;
       if (n < 0) (void)wait_fd(fd_, POLLIN, Deadline::after(std::chrono::milliseconds(1)));

@@ -115,6 +115,10 @@ class Socket {
   // dropping what arrives meanwhile. A plain close() with unread bytes waiting (or arriving
   // later) resets the connection, and a reset drops what this end had not yet delivered.
   void close_after_delivery(Deadline deadline);
+  // The first half of close_after_delivery, for closing many sockets at once: when the peer has
+  // not acknowledged everything written here, shuts down the sending side now (the peer sees EOF
+  // once it has read the rest), so that the waits of the later close_after_delivery calls overlap.
+  void begin_close_after_delivery();
 
   bool valid() const { return fd_ >= 0; }
   int fd() const { return fd_; }

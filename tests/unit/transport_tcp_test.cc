@@ -561,6 +561,44 @@ TEST(TransportTcpFailure, AbortNoticeSurvivesUnreadBytes) {
   }));
 }
 
+// An owner that closes several connections whose peers have not taken what was sent (a
+// communicator destroyed while its peers do other work) waits one linger in all, not one per
+// connection: begin_close() starts every connection's linger before the first destructor waits.
+// Rank 0 writes 24 MiB to each of ranks 1 and 2, which read nothing until it has closed both.
+TEST(TransportTcpFailure, ClosingSeveralConnectionsWaitsOneLingerInAll) {
+  Config config = test_config();
+  expect_all_ok(run_ranks(3, config, [&](int rank, const UniqueId& id) -> std::string {
+    auto r = set_up(id, rank, 3, config);
+    CHILD_CHECK(r.ok(), r.status().to_string());
+    if (rank != 0) {
+      auto c = r->transport->connect(0, 0, Deadline::after(config.timeout));
+      CHILD_CHECK(c.ok(), c.status().to_string());
+      std::this_thread::sleep_for(milliseconds(3000));  // reads nothing; rank 0 has closed by now
+      return "";
+    }
+    std::vector<std::unique_ptr<Connection>> conns;
+    for (int peer : {1, 2}) {
+      auto c = r->transport->connect(peer, 0, Deadline::after(config.timeout));
+      CHILD_CHECK(c.ok(), c.status().to_string());
+      conns.push_back(std::move(c).value());
+    }
+    const std::vector<uint8_t> data(size_t{24} << 20, 5);
+    for (auto& c : conns) CHILD_CHECK(c->post_send(data.data(), data.size()).ok(), "post_send");
+    const Deadline fill = Deadline::after(milliseconds(300));
+    while (!fill.expired())
+      for (auto& c : conns) CHILD_OK(c->progress());
+    CHILD_CHECK(conns[0]->sends_done() == 0 && conns[1]->sends_done() == 0, "the peers took all 24 MiB");
+    const auto start = std::chrono::steady_clock::now();
+    for (auto& c : conns) c->begin_close();
+    conns.clear();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double linger = std::chrono::duration<double>(tcp::TcpConnection::kCloseLinger).count();
+    // At least one linger (the peers never took the bytes), well under two.
+    CHILD_CHECK(secs >= 0.9 * linger && secs < 1.6 * linger, "closing took " + std::to_string(secs) + " s");
+    return "";
+  }));
+}
+
 TEST(TransportTcpFailure, AbortReasonReachesThePeer) {
   Config config = test_config(2);
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {

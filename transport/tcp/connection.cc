@@ -78,12 +78,20 @@ TcpConnection::TcpConnection(std::vector<net::Socket> sockets, int peer, int cha
   slot_bytes_ = std::max(kMinSlot, kStagingBytes / lanes_.size()) & ~size_t{7};
 }
 
+// Closing waits for the peer to hold what was sent, but not for a peer that failed or closed (the
+// error came from it); an aborting side waits too, so that its notice is not dropped by the reset.
+bool TcpConnection::closes_after_delivery() const { return aborted_ || error_.ok(); }
+
+void TcpConnection::begin_close() {
+  if (close_deadline_ || !closes_after_delivery()) return;
+  close_deadline_ = Deadline::after(aborted_ ? kAbortLinger : kCloseLinger);
+  for (Lane& lane : lanes_) lane.socket.begin_close_after_delivery();
+}
+
 TcpConnection::~TcpConnection() {
-  // Not for a peer that failed or closed (the error came from it); an aborting side waits too, so
-  // that its notice is not dropped by the reset.
-  if (!aborted_ && !error_.ok()) return;
-  const Deadline deadline = Deadline::after(aborted_ ? kAbortLinger : kCloseLinger);
-  for (Lane& lane : lanes_) lane.socket.close_after_delivery(deadline);
+  begin_close();
+  if (!close_deadline_) return;
+  for (Lane& lane : lanes_) lane.socket.close_after_delivery(*close_deadline_);
 }
 
 std::string TcpConnection::who() const {

@@ -24,7 +24,9 @@
 // progress() has read up to it. Since a note may still be unread when a rank closes, the
 // destructor closes each socket only once the peer holds all this side has written (or after
 // kCloseLinger; kAbortLinger after abort(), so that the abort notice survives too): a close with
-// unread bytes would reset the connection and drop the rest.
+// unread bytes would reset the connection and drop the rest. After begin_close() the linger
+// counts from that call, so an owner that begins closing all its connections first waits one
+// linger at most in all.
 //
 // The connection owns its sockets. Thread-safety: one thread at a time (see transport.h).
 #pragma once
@@ -35,6 +37,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,6 +89,7 @@ class TcpConnection final : public Connection {
   bool poll_fds(std::vector<struct pollfd>& out) const override;
   bool post_note(const Note& note) override;
   const Note* last_note() const override { return has_note_ ? &note_in_ : nullptr; }
+  void begin_close() override;
 
   // How long the destructor waits for the peer to take what this side sent (see the file
   // comment), after an abort() the shorter time.
@@ -159,6 +163,7 @@ class TcpConnection final : public Connection {
   void complete_recv_chunk(Lane& lane);
   void retire_ops();
   Status fail(Status s);
+  bool closes_after_delivery() const;
   std::string who() const;  // "rank 3 (tcp, channel 0)"
 
   std::vector<Lane> lanes_;
@@ -176,6 +181,7 @@ class TcpConnection final : public Connection {
   bool has_note_ = false;
   Status error_;  // sticky
   bool aborted_ = false;
+  std::optional<Deadline> close_deadline_;  // set by begin_close()
 };
 
 }  // namespace weft::transport::tcp
