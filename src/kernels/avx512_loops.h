@@ -110,7 +110,8 @@ struct E4m3x8 {
   static constexpr float kProdRescale = 256.0f;
   // S.EEEE.MMM in the high byte, shifted right by one with the sign copied, bit 14 cleared.
   static __m512i wide(__m512i w) {
-    return _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(w, 8), 1), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
+    return _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(w, 8), 1),
+                            _mm512_set1_epi16(static_cast<short>(0xBFFF)));
   }
   static __mmask32 nan(__m512i w) {
     return _mm512_cmpeq_epi16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7F));
@@ -136,7 +137,8 @@ struct E5m2x8 {
   static __m512i narrow(__m512i h, __m512i x, __m512i y) {
     const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
     const __m512i sign = _mm512_and_si512(_mm512_srli_epi16(h, 8), _mm512_set1_epi16(0x80));
-    const __m512i nan_or_sat = _mm512_mask_mov_epi16(_mm512_set1_epi16(0x7B), special(x) | special(y), _mm512_set1_epi16(0x7F));
+    const __m512i nan_or_sat =
+        _mm512_mask_mov_epi16(_mm512_set1_epi16(0x7B), special(x) | special(y), _mm512_set1_epi16(0x7F));
     const __m512i mag = _mm512_min_epu16(round_off<8>(a), nan_or_sat);
     const __m512i code = _mm512_or_si512(mag, sign);
     return _mm512_mask_mov_epi16(code, _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7C00)), _mm512_set1_epi16(0x7E));

@@ -31,7 +31,7 @@ inline bool overlaps(const char* d, const char* s, size_t bytes) { return d < s 
 inline constexpr int kNumKernelOps = 4;  // kSum, kProd, kMax, kMin
 
 struct KernelTable {
-  const char* isa;                                                        // "scalar", "avx2", "avx512", "avx512fp16"
+  const char* isa;  // "scalar", "avx2", "avx512", "avx512fp16"
   std::array<std::array<ReduceFn, kNumKernelOps>, kNumDataTypes> reduce;  // [type][op], non-null
   std::array<DivideFn, kNumDataTypes> divide;                             // non-null
   std::array<ToFloatFn, kNumDataTypes> to_float;                          // non-null iff is_small_float(type)

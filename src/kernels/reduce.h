@@ -56,8 +56,7 @@ inline void reduce(void* dst, const void* a, const void* b, size_t count, DataTy
 void divide_by(void* dst, const void* src, size_t count, DataType type, int divisor);
 
 // Name of the instruction set the dispatcher chose ("avx512fp16", "avx512", "avx2" or
-// "scalar"), for logs and
-// benches.
+// "scalar"), for logs and benches.
 const char* reduce_isa();
 
 }  // namespace weft::kernels

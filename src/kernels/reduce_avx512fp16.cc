@@ -5,9 +5,10 @@
 // "CPU kernels").
 //
 // The same bits as the other tables (reduce.h: the exact result rounded once to the type):
-//   fp16   vaddph and vmulph round the exact result to fp16 once. The fp32 route rounds twice
-//          (to fp32, then fp16), which gives the same bits because fp32's 24 bits are at least
-//          2p + 2 for fp16's p = 11. NaN lanes are then made canonical (0x7E00).
+//   fp16   vaddph and vmulph round the exact result to fp16 once. The fp32 route's product is
+//          exact in fp32 and its sum rounds twice (to fp32, then fp16), which gives the same bits
+//          because fp32's 24 bits are at least 2p + 2 for fp16's p = 11. NaN lanes are then made
+//          canonical (0x7E00).
 //   fp8    the bytes become fp16 by shifts (avx512_loops.h); an e4m3 so widened is its value times
 //          2^-8, so a product of two is 2^-8 too small and would round in fp16's subnormal range:
 //          one side is multiplied by 2^8 first (exact: e4m3's largest value is 448). Both formats'
@@ -58,7 +59,8 @@ struct Fp8HalfProd {
   template <typename Fmt>
   static __m512i apply(__m512i hx, __m512i hy) {
     __m512h y = as_half(hy);
-    if constexpr (Fmt::kProdRescale != 1.0f) y = _mm512_mul_ph(y, _mm512_set1_ph(static_cast<_Float16>(Fmt::kProdRescale)));
+    if constexpr (Fmt::kProdRescale != 1.0f)
+      y = _mm512_mul_ph(y, _mm512_set1_ph(static_cast<_Float16>(Fmt::kProdRescale)));
     return _mm512_castph_si512(_mm512_mul_ph(as_half(hx), y));
   }
 };
