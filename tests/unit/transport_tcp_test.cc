@@ -570,17 +570,15 @@ TEST(TransportTcpFailure, ClosingSeveralConnectionsWaitsOneLingerInAll) {
   expect_all_ok(run_ranks(3, config, [&](int rank, const UniqueId& id) -> std::string {
     auto r = set_up(id, rank, 3, config);
     CHILD_CHECK(r.ok(), r.status().to_string());
-    if (rank != 0) {
-      auto c = r->transport->connect(0, 0, Deadline::after(config.timeout));
-      CHILD_CHECK(c.ok(), c.status().to_string());
-      std::this_thread::sleep_for(milliseconds(3000));  // reads nothing; rank 0 has closed by now
-      return "";
-    }
     std::vector<std::unique_ptr<Connection>> conns;
-    for (int peer : {1, 2}) {
+    for (int peer : rank == 0 ? std::vector<int>{1, 2} : std::vector<int>{0}) {
       auto c = r->transport->connect(peer, 0, Deadline::after(config.timeout));
       CHILD_CHECK(c.ok(), c.status().to_string());
       conns.push_back(std::move(c).value());
+    }
+    if (rank != 0) {
+      std::this_thread::sleep_for(milliseconds(3000));  // reads nothing; rank 0 has closed by now
+      return "";
     }
     const std::vector<uint8_t> data(size_t{24} << 20, 5);
     for (auto& c : conns) CHILD_CHECK(c->post_send(data.data(), data.size()).ok(), "post_send");
