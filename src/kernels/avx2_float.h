@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/kernels/dispatch.h"
 #include "src/kernels/scalar_ops.h"
 
 #define WEFT_AVX2 __attribute__((target("avx2,f16c")))
@@ -210,6 +211,7 @@ WEFT_AVX2 void to_float_kernel(float* dst, const void* src, size_t count) {
   const char* s = static_cast<const char*>(src);
   size_t i = 0;
   for (; i + 16 <= count; i += 16) {
+    prefetch_ahead(s + i * Fmt::kBytes);
     __m256 lo, hi;
     Fmt::load16(s + i * Fmt::kBytes, lo, hi);
     _mm256_storeu_ps(dst + i, lo);
@@ -222,8 +224,10 @@ template <typename Fmt>
 WEFT_AVX2 void from_float_kernel(void* dst, const float* src, size_t count) {
   char* d = static_cast<char*>(dst);
   size_t i = 0;
-  for (; i + 16 <= count; i += 16)
+  for (; i + 16 <= count; i += 16) {
+    prefetch_ahead(reinterpret_cast<const char*>(src + i));
     Fmt::store16(d + i * Fmt::kBytes, _mm256_loadu_ps(src + i), _mm256_loadu_ps(src + i + 8));
+  }
   scalar::from_float_loop<typename Fmt::Scalar>(d + i * Fmt::kBytes, src + i, count - i);
 }
 

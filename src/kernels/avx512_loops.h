@@ -6,10 +6,12 @@
 //   reduce16<Combine>   16-bit elements (fp16, bf16), 32 a vector: masked head and tail, and
 //                       large out-of-place calls stream their output past the caches
 //                       (dispatch.h's kStreamReduceBytes). Combine::apply(x, y) gives 32 results.
-//   reduce8<Fmt, Half>  fp8 sum and prod, 32 elements a step: each byte becomes an fp16 by shifts
-//                       alone (fp8_avx2.h explains why that is exact), Half::apply combines two
-//                       vectors of fp16 bits into fp16 bits rounded once, and Fmt::narrow rounds
-//                       those to the format. The ragged tail goes to the scalar loop.
+//   reduce8<Fmt, Half>  fp8 sum and prod, 64 elements a step in two halves: each byte becomes an
+//                       fp16 by shifts alone (fp8_avx2.h explains why that is exact), Half::apply
+//                       combines two vectors of fp16 bits into fp16 bits rounded once, and
+//                       Fmt::narrow rounds those to the format. Large out-of-place calls stream
+//                       their output as reduce16 does; the ragged tail goes to the scalar loop.
+// Both read their inputs kPrefetchBytes ahead (dispatch.h).
 // The formats' widening and narrowing are fp8_avx2.h's in 512-bit vectors: bytes widened to
 // 16-bit lanes in order (vpmovzxbw) and narrowed back in order (vpmovwb), NaN and saturation
 // lanes fixed with mask registers. Every table gives the same bits (the unit tests run every
@@ -59,6 +61,8 @@ inline void store(char* p, __m512i v, __mmask32 m) { _mm512_mask_storeu_epi16(p,
 template <typename Combine, bool kStream>
 size_t reduce16_vectors(char* d, const char* x, const char* y, size_t i, size_t count) {
   for (; i + kLanes <= count; i += kLanes) {
+    prefetch_ahead(x + 2 * i);
+    prefetch_ahead(y + 2 * i);
     const __m512i r = Combine::apply(load(x + 2 * i), load(y + 2 * i));
     if constexpr (kStream)
       _mm512_stream_si512(reinterpret_cast<__m512i*>(d + 2 * i), r);
@@ -145,19 +149,49 @@ struct E5m2x8 {
   }
 };
 
-// dst = a (op) b, 32 elements a step, the tail by the scalar loop (the same bits). Each step reads
-// its inputs before it writes, so dst may be a or b.
+// 32 results of fp8 (op), as bytes.
+template <typename Fmt, typename Half>
+inline __m256i reduce8_half(const char* xs, const char* ys) {
+  const __m512i x = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
+  const __m512i y = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys)));
+  return _mm512_cvtepi16_epi8(Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(x), Fmt::wide(y)), x, y));
+}
+
+// d[i..] = a (op) b for whole 64-element steps; returns where it stopped. kStream as reduce16_vectors.
+template <typename Fmt, typename Half, bool kStream>
+size_t reduce8_vectors(char* d, const char* xs, const char* ys, size_t i, size_t count) {
+  for (; i + 64 <= count; i += 64) {
+    prefetch_ahead(xs + i);
+    prefetch_ahead(ys + i);
+    const __m512i r = _mm512_inserti64x4(_mm512_castsi256_si512(reduce8_half<Fmt, Half>(xs + i, ys + i)),
+                                         reduce8_half<Fmt, Half>(xs + i + 32, ys + i + 32), 1);
+    if constexpr (kStream)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), r);
+    else
+      store(d + i, r);
+  }
+  return i;
+}
+
+// dst = a (op) b: as reduce16 (the scalar loop up to dst's next 64-byte line before streaming),
+// the last half step and the ragged tail by the scalar loop (the same bits). Each step reads its
+// inputs before it writes, so dst may be a or b.
 template <typename Fmt, typename Half>
 void reduce8(void* dst, const void* a, const void* b, size_t count) {
   char* d = static_cast<char*>(dst);
   const char* xs = static_cast<const char*>(a);
   const char* ys = static_cast<const char*>(b);
   size_t i = 0;
-  for (; i + 32 <= count; i += 32) {
-    const __m512i x = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + i)));
-    const __m512i y = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys + i)));
-    const __m512i h = Half::template apply<Fmt>(Fmt::wide(x), Fmt::wide(y));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtepi16_epi8(Fmt::narrow(h, x, y)));
+  if (count >= kStreamReduceBytes && !overlaps(d, xs, count) && !overlaps(d, ys, count)) {
+    i = (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64;  // elements to 64-byte alignment
+    scalar::reduce_small_loop<typename Fmt::Scalar, typename Half::ScalarOp>(d, xs, ys, i);
+    i = reduce8_vectors<Fmt, Half, true>(d, xs, ys, i, count);
+    _mm_sfence();  // as reduce16
+  }
+  i = reduce8_vectors<Fmt, Half, false>(d, xs, ys, i, count);
+  if (i + 32 <= count) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), reduce8_half<Fmt, Half>(xs + i, ys + i));
+    i += 32;
   }
   scalar::reduce_small_loop<typename Fmt::Scalar, typename Half::ScalarOp>(d + i, xs + i, ys + i, count - i);
 }

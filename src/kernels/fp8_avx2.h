@@ -179,6 +179,8 @@ WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t cou
   const char* ys = static_cast<const char*>(b);
   size_t i = 0;
   for (; i + 32 <= count; i += 32) {
+    prefetch_ahead(xs + i);
+    prefetch_ahead(ys + i);
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + i));
     const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys + i));
     const Wide wx = Fmt::load32(x), wy = Fmt::load32(y);

@@ -196,7 +196,8 @@ WEFT_AVX2 inline void stream(char* p, __m256d v) { _mm256_stream_pd(reinterpret_
 // first read each destination line (4 memory streams instead of 3). Collectives reduce slice by
 // slice (512 KiB by default, in cache), so this serves large single calls. Of the small floats
 // (widened to fp32 and narrowed back), fp16 and bf16 stream too (reduce_small_kernel); fp8 sum and
-// prod keep normal stores (their conversions bound them); fp8 max and min never widen
+// prod keep normal stores here (their conversions bound them; the AVX-512 tables stream them);
+// fp8 max and min never widen
 // (fp8_avx2.h) and run here as same-width types, streaming included.
 // docs/PERFORMANCE.md, "CPU kernels".
 
@@ -208,6 +209,8 @@ WEFT_AVX2 size_t reduce_pairs(char* d, const char* x, const char* y, size_t i, s
   using Vec = typename Op::Vec;
   constexpr size_t kLanes = 32 / sizeof(T);
   for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
+    prefetch_ahead(x + i * sizeof(T));
+    prefetch_ahead(y + i * sizeof(T));
     Vec x0, x1, y0, y1;
     load(x + i * sizeof(T), x0);
     load(x + (i + kLanes) * sizeof(T), x1);
@@ -258,11 +261,13 @@ WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t cou
 // canonical, as store16_lanes requires), narrow once. fp16 and bf16 stream large out-of-place
 // results past the caches, as reduce_kernel does (at 32 MiB the normal stores' reads of dst cost
 // more than the conversions: docs/PERFORMANCE.md, "CPU kernels"); fp8 keeps normal stores (its
-// conversions bound it).
+// conversions bound it). All read ahead (dispatch.h's kPrefetchBytes).
 template <typename Fmt, typename Op>
 WEFT_AVX2 size_t reduce_small_steps(char* d, const char* x, const char* y, size_t i, size_t count, bool streamed) {
   constexpr size_t kBytes = Fmt::kBytes;
   for (; i + 16 <= count; i += 16) {
+    prefetch_ahead(x + i * kBytes);
+    prefetch_ahead(y + i * kBytes);
     __m256 x0, x1, y0, y1;
     Fmt::load16_lanes(x + i * kBytes, x0, x1);
     Fmt::load16_lanes(y + i * kBytes, y0, y1);
@@ -329,6 +334,7 @@ WEFT_AVX2 void divide_small(void* dst, const void* src, size_t count, int diviso
   const char* s = static_cast<const char*>(src);
   size_t i = 0;
   for (; i + 16 <= count; i += 16) {
+    prefetch_ahead(s + i * Fmt::kBytes);
     __m256 lo, hi;
     Fmt::load16_lanes(s + i * Fmt::kBytes, lo, hi);
     Fmt::store16_lanes(d + i * Fmt::kBytes, canonicalize(_mm256_div_ps(lo, dv)),

@@ -120,7 +120,10 @@ void divide_kernel(void* dst, const void* src, size_t count, int divisor) {
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
   size_t i = 0;
-  for (; i + kLanes <= count; i += kLanes) store(d + 2 * i, divide<Fmt>(load(s + 2 * i), dv));
+  for (; i + kLanes <= count; i += kLanes) {
+    prefetch_ahead(s + 2 * i);
+    store(d + 2 * i, divide<Fmt>(load(s + 2 * i), dv));
+  }
   if (i < count) {
     const __mmask32 m = first(count - i);
     store(d + 2 * i, divide<Fmt>(load(s + 2 * i, m), dv), m);

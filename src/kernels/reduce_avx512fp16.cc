@@ -1,8 +1,8 @@
 // The AVX-512 FP16 kernel table: the AVX-512 table with fp16 and fp8 sum and prod done in half
 // precision arithmetic (vaddph, vmulph: 32 lanes an instruction). The AVX-512 table widens every
 // vector of fp16 to two of fp32, combines there and rounds back, eight instructions where one
-// does here, and for fp8 sum and prod those conversions, not memory, bound it (docs/PERFORMANCE.md,
-// "CPU kernels").
+// does here, and for fp8 sum and prod those conversions bound it in the caches (docs/PERFORMANCE.md,
+// "CPU kernels"; from memory both tables' fp8 run near memcpy's traffic with kPrefetchBytes).
 //
 // The same bits as the other tables (reduce.h: the exact result rounded once to the type):
 //   fp16   vaddph and vmulph round the exact result to fp16 once. The fp32 route's product is

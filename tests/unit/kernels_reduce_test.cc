@@ -367,8 +367,8 @@ TEST_P(ReduceTest, MatchesReferenceOnEveryPathCountAndLayout) {
   }
 }
 
-// Large out-of-place calls (kStreamReduceBytes and up; the same-width types and fp16/bf16
-// stream their output):
+// Large out-of-place calls (kStreamReduceBytes and up; the same-width types, fp16/bf16, and fp8
+// sum/prod on the AVX-512 tables stream their output):
 // the same bits as the reference, with dst aligned, one element off alignment (a head before the
 // streamed part) and one byte off (no streaming), a tail, and nothing written outside dst.
 TEST_P(ReduceTest, LargeCallsStreamTheSameResult) {
