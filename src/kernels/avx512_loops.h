@@ -6,15 +6,16 @@
 //   reduce16<Combine>   16-bit elements (fp16, bf16), 32 a vector: masked head and tail, and
 //                       large out-of-place calls stream their output past the caches
 //                       (dispatch.h's kStreamReduceBytes). Combine::apply(x, y) gives 32 results.
-//   reduce8<Fmt, Half>  fp8 sum and prod, 64 elements a step in two halves: each byte becomes an
-//                       fp16 by shifts alone (fp8_avx2.h explains why that is exact), Half::apply
-//                       combines two vectors of fp16 bits into fp16 bits rounded once, and
-//                       Fmt::narrow rounds those to the format. Large out-of-place calls stream
-//                       their output as reduce16 does; the ragged tail goes to the scalar loop.
+//   reduce8<Fmt, Half>  fp8 sum and prod, 64 elements a step: each byte becomes an fp16 by shifts
+//                       alone (fp8_avx2.h explains why that is exact), Half::apply combines two
+//                       vectors of fp16 bits into fp16 bits rounded once, Fmt::narrow rounds
+//                       those to the format and Fmt::fix sets the lanes of NaN (and e5m2 inf)
+//                       inputs, found on the bytes. Large out-of-place calls stream their output
+//                       as reduce16 does; a masked step does the ragged end.
 // Both read their inputs kPrefetchBytes ahead (dispatch.h).
-// The formats' widening and narrowing are fp8_avx2.h's in 512-bit vectors: bytes widened to
-// 16-bit lanes in order (vpmovzxbw) and narrowed back in order (vpmovwb), NaN and saturation
-// lanes fixed with mask registers. Every table gives the same bits (the unit tests run every
+// The formats' widening and narrowing are fp8_avx2.h's in 512-bit vectors: bytes unpacked into
+// the high halves of 16-bit lanes and packed back (vpunpck*bw, vpackuswb: in-lane order, undone
+// by the pack), NaN and saturation lanes fixed on the bytes with mask registers. Every table gives the same bits (the unit tests run every
 // pair of fp8 bytes on every table).
 // Only for translation units whose callers check the CPU first (dispatch.h).
 // Thread-safety: pure functions.
@@ -106,55 +107,66 @@ inline __m512i round_off(__m512i a) {
                            kShift);
 }
 
-// Each format: wide(w) turns 32 input bytes, zero-extended to 16-bit lanes, into fp16 bits;
-// narrow(h, x, y) turns fp16 results into bytes (16-bit lanes), given both inputs' widened lanes.
+// code | the sign of the fp16 bits h, in 16-bit lanes (vpternlog: code | (h >> 8 & 0x80)).
+inline __m512i with_sign(__m512i code, __m512i h) {
+  return _mm512_ternarylogic_epi32(code, _mm512_srli_epi16(h, 8), _mm512_set1_epi16(0x80), 0xF8);
+}
+
+// Each format, for reduce8's step of 64 bytes:
+//   special(b)   the lanes (bytes) whose input needs more than the arithmetic (NaN; e5m2: inf too)
+//   wide(v)      fp16 bits from the bytes in the high halves of 16-bit lanes
+//   narrow(h)    fp16 results -> codes in 16-bit lanes, as if no input were special
+//   fix(c, m)    the packed codes with the lanes of m, where an input was special, made right
 struct E4m3x8 {
   using Scalar = scalar::E4m3;
   // wide() scales by 2^-8, so a product of two wide values is 2^-8 too small.
   static constexpr float kProdRescale = 256.0f;
-  // S.EEEE.MMM in the high byte, shifted right by one with the sign copied, bit 14 cleared.
-  static __m512i wide(__m512i w) {
-    return _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(w, 8), 1),
-                            _mm512_set1_epi16(static_cast<short>(0xBFFF)));
+  static __mmask64 special(__m512i b) {  // S.1111.111: NaN
+    return _mm512_cmpeq_epi8_mask(_mm512_or_si512(b, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_set1_epi8(-1));
   }
-  static __mmask32 nan(__m512i w) {
-    return _mm512_cmpeq_epi16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7F));
-  }
-  static __m512i narrow(__m512i h, __m512i x, __m512i y) {
+  // S.EEEE.MMM shifted right by one with the sign copied, bit 14 cleared.
+  static __m512i wide(__m512i v) { return _mm512_and_si512(_mm512_srai_epi16(v, 1), _mm512_set1_epi16(static_cast<short>(0xBFFF))); }
+  // Sums and products of finite e4m3 stay finite in fp16; past 448 they saturate to 0x7E.
+  static __m512i narrow(__m512i h) {
     const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
-    const __m512i mag = round_off<7>(_mm512_min_epu16(a, _mm512_set1_epi16(0x3F00)));
-    const __m512i sign = _mm512_and_si512(_mm512_srli_epi16(h, 8), _mm512_set1_epi16(0x80));
-    return _mm512_mask_mov_epi16(_mm512_or_si512(mag, sign), nan(x) | nan(y), _mm512_set1_epi16(0x7F));
+    return with_sign(round_off<7>(_mm512_min_epu16(a, _mm512_set1_epi16(0x3F00))), h);
   }
+  static __m512i fix(__m512i c, __mmask64 m) { return _mm512_mask_mov_epi8(c, m, _mm512_set1_epi8(0x7F)); }
 };
 
 struct E5m2x8 {
   using Scalar = scalar::E5m2;
   static constexpr float kProdRescale = 1.0f;
-  static __m512i wide(__m512i w) { return _mm512_slli_epi16(w, 8); }
-  // Magnitude above 0x7B: inf (0x7C) or NaN.
-  static __mmask32 special(__m512i w) {
-    return _mm512_cmpgt_epu16_mask(_mm512_and_si512(w, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7B));
+  static __mmask64 special(__m512i b) {  // magnitude above 0x7B: inf (0x7C) or NaN
+    return _mm512_cmpgt_epu8_mask(_mm512_and_si512(b, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7B));
   }
-  // fp16 -> e5m2 (NaN from inf - inf, 0 * inf or a NaN input -> 0x7E); a finite result past
-  // 57344 saturates to 0x7B unless an input was inf or NaN.
-  static __m512i narrow(__m512i h, __m512i x, __m512i y) {
+  static __m512i wide(__m512i v) { return v; }
+  // fp16 -> e5m2: NaN (inf - inf, 0 * inf, a NaN input) -> 0x7E; inf stays inf here.
+  static __m512i narrow(__m512i h) {
     const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
-    const __m512i sign = _mm512_and_si512(_mm512_srli_epi16(h, 8), _mm512_set1_epi16(0x80));
-    const __m512i nan_or_sat =
-        _mm512_mask_mov_epi16(_mm512_set1_epi16(0x7B), special(x) | special(y), _mm512_set1_epi16(0x7F));
-    const __m512i mag = _mm512_min_epu16(round_off<8>(a), nan_or_sat);
-    const __m512i code = _mm512_or_si512(mag, sign);
-    return _mm512_mask_mov_epi16(code, _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7C00)), _mm512_set1_epi16(0x7E));
+    return _mm512_mask_mov_epi16(with_sign(round_off<8>(a), h), _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7C00)),
+                                 _mm512_set1_epi16(0x7E));
+  }
+  // With no inf or NaN input a result past 57344 (an fp16 overflow to inf, or rounding up to
+  // 0x7C) saturates to 0x7B; lanes with one keep narrow()'s inf or NaN.
+  static __m512i fix(__m512i c, __mmask64 m) {
+    const __m512i sat = _mm512_ternarylogic_epi32(
+        _mm512_min_epu8(_mm512_and_si512(c, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7B)), c,
+        _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+    return _mm512_mask_mov_epi8(sat, m, c);
   }
 };
 
-// 32 results of fp8 (op), as bytes.
+// 64 results of fp8 (op), as bytes. Each input's bytes go to the high halves of 16-bit lanes by
+// unpacking with zeros (in-lane order, which packus undoes).
 template <typename Fmt, typename Half>
-inline __m256i reduce8_half(const char* xs, const char* ys) {
-  const __m512i x = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
-  const __m512i y = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ys)));
-  return _mm512_cvtepi16_epi8(Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(x), Fmt::wide(y)), x, y));
+inline __m512i reduce8_step(__m512i x, __m512i y) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i lo = Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(_mm512_unpacklo_epi8(zero, x)),
+                                                           Fmt::wide(_mm512_unpacklo_epi8(zero, y))));
+  const __m512i hi = Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(_mm512_unpackhi_epi8(zero, x)),
+                                                           Fmt::wide(_mm512_unpackhi_epi8(zero, y))));
+  return Fmt::fix(_mm512_packus_epi16(lo, hi), Fmt::special(x) | Fmt::special(y));
 }
 
 // d[i..] = a (op) b for whole 64-element steps; returns where it stopped. kStream as reduce16_vectors.
@@ -163,8 +175,7 @@ size_t reduce8_vectors(char* d, const char* xs, const char* ys, size_t i, size_t
   for (; i + 64 <= count; i += 64) {
     prefetch_ahead(xs + i);
     prefetch_ahead(ys + i);
-    const __m512i r = _mm512_inserti64x4(_mm512_castsi256_si512(reduce8_half<Fmt, Half>(xs + i, ys + i)),
-                                         reduce8_half<Fmt, Half>(xs + i + 32, ys + i + 32), 1);
+    const __m512i r = reduce8_step<Fmt, Half>(load(xs + i), load(ys + i));
     if constexpr (kStream)
       _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), r);
     else
@@ -173,9 +184,8 @@ size_t reduce8_vectors(char* d, const char* xs, const char* ys, size_t i, size_t
   return i;
 }
 
-// dst = a (op) b: as reduce16 (the scalar loop up to dst's next 64-byte line before streaming),
-// the last half step and the ragged tail by the scalar loop (the same bits). Each step reads its
-// inputs before it writes, so dst may be a or b.
+// dst = a (op) b: as reduce16 (the scalar loop up to dst's next 64-byte line before streaming, a
+// masked step for the ragged end). Each step reads its inputs before it writes, so dst may be a or b.
 template <typename Fmt, typename Half>
 void reduce8(void* dst, const void* a, const void* b, size_t count) {
   char* d = static_cast<char*>(dst);
@@ -189,11 +199,11 @@ void reduce8(void* dst, const void* a, const void* b, size_t count) {
     _mm_sfence();  // as reduce16
   }
   i = reduce8_vectors<Fmt, Half, false>(d, xs, ys, i, count);
-  if (i + 32 <= count) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), reduce8_half<Fmt, Half>(xs + i, ys + i));
-    i += 32;
+  if (i < count) {
+    const __mmask64 m = (uint64_t{1} << (count - i)) - 1;  // count - i < 64
+    const __m512i r = reduce8_step<Fmt, Half>(_mm512_maskz_loadu_epi8(m, xs + i), _mm512_maskz_loadu_epi8(m, ys + i));
+    _mm512_mask_storeu_epi8(d + i, m, r);
   }
-  scalar::reduce_small_loop<typename Fmt::Scalar, typename Half::ScalarOp>(d + i, xs + i, ys + i, count - i);
 }
 
 }  // namespace
