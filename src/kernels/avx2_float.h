@@ -206,17 +206,38 @@ struct E5m2 : NaturalLanes<E5m2> {
 
 // ---- bulk conversions (convert.h's to_float / from_float) ----
 
-template <typename Fmt>
-WEFT_AVX2 void to_float_kernel(float* dst, const void* src, size_t count) {
-  const char* s = static_cast<const char*>(src);
-  size_t i = 0;
+// dst[i..] = the floats of 16 elements a step while 16 fit; returns where it stopped.
+// kStream: non-temporal stores (REQUIRES: dst + i 32-byte aligned; the caller fences).
+template <typename Fmt, bool kStream>
+WEFT_AVX2 size_t to_float_steps(float* dst, const char* s, size_t i, size_t count) {
   for (; i + 16 <= count; i += 16) {
     prefetch_ahead(s + i * Fmt::kBytes);
     __m256 lo, hi;
     Fmt::load16(s + i * Fmt::kBytes, lo, hi);
-    _mm256_storeu_ps(dst + i, lo);
-    _mm256_storeu_ps(dst + i + 8, hi);
+    if constexpr (kStream) {
+      _mm256_stream_ps(dst + i, lo);
+      _mm256_stream_ps(dst + i + 8, hi);
+    } else {
+      _mm256_storeu_ps(dst + i, lo);
+      _mm256_storeu_ps(dst + i + 8, hi);
+    }
   }
+  return i;
+}
+
+// Widening writes 2-4x the bytes it reads: from kStreamReduceBytes of output up those stores
+// stream past the caches, as the reduces' do.
+template <typename Fmt>
+WEFT_AVX2 void to_float_kernel(float* dst, const void* src, size_t count) {
+  const char* s = static_cast<const char*>(src);
+  size_t i = 0;
+  if (count * sizeof(float) >= kStreamReduceBytes && reinterpret_cast<uintptr_t>(dst) % sizeof(float) == 0) {
+    i = (32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32 / sizeof(float);  // elements to 32-byte alignment
+    scalar::to_float_loop<typename Fmt::Scalar>(dst, s, i);
+    i = to_float_steps<Fmt, true>(dst, s, i, count);
+    _mm_sfence();  // streamed stores are weakly ordered: complete them before the tail and return
+  }
+  i = to_float_steps<Fmt, false>(dst, s, i, count);
   scalar::to_float_loop<typename Fmt::Scalar>(dst + i, s + i * Fmt::kBytes, count - i);
 }
 

@@ -326,6 +326,32 @@ TEST(ConvertTest, BulkWidenMatchesScalarOnEveryPattern) {
   }
 }
 
+// Large widenings (kStreamReduceBytes of output and up) stream their stores: the same floats as
+// the scalar table, with dst aligned and one float off alignment (a head before the streamed
+// part), a tail, and nothing written past the end.
+TEST(ConvertTest, LargeWidenStreamsTheSameFloats) {
+  const size_t n = kStreamReduceBytes / sizeof(float) + 1000 + 3;
+  for (const Format* f : kFormats) {
+    const size_t width = f->bits() / 8;
+    std::vector<uint8_t> src(n * width);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t v = static_cast<uint32_t>(i * 2654435761u) & (f->count() - 1);
+      std::memcpy(&src[i * width], &v, width);
+    }
+    std::vector<float> want(n);
+    scalar_kernels().to_float[static_cast<int>(f->type)](want.data(), src.data(), n);
+    for (const KernelTable* t : tables()) {
+      for (size_t off : {size_t{0}, size_t{1}}) {
+        std::vector<float> got(n + off + 1, 0.0f);
+        float* dst = got.data() + off;  // the vector's block is page-aligned: off 0 starts on a line
+        t->to_float[static_cast<int>(f->type)](dst, src.data(), n);
+        ASSERT_EQ(std::memcmp(dst, want.data(), n * sizeof(float)), 0) << t->isa << " " << f->name << " offset " << off;
+        EXPECT_EQ(got[n + off], 0.0f) << t->isa << " " << f->name << " wrote past the end";
+      }
+    }
+  }
+}
+
 TEST(ConvertTest, BulkNarrowMatchesScalar) {
   for (const Format* f : kFormats) {
     const std::vector<Candidate> c = candidates(*f);
