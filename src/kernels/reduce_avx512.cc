@@ -163,6 +163,62 @@ void set_fp8(KernelTable& t, DataType type) {
   t.reduce[static_cast<int>(type)][1] = reduce8<Fmt, Fp8Prod>;
 }
 
+// ---- fp32 -> fp8 (convert.h's from_float): avx2_float.h's narrow8 in 512-bit vectors, 16
+// lanes a step, blends as mask moves and vpmovdb packing in order; masked loads and stores for
+// the ragged end. The conversions' instructions, not memory, bound the AVX2 ones.
+
+// avx2_float.h's round_clamped: normal results by integer rounding at bit 23 - M, subnormal
+// ones by scaling to the spacing and rounding to an integer (nearest even, by the instruction).
+template <int M, int B>
+[[gnu::always_inline]] inline __m512i round_clamped(__m512i a) {
+  constexpr int kShift = 23 - M;
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, kShift), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32((1 << (kShift - 1)) - 1)), lsb);
+  const __m512i normal = _mm512_sub_epi32(_mm512_srli_epi32(rounded, kShift), _mm512_set1_epi32((127 - B) << M));
+  const __m512 scaled = _mm512_mul_ps(_mm512_castsi512_ps(a), _mm512_set1_ps(static_cast<float>(1 << (B + M - 1))));
+  const __m512i sub = _mm512_cvt_roundps_epi32(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_mask_mov_epi32(normal, _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32((128 - B) << 23)), sub);
+}
+
+// float_to_e4m3: the magnitude clamped to 448 saturates finite overflow; inf and NaN -> NaN.
+struct E4m3Narrow {
+  [[gnu::always_inline]] static inline __m512i apply(__m512i bits) {
+    const __m512i a = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
+    __m512i enc = round_clamped<3, 7>(_mm512_min_epi32(a, _mm512_set1_epi32(0x43E00000)));
+    enc = _mm512_mask_mov_epi32(enc, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7F7FFFFF)), _mm512_set1_epi32(0x7F));
+    return _mm512_or_si512(enc, _mm512_and_si512(_mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80)));
+  }
+};
+
+// float_to_e5m2: finite overflow saturates to 57344, inf stays inf, NaN keeps two payload bits.
+struct E5m2Narrow {
+  [[gnu::always_inline]] static inline __m512i apply(__m512i bits) {
+    const __m512i a = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
+    const __m512i inf = _mm512_set1_epi32(0x7F800000);
+    __m512i enc = round_clamped<2, 15>(_mm512_min_epi32(a, _mm512_set1_epi32(0x47600000)));
+    enc = _mm512_mask_mov_epi32(enc, _mm512_cmpeq_epi32_mask(a, inf), _mm512_set1_epi32(0x7C));
+    const __m512i quiet_nan =
+        _mm512_or_si512(_mm512_set1_epi32(0x7E), _mm512_and_si512(_mm512_srli_epi32(a, 21), _mm512_set1_epi32(3)));
+    enc = _mm512_mask_mov_epi32(enc, _mm512_cmpgt_epi32_mask(a, inf), quiet_nan);
+    return _mm512_or_si512(enc, _mm512_and_si512(_mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80)));
+  }
+};
+
+template <typename Narrow>
+void from_float8(void* dst, const float* src, size_t count) {
+  char* d = static_cast<char*>(dst);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    prefetch_ahead(reinterpret_cast<const char*>(src + i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm512_cvtepi32_epi8(Narrow::apply(_mm512_castps_si512(_mm512_loadu_ps(src + i)))));
+  }
+  if (i < count) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (count - i)) - 1);  // count - i < 16
+    _mm512_mask_cvtepi32_storeu_epi8(d + i, m, Narrow::apply(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, src + i))));
+  }
+}
+
 // ---- the table ----
 
 template <typename Fmt>
@@ -179,6 +235,8 @@ KernelTable make_avx512_table(const KernelTable& avx2) {
   set_half_width<Bf16>(t, DataType::kBfloat16);
   set_fp8<E4m3x8>(t, DataType::kFloat8e4m3);
   set_fp8<E5m2x8>(t, DataType::kFloat8e5m2);
+  t.from_float[static_cast<int>(DataType::kFloat8e4m3)] = from_float8<E4m3Narrow>;
+  t.from_float[static_cast<int>(DataType::kFloat8e5m2)] = from_float8<E5m2Narrow>;
   return t;
 }
 
