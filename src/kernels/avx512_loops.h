@@ -15,8 +15,8 @@
 // Both read their inputs kPrefetchBytes ahead (dispatch.h).
 // The formats' widening and narrowing are fp8_avx2.h's in 512-bit vectors: bytes unpacked into
 // the high halves of 16-bit lanes and packed back (vpunpck*bw, vpackuswb: in-lane order, undone
-// by the pack), NaN and saturation lanes fixed on the bytes with mask registers. Every table gives the same bits (the unit tests run every
-// pair of fp8 bytes on every table).
+// by the pack), NaN and saturation lanes fixed on the bytes with mask registers. Every table gives
+// the same bits (the unit tests run every pair of fp8 bytes on every table).
 // Only for translation units whose callers check the CPU first (dispatch.h).
 // Thread-safety: pure functions.
 #pragma once
@@ -125,7 +125,9 @@ struct E4m3x8 {
     return _mm512_cmpeq_epi8_mask(_mm512_or_si512(b, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_set1_epi8(-1));
   }
   // S.EEEE.MMM shifted right by one with the sign copied, bit 14 cleared.
-  static __m512i wide(__m512i v) { return _mm512_and_si512(_mm512_srai_epi16(v, 1), _mm512_set1_epi16(static_cast<short>(0xBFFF))); }
+  static __m512i wide(__m512i v) {
+    return _mm512_and_si512(_mm512_srai_epi16(v, 1), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
+  }
   // Sums and products of finite e4m3 stay finite in fp16; past 448 they saturate to 0x7E.
   static __m512i narrow(__m512i h) {
     const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));

@@ -25,11 +25,12 @@ using CopyFn = void (*)(void* dst, const void* src, size_t bytes);
 // (the same-width types, fp16 and bf16 on every vector table, fp8 sum and prod on the AVX-512 ones).
 inline constexpr size_t kStreamReduceBytes = size_t{4} << 20;
 
-// The vector loops of the reduces, of the small floats' divides and of the conversions read their
-// inputs this many bytes ahead with prefetch instructions. Left to the hardware's prefetchers, the loads of a loop that its instructions
-// bound (fp8, the 16-bit floats) reached memory one after another and the arithmetic did not
-// overlap the waiting: fp8 sum at 32 MiB moved 0.5 of memcpy's traffic without, 0.75-0.8 with
-// (PERFORMANCE.md, "CPU kernels"). copy() does not: it measured slower with them.
+// The vector loops of the reduces, of the divides of small floats and 32-bit integers, and of the
+// conversions read their inputs this many bytes ahead with prefetch instructions. Left to the
+// hardware's prefetchers, the loads of a loop that its instructions bound (fp8, the 16-bit floats)
+// reached memory one after another and the arithmetic did not overlap the waiting: fp8 sum at
+// 32 MiB moved 0.5 of memcpy's traffic without, 0.75-0.8 with (PERFORMANCE.md, "CPU kernels").
+// copy() does not: it measured slower with them.
 inline constexpr size_t kPrefetchBytes = 2048;
 // Asks for the cache line kPrefetchBytes past p (a hint: it never faults, wherever that is).
 inline void prefetch_ahead(const char* p) {

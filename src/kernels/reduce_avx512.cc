@@ -185,7 +185,8 @@ struct E4m3Narrow {
   [[gnu::always_inline]] static inline __m512i apply(__m512i bits) {
     const __m512i a = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
     __m512i enc = round_clamped<3, 7>(_mm512_min_epi32(a, _mm512_set1_epi32(0x43E00000)));
-    enc = _mm512_mask_mov_epi32(enc, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7F7FFFFF)), _mm512_set1_epi32(0x7F));
+    const __mmask16 inf_or_nan = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7F7FFFFF));
+    enc = _mm512_mask_mov_epi32(enc, inf_or_nan, _mm512_set1_epi32(0x7F));
     return _mm512_or_si512(enc, _mm512_and_si512(_mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80)));
   }
 };

@@ -666,7 +666,7 @@ TEST(DivideTest, MatchesReferenceOnEveryPathTypeAndDivisor) {
     const size_t w = dtype_size(type);
     for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{31}, size_t{1023}, size_t{100003}}) {
       const Inputs in = make_inputs(type, n, 77 + n);
-      for (int d : {1, 2, 3, 7, 8, 1000}) {
+      for (int d : {1, 2, 3, 7, 8, 1000, 2048, 2049}) {  // 2049: the first integer fp16 cannot hold
         const Bytes want = reference_divide(type, in.a, n, d);
         for (const KernelTable* t : tables()) {
           const std::string what = std::string(t->isa) + " " + std::string(dtype_name(type)) +
@@ -686,6 +686,42 @@ TEST(DivideTest, MatchesReferenceOnEveryPathTypeAndDivisor) {
       }
     }
   }
+}
+
+// 32-bit integers divide through fp64 on the vector tables: exact multiples of the divisor and
+// their neighbours (where a quotient computed in floating point would truncate one too low or too
+// high), the extremes, and divisors on both sides of the vector path's limit (2^16), against
+// integer division.
+template <typename T>
+void check_int32_divide_edges(DataType type) {
+  std::vector<T> xs = {0, 1, 2, std::numeric_limits<T>::max(), static_cast<T>(std::numeric_limits<T>::max() - 1),
+                       std::numeric_limits<T>::min(), static_cast<T>(std::numeric_limits<T>::min() + 1)};
+  for (int d : {1, 2, 3, 7, 49, 1000, 65535, 65536, 65537, 1 << 20, 2147483647}) {  // 49 * fl(1/49) < 1
+    for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{12345}, int64_t{32767}, int64_t{65535},
+                      int64_t{1} << 20, int64_t{2147483647} / d, int64_t{4294967295} / d}) {
+      for (int64_t e : {int64_t{-1}, int64_t{0}, int64_t{1}}) {
+        for (int64_t sgn : {int64_t{1}, int64_t{-1}}) {
+          const int64_t v = sgn * (k * d + e);
+          if (v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+              v <= static_cast<int64_t>(std::numeric_limits<T>::max()))
+            xs.push_back(static_cast<T>(v));
+        }
+      }
+    }
+    std::vector<T> want(xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) want[i] = static_cast<T>(xs[i] / static_cast<T>(d));
+    for (const KernelTable* t : tables()) {
+      std::vector<T> got(xs.size());
+      t->divide[static_cast<int>(type)](got.data(), xs.data(), xs.size(), d);
+      for (size_t i = 0; i < xs.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << t->isa << " " << dtype_name(type) << " " << xs[i] << " / " << d;
+    }
+  }
+}
+
+TEST(DivideTest, Int32EdgesOnEveryTable) {
+  check_int32_divide_edges<int32_t>(DataType::kInt32);
+  check_int32_divide_edges<uint32_t>(DataType::kUint32);
 }
 
 TEST(DivideTest, Examples) {
