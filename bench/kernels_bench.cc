@@ -1,5 +1,6 @@
 // Microbenchmarks for src/kernels: reduce per dtype/op, divide_by, the small-float conversions,
-// copy() (copy.h), and memcpy of the same bytes as the yardstick. Sizes 64 KiB (L2), 1 MiB (L2/L3), 32 MiB (DRAM).
+// copy() (copy.h), and memcpy of the same bytes as the yardstick (memread, a plain read of the
+// bytes, is the yardstick of kernels that mostly read, such as fp32 -> fp8). Sizes 64 KiB (L2), 1 MiB (L2/L3), 32 MiB (DRAM).
 //
 // The size argument is the bytes of one array: for reduce, each of a, b and dst (so memory
 // traffic is 3x, reported as the "traffic" counter); for divide_by, src and dst; for conversions,
@@ -158,6 +159,21 @@ void BM_Copy(benchmark::State& state, CopyFn fn, const char* label) {
   if (label != nullptr) state.SetLabel(label);
 }
 
+// A plain read of `bytes` (an XOR of its 64-bit words, which the compiler vectorises): the rate
+// at which one core reads memory, the ceiling of a kernel that reads far more than it writes.
+void BM_Read(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  const Buffer src = filled(DataType::kUint8, static_cast<size_t>(bytes), 7);
+  const size_t words = static_cast<size_t>(bytes) / sizeof(uint64_t);
+  for (auto _ : state) {
+    uint64_t x = 0;
+    const uint64_t* p = reinterpret_cast<const uint64_t*>(src.get());
+    for (size_t i = 0; i < words; ++i) x ^= p[i];
+    benchmark::DoNotOptimize(x);
+  }
+  set_rates(state, bytes, 1);
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (int64_t s : kSizes) b->Arg(s);
   b->MinTime(0.2);
@@ -201,6 +217,8 @@ void register_all() {
   const CopyFn plain_memcpy = [](void* d, const void* s, size_t n) { std::memcpy(d, s, n); };
   benchmark::RegisterBenchmark("memcpy", BM_Copy, plain_memcpy, nullptr)->Apply(sizes);
   benchmark::RegisterBenchmark("copy", BM_Copy, &copy, reduce_isa())->Apply(sizes);
+  // 128 MiB: the fp32 side of a 32 MiB fp8 conversion.
+  benchmark::RegisterBenchmark("memread", BM_Read)->Apply(sizes)->Arg(int64_t{128} << 20);
 }
 
 }  // namespace

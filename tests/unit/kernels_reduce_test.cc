@@ -8,12 +8,14 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/kernels/convert.h"
@@ -722,6 +724,59 @@ void check_int32_divide_edges(DataType type) {
 TEST(DivideTest, Int32EdgesOnEveryTable) {
   check_int32_divide_edges<int32_t>(DataType::kInt32);
   check_int32_divide_edges<uint32_t>(DataType::kUint32);
+}
+
+// Every input of each 16-bit and 8-bit float (NaNs, infinities, subnormals, both zeros) divided
+// on every table, against the reference, for divisors around the vector tables' limits: the
+// AVX-512 tables divide by multiplying with 1/d and correcting once for 1 <= d <= 2^16, and use
+// vdivps beyond.
+TEST(DivideTest, EverySmallFloatInputOnEveryTable) {
+  for (DataType type : {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2}) {
+    const size_t w = dtype_size(type);
+    const size_t n = size_t{1} << (8 * w);
+    Bytes all(n * w);
+    for (size_t i = 0; i < n; ++i) std::memcpy(&all[i * w], &i, w);  // little-endian: element i = i
+    for (int d : {1, 2, 3, 5, 7, 8, 9, 11, 13, 49, 100, 127, 143, 255, 1000, 2047, 2049, 4097, 10007, 65535,
+                  65536, 65537, 1 << 20, 2147483647}) {
+      const Bytes want = reference_divide(type, all, n, d);
+      for (const KernelTable* t : tables()) {
+        Bytes got(n * w);
+        t->divide[static_cast<int>(type)](got.data(), all.data(), n, d);
+        ASSERT_TRUE(got == want) << t->isa << " " << dtype_name(type) << " d=" << d << " "
+                                 << first_difference(got, want, w);
+      }
+    }
+  }
+}
+
+// All 2^32 pairs of an fp16 or bf16 input and a divisor 1 <= d <= 2^16 on every AVX-512 table,
+// against the AVX2 table (vdivps, IEEE-rounded; checked against the reference above): the
+// reciprocal-and-correction route gives the same bits everywhere. Sanitizer builds
+// (WEFT_TEST_QUICK) take every 97th divisor.
+TEST(DivideTest, EveryHalfWidthInputAndDivisorTo2Pow16) {
+  const KernelTable* avx2 = nullptr;
+  std::vector<const KernelTable*> wide;
+  for (const KernelTable* t : tables()) {
+    if (std::string_view(t->isa) == "avx2") avx2 = t;
+    if (std::string_view(t->isa).starts_with("avx512")) wide.push_back(t);
+  }
+  if (avx2 == nullptr || wide.empty()) GTEST_SKIP() << "this CPU has no AVX-512 kernel table";
+  const int stride = std::getenv("WEFT_TEST_QUICK") != nullptr ? 97 : 1;
+  for (DataType type : {DataType::kFloat16, DataType::kBfloat16}) {
+    std::vector<uint16_t> all(65536), want(65536), got(65536);
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+    for (int d = 1; d <= 65536; d += stride) {
+      avx2->divide[static_cast<int>(type)](want.data(), all.data(), all.size(), d);
+      for (const KernelTable* t : wide) {
+        t->divide[static_cast<int>(type)](got.data(), all.data(), all.size(), d);
+        if (got != want) {
+          const size_t i = static_cast<size_t>(std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin());
+          FAIL() << t->isa << " " << dtype_name(type) << " 0x" << std::hex << all[i] << " / " << std::dec << d
+                 << ": got 0x" << std::hex << got[i] << " want 0x" << want[i];
+        }
+      }
+    }
+  }
 }
 
 TEST(DivideTest, Examples) {
