@@ -1,6 +1,7 @@
 // Microbenchmarks for src/kernels: reduce per dtype/op, divide_by, the small-float conversions,
 // copy() (copy.h), and memcpy of the same bytes as the yardstick (memread, a plain read of the
-// bytes, is the yardstick of kernels that mostly read, such as fp32 -> fp8). Sizes 64 KiB (L2), 1 MiB (L2/L3), 32 MiB (DRAM).
+// bytes, is the yardstick of kernels that mostly read, such as fp32 -> fp8). Sizes 64 KiB (L2),
+// 1 MiB (L2/L3), 32 MiB (DRAM, or partly a large L3's); memread also 128 MiB.
 //
 // The size argument is the bytes of one array: for reduce, each of a, b and dst (so memory
 // traffic is 3x, reported as the "traffic" counter); for divide_by, src and dst; for conversions,
@@ -204,7 +205,8 @@ void register_all() {
           ("reduce_" + std::string(tables[i]->isa) + "/" + std::string(dtype_name(type)) + "/sum").c_str(),
           BM_Reduce, type, RedOp::kSum, tables[i])
           ->Apply(sizes);
-  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kInt32})
+  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3,
+                        DataType::kInt32})
     benchmark::RegisterBenchmark(("divide_by/" + std::string(dtype_name(type))).c_str(), BM_DivideBy, type)
         ->Apply(sizes);
   for (DataType type :

@@ -5,8 +5,9 @@
 // sum ~50 GB/s). With 512-bit vectors each instruction does 32 elements, masked loads and
 // stores finish the ragged ends without a scalar loop, and large out-of-place calls stream their
 // output past the caches like the same-width types (dispatch.h's kStreamReduceBytes).
-// fp8 sum and prod take the same route in 512-bit vectors (below). Every other kernel is the AVX2
-// one: those are memory-bound already.
+// fp8 sum and prod take the same route in 512-bit vectors, fp32 -> fp8 conversion runs 16 lanes a
+// step, and fp8 divide is a byte-to-byte lookup where the CPU has AVX-512 VBMI (below). Every other
+// kernel is the AVX2 one: those are memory-bound already.
 // docs/PERFORMANCE.md, "CPU kernels".
 #include "src/kernels/dispatch.h"
 
@@ -250,6 +251,37 @@ void from_float8(void* dst, const float* src, size_t count) {
   }
 }
 
+// ---- fp8 divide: a map from byte to byte ----
+// With one divisor per call, x / d takes each of the 256 codes to one code: the scalar loop
+// computes that map once (256 divides) and vpermi2b looks up 64 codes at a time (two lookups of
+// 128 codes each, chosen by the top bit), so the divide runs at memory's rate with the scalar
+// loop's bits by construction. Calls under 256 elements run the scalar loop on them instead.
+// Needs AVX-512 VBMI (make_avx512_table's caller checks).
+template <typename Scalar>
+__attribute__((target("avx512vbmi"))) void divide8(void* dst, const void* src, size_t count, int divisor) {
+  if (count < 256) return scalar::divide_small_loop<Scalar>(dst, src, count, divisor);
+  alignas(64) uint8_t codes[256], map[256];
+  for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+  scalar::divide_small_loop<Scalar>(map, codes, 256, divisor);
+  const __m512i m0 = _mm512_load_si512(map), m1 = _mm512_load_si512(map + 64);
+  const __m512i m2 = _mm512_load_si512(map + 128), m3 = _mm512_load_si512(map + 192);
+  const auto lookup = [&](__m512i x) {
+    return _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), _mm512_permutex2var_epi8(m0, x, m1),
+                                  _mm512_permutex2var_epi8(m2, x, m3));
+  };
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  size_t i = 0;
+  for (; i + 64 <= count; i += 64) {
+    prefetch_ahead(s + i);
+    store(d + i, lookup(load(s + i)));
+  }
+  if (i < count) {
+    const __mmask64 m = (uint64_t{1} << (count - i)) - 1;  // count - i < 64
+    _mm512_mask_storeu_epi8(d + i, m, lookup(_mm512_maskz_loadu_epi8(m, s + i)));
+  }
+}
+
 // ---- the table ----
 
 template <typename Fmt>
@@ -259,7 +291,7 @@ void set_half_width(KernelTable& t, DataType type) {
   t.divide[static_cast<int>(type)] = divide_kernel<Fmt>;
 }
 
-KernelTable make_avx512_table(const KernelTable& avx2) {
+KernelTable make_avx512_table(const KernelTable& avx2, bool vbmi) {
   KernelTable t = avx2;
   t.isa = "avx512";
   set_half_width<F16>(t, DataType::kFloat16);
@@ -268,6 +300,10 @@ KernelTable make_avx512_table(const KernelTable& avx2) {
   set_fp8<E5m2x8>(t, DataType::kFloat8e5m2);
   t.from_float[static_cast<int>(DataType::kFloat8e4m3)] = from_float8<E4m3Narrow>;
   t.from_float[static_cast<int>(DataType::kFloat8e5m2)] = from_float8<E5m2Narrow>;
+  if (vbmi) {
+    t.divide[static_cast<int>(DataType::kFloat8e4m3)] = divide8<scalar::E4m3>;
+    t.divide[static_cast<int>(DataType::kFloat8e5m2)] = divide8<scalar::E5m2>;
+  }
   return t;
 }
 
@@ -286,7 +322,7 @@ const KernelTable* avx512_kernels() {
     const KernelTable* avx2 = avx2_kernels();
     if (avx2 == nullptr || !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw"))
       return nullptr;
-    static const KernelTable t = avx512::make_avx512_table(*avx2);
+    static const KernelTable t = avx512::make_avx512_table(*avx2, __builtin_cpu_supports("avx512vbmi"));
     return &t;
   }();
   return table;
