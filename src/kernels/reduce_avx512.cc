@@ -6,7 +6,7 @@
 // stores finish the ragged ends without a scalar loop, and large out-of-place calls stream their
 // output past the caches like the same-width types (dispatch.h's kStreamReduceBytes).
 // fp8 sum and prod take the same route in 512-bit vectors, fp32 -> fp8 conversion runs 16 lanes a
-// step, and fp8 divide is a byte-to-byte lookup where the CPU has AVX-512 VBMI (below). Every other
+// step, and 8-bit divides are byte-to-byte lookups where the CPU has AVX-512 VBMI (below). Every other
 // kernel is the AVX2 one: those are memory-bound already.
 // docs/PERFORMANCE.md, "CPU kernels".
 #include "src/kernels/dispatch.h"
@@ -251,18 +251,18 @@ void from_float8(void* dst, const float* src, size_t count) {
   }
 }
 
-// ---- fp8 divide: a map from byte to byte ----
+// ---- 8-bit divide (fp8, int8, uint8): a map from byte to byte ----
 // With one divisor per call, x / d takes each of the 256 codes to one code: the scalar loop
 // computes that map once (256 divides) and vpermi2b looks up 64 codes at a time (two lookups of
 // 128 codes each, chosen by the top bit), so the divide runs at memory's rate with the scalar
 // loop's bits by construction. Calls under 256 elements run the scalar loop on them instead.
 // Needs AVX-512 VBMI (make_avx512_table's caller checks).
-template <typename Scalar>
+template <DivideFn kScalarLoop>
 __attribute__((target("avx512vbmi"))) void divide8(void* dst, const void* src, size_t count, int divisor) {
-  if (count < 256) return scalar::divide_small_loop<Scalar>(dst, src, count, divisor);
+  if (count < 256) return kScalarLoop(dst, src, count, divisor);
   alignas(64) uint8_t codes[256], map[256];
   for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
-  scalar::divide_small_loop<Scalar>(map, codes, 256, divisor);
+  kScalarLoop(map, codes, 256, divisor);
   const __m512i m0 = _mm512_load_si512(map), m1 = _mm512_load_si512(map + 64);
   const __m512i m2 = _mm512_load_si512(map + 128), m3 = _mm512_load_si512(map + 192);
   const auto lookup = [&](__m512i x) {
@@ -301,8 +301,10 @@ KernelTable make_avx512_table(const KernelTable& avx2, bool vbmi) {
   t.from_float[static_cast<int>(DataType::kFloat8e4m3)] = from_float8<E4m3Narrow>;
   t.from_float[static_cast<int>(DataType::kFloat8e5m2)] = from_float8<E5m2Narrow>;
   if (vbmi) {
-    t.divide[static_cast<int>(DataType::kFloat8e4m3)] = divide8<scalar::E4m3>;
-    t.divide[static_cast<int>(DataType::kFloat8e5m2)] = divide8<scalar::E5m2>;
+    t.divide[static_cast<int>(DataType::kFloat8e4m3)] = divide8<scalar::divide_small_loop<scalar::E4m3>>;
+    t.divide[static_cast<int>(DataType::kFloat8e5m2)] = divide8<scalar::divide_small_loop<scalar::E5m2>>;
+    t.divide[static_cast<int>(DataType::kInt8)] = divide8<scalar::divide_int_loop<int8_t>>;
+    t.divide[static_cast<int>(DataType::kUint8)] = divide8<scalar::divide_int_loop<uint8_t>>;
   }
   return t;
 }

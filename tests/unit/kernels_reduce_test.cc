@@ -726,12 +726,13 @@ TEST(DivideTest, Int32EdgesOnEveryTable) {
   check_int32_divide_edges<uint32_t>(DataType::kUint32);
 }
 
-// Every input of each 16-bit and 8-bit float (NaNs, infinities, subnormals, both zeros) divided
-// on every table, against the reference, for divisors around the vector tables' limits: the
-// AVX-512 tables divide by multiplying with 1/d and correcting once for 1 <= d <= 2^16, and use
-// vdivps beyond.
-TEST(DivideTest, EverySmallFloatInputOnEveryTable) {
-  for (DataType type : {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2}) {
+// Every input of each 16-bit and 8-bit float (NaNs, infinities, subnormals, both zeros) and 8-bit
+// integer divided on every table, against the reference, for divisors around the vector tables'
+// limits: the AVX-512 tables divide 16-bit floats by multiplying with 1/d and correcting once for
+// 1 <= d <= 2^16 (vdivps beyond), and 8-bit types through a map of the 256 codes.
+TEST(DivideTest, EveryEightAndSixteenBitInputOnEveryTable) {
+  for (DataType type : {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2,
+                        DataType::kInt8, DataType::kUint8}) {
     const size_t w = dtype_size(type);
     const size_t n = size_t{1} << (8 * w);
     Bytes all(n * w);
