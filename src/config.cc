@@ -70,7 +70,11 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", &name)) {
     WEFT_TRY(parse_size(name, v, 4096, &c.shm_fifo_bytes));
   }
-  if (const char* v = env("WEFT_CMA")) WEFT_TRY(parse_flag("WEFT_CMA", v, &c.cma));
+  if (const char* v = env("WEFT_CMA")) {
+    const std::string s = v;
+    if (s != "0" && s != "1" && s != "auto") return invalid_argument("WEFT_CMA='" + s + "' is not 0, 1 or auto");
+    c.cma = s == "0" ? Config::CmaUse::kNever : s == "1" ? Config::CmaUse::kAlways : Config::CmaUse::kExchanges;
+  }
   if (const char* v = env("WEFT_CUDA_STREAM_ORDER"))
     WEFT_TRY(parse_flag("WEFT_CUDA_STREAM_ORDER", v, &c.cuda_stream_order));
   if (const char* v = env("WEFT_DEVICE_EXECUTOR")) {

@@ -110,6 +110,10 @@ Status Executor::bind(const RunSpec& spec) {
     active_.push_back(*conn);
   }
   for (size_t k = 0; k < queues_.size(); ++k) queues_[k].conn = active_[index.fifos[k].link];
+  // Every rank called the same collective, so both sides of each connection say the same (a run
+  // of the same program keeps what this said).
+  const bool exchange = spec.args.coll == Collective::kAllGather || spec.args.coll == Collective::kAllToAll;
+  for (transport::Connection* c : active_) c->prefer_single_copy(exchange);
   bound_index_ = spec.index;
   bound_device_ = spec.device;
   return Status();

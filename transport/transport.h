@@ -76,6 +76,11 @@ class Connection {
   virtual uint64_t recvs_done() const = 0;
   // True when progress() has nothing queued in either direction.
   virtual bool idle() const = 0;
+  // Says whether the messages posted from now on belong to an exchange (every rank sends and
+  // receives copies at once: allgather, all-to-all), so that a transport with a single-copy path
+  // (shm's CMA, Config::cma) may take it for them. Both sides of a connection must say the same
+  // before the same messages (the executor says it per call, from what every rank called).
+  virtual void prefer_single_copy(bool exchange) { (void)exchange; }
   // Best-effort notice to the peer that this rank aborts; the peer's progress() then fails with
   // a message containing `reason`. Later calls on this connection fail.
   virtual void abort(std::string_view reason) = 0;

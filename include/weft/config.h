@@ -31,11 +31,16 @@ struct Config {
   // WEFT_SHM_FIFO_BYTES (or NCCL_BUFFSIZE): bytes in each shared-memory FIFO (one per direction
   // per peer pair).
   size_t shm_fifo_bytes = size_t{4} << 20;
-  // WEFT_CMA: 1 lets shm move messages of at least cma_threshold bytes with one
-  // process_vm_readv copy (falls back to the FIFO where the kernel refuses). Off by default:
-  // on the VMs weft is measured on, the two-copy FIFO pipelines across both cores and beats the
-  // single CMA copy at every size (docs/PERFORMANCE.md); turn it on where CMA measures faster.
-  bool cma = false;
+  // WEFT_CMA: which shm messages of at least cma_threshold bytes move with one process_vm_readv
+  // copy from the sender's buffer (CMA) instead of two through the FIFO, where the kernel allows
+  // it (else the FIFO). "auto" (the default): those of allgather and all-to-all, where every rank
+  // sends and receives at once, so one copy instead of two halves what the node's memory and
+  // cores move; one-way flows (broadcast, gather, scatter, send/recv) and reductions pipeline
+  // better through the FIFO, whose two copies run on two cores at once. "1": every message; "0":
+  // none (docs/PERFORMANCE.md, "Single copy for exchanges"). A pair uses the lesser of its two
+  // ranks' settings.
+  enum class CmaUse : uint32_t { kNever = 0, kExchanges = 1, kAlways = 2 };
+  CmaUse cma = CmaUse::kExchanges;
   // WEFT_CUDA_STREAM_ORDER: 1 lets NCCL calls on device buffers return at once, the caller's
   // stream waiting on the GPU for the result, where CUDA loads kernels eagerly
   // (CUDA_MODULE_LOADING=EAGER). Off by default: a kernel's lazy load waits for the whole device,

@@ -16,7 +16,7 @@ const char* const kVars[] = {
     "WEFT_TRANSPORT", "NCCL_SHM_DISABLE", "WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", "WEFT_DEBUG",
     "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
     "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR", "WEFT_DEVICE_WALKER_THREADS",
-    "WEFT_DEVICE_WALKER_LANES", "WEFT_DEVICE_WALKER_SLOT_BYTES",
+    "WEFT_DEVICE_WALKER_LANES", "WEFT_DEVICE_WALKER_SLOT_BYTES", "WEFT_CMA",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -50,6 +50,18 @@ TEST_F(ConfigEnvTest, CudaStreamOrderIsOptIn) {
   EXPECT_TRUE(ok().cuda_stream_order);
   ::setenv("WEFT_CUDA_STREAM_ORDER", "on", 1);
   EXPECT_EQ(error(), "WEFT_CUDA_STREAM_ORDER='on' is not 0 or 1");
+}
+
+TEST_F(ConfigEnvTest, CmaIsForExchangesUnlessTold) {
+  EXPECT_EQ(ok().cma, Config::CmaUse::kExchanges);
+  ::setenv("WEFT_CMA", "0", 1);
+  EXPECT_EQ(ok().cma, Config::CmaUse::kNever);
+  ::setenv("WEFT_CMA", "1", 1);
+  EXPECT_EQ(ok().cma, Config::CmaUse::kAlways);
+  ::setenv("WEFT_CMA", "auto", 1);
+  EXPECT_EQ(ok().cma, Config::CmaUse::kExchanges);
+  ::setenv("WEFT_CMA", "yes", 1);
+  EXPECT_EQ(error(), "WEFT_CMA='yes' is not 0, 1 or auto");
 }
 
 TEST_F(ConfigEnvTest, DeviceExecutorIsHostUnlessKernelIsAsked) {

@@ -121,9 +121,10 @@ Status drive(Connection& c, uint64_t send_ticket, uint64_t recv_ticket,
   return Status();
 }
 
+// cma: CMA for every message (kAlways) or none (kNever).
 Config small_config(bool cma, size_t threshold, size_t fifo) {
   Config c;
-  c.cma = cma;
+  c.cma = cma ? Config::CmaUse::kAlways : Config::CmaUse::kNever;
   c.cma_threshold = threshold;
   c.shm_fifo_bytes = fifo;
   c.timeout = seconds(10);
@@ -537,6 +538,57 @@ TEST_F(ShmTest, ThresholdIsTheLargerOfTheTwo) {
   EXPECT_EQ(as_shm(conn()).cma_threshold(), 100000u);
 }
 
+// The default, CMA for exchanges: a message posted as an exchange's waits for the receiver to
+// read it from the sender's buffer (CMA); any other is done once it is in the FIFO, before the
+// receiver has asked for anything.
+TEST_F(ShmTest, ExchangesTakeCmaAndOtherMessagesTheFifo) {
+  Config cfg = small_config(true, 4096, 256 << 10);
+  cfg.cma = Config::CmaUse::kExchanges;
+  const size_t bytes = 64 << 10;
+  start(cfg, cfg, [&](Connection& c, int sock) {
+    if (!as_shm(c).cma() || as_shm(c).cma_always())
+      child_fail("child: cma %d always %d", as_shm(c).cma(), as_shm(c).cma_always());
+    char b = 0;
+    if (!read_all(sock, &b, 1, 20000)) child_fail("no go from the parent");
+    std::vector<uint8_t> fifo_in(bytes), cma_in(bytes);
+    c.prefer_single_copy(false);
+    auto r1 = c.post_recv(RecvSink{fifo_in.data()}, bytes);
+    c.prefer_single_copy(true);
+    auto r2 = c.post_recv(RecvSink{cma_in.data()}, bytes);
+    Status s = r1.ok() && r2.ok() ? drive(c, 0, *r2) : internal_error("post_recv");
+    if (!s.ok() || mismatch(fifo_in.data(), bytes, 3) >= 0 || mismatch(cma_in.data(), bytes, 4) >= 0)
+      child_fail("recv: %s", s.to_string().c_str());
+    return 0;
+  });
+  ASSERT_TRUE(as_shm(conn()).cma());
+  EXPECT_FALSE(as_shm(conn()).cma_always());
+  const auto fifo_out = pattern(bytes, 3), cma_out = pattern(bytes, 4);
+  conn().prefer_single_copy(false);
+  auto t1 = conn().post_send(fifo_out.data(), bytes);
+  ASSERT_TRUE(t1.ok());
+  Status s = drive(conn(), *t1, 0, milliseconds(5000));  // the child has posted nothing yet
+  ASSERT_TRUE(s.ok()) << "a message outside an exchange did not go through the FIFO: " << s.to_string();
+  conn().prefer_single_copy(true);
+  auto t2 = conn().post_send(cma_out.data(), bytes);
+  ASSERT_TRUE(t2.ok());
+  s = drive(conn(), *t2, 0, milliseconds(200));
+  EXPECT_EQ(s.code(), StatusCode::kTimeout) << "an exchange's message completed before the receiver read it: not CMA";
+  char b = 1;
+  ASSERT_TRUE(write_all(sock_, &b, 1));
+  s = drive(conn(), *t2, 0);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+}
+
+// CMA for every message only if both sides say so; the lesser setting wins.
+TEST_F(ShmTest, CmaForEveryMessageOnlyIfBothSidesSaySo) {
+  Config mine = small_config(true, 4096, 64 << 10);
+  Config theirs = mine;
+  theirs.cma = Config::CmaUse::kExchanges;
+  start(mine, theirs, [&](Connection& c, int) { return as_shm(c).cma() && !as_shm(c).cma_always() ? 0 : 1; });
+  EXPECT_TRUE(as_shm(conn()).cma());
+  EXPECT_FALSE(as_shm(conn()).cma_always());
+}
+
 TEST_F(ShmTest, PeerKilledIsReportedWithinASecond) {
   Config cfg = small_config(true, 4096, 64 << 10);
   start(cfg, cfg, [&](Connection&, int sock) {
@@ -844,7 +896,7 @@ TEST_F(ShmMeasure, DISABLED_Throughput) {
   const size_t bytes = (mib != nullptr ? std::strtoul(mib, nullptr, 10) : 64) * kMiB;
   const int reps = static_cast<int>(std::max<size_t>(4, 1280 * kMiB / std::max(bytes, kMiB)));
   Config cfg;
-  cfg.cma = cma;
+  cfg.cma = cma ? Config::CmaUse::kAlways : Config::CmaUse::kNever;
   // Rank 0 always receives; rank 1 always sends; with bidir each also does the other.
   auto run = [&](Connection& c, bool send, bool recv, double* seconds_out) -> Status {
     std::vector<uint8_t> out(bytes, 1), in(bytes, 0);

@@ -282,7 +282,7 @@ Status ShmConnection::join(Deadline deadline) {
   self_info_->probe_addr = reinterpret_cast<uintptr_t>(&probe_word_);
   self_info_->probe_value = probe_word_;
   self_info_->cma_threshold = params_.config.cma_threshold;
-  self_info_->cma_wanted = params_.config.cma ? 1 : 0;
+  self_info_->cma_wanted = static_cast<uint32_t>(params_.config.cma);
   self_info_->joined.store(1, std::memory_order_release);
   if (side_ == 0) header_->magic.store(kSegmentMagic, std::memory_order_release);
 
@@ -296,9 +296,12 @@ Status ShmConnection::join(Deadline deadline) {
                          " in the segment (a different pid namespace?); use WEFT_TRANSPORT=tcp");
   }
 
-  // Agree on CMA: each side reads the other's probe word; CMA only if both reads worked.
+  // Agree on CMA: the lesser of the two settings; each side reads the other's probe word, CMA
+  // only if both reads worked.
+  const auto use = static_cast<Config::CmaUse>(
+      std::min(static_cast<uint32_t>(params_.config.cma), std::min<uint32_t>(peer_info_->cma_wanted, 2)));
   CmaProbe mine = CmaProbe::kUnwanted;
-  if (params_.config.cma && peer_info_->cma_wanted != 0) WEFT_TRY(probe_cma(*peer_info_, &mine));
+  if (use != Config::CmaUse::kNever) WEFT_TRY(probe_cma(*peer_info_, &mine));
   self_info_->cma_probe.store(static_cast<uint32_t>(mine), std::memory_order_release);
   WEFT_TRY(wait_for("the peer's CMA probe", deadline, [this] {
     return peer_info_->cma_probe.load(std::memory_order_acquire) !=
@@ -307,6 +310,7 @@ Status ShmConnection::join(Deadline deadline) {
   const auto theirs =
       static_cast<CmaProbe>(peer_info_->cma_probe.load(std::memory_order_acquire));
   cma_ = mine == CmaProbe::kReadable && theirs == CmaProbe::kReadable;
+  cma_always_ = use == Config::CmaUse::kAlways;
   cma_threshold_ = static_cast<size_t>(
       std::max<uint64_t>(params_.config.cma_threshold, peer_info_->cma_threshold));
 

@@ -93,6 +93,7 @@ class ShmConnection final : public Connection {
   Result<uint64_t> post_send(const void* src, size_t bytes) override;
   Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override;
   Status check_peer() override;
+  void prefer_single_copy(bool exchange) override { exchange_ = exchange; }
   bool has_unclaimed_message() const override;
   Status progress() override;
   uint64_t sends_done() const override { return sends_done_; }
@@ -104,8 +105,9 @@ class ShmConnection final : public Connection {
   void abort(std::string_view reason) override;
   std::string describe() const override;
 
-  // What connect agreed on (for tests and logs).
+  // What connect agreed on (for tests and logs): whether CMA may be used, and for every message.
   bool cma() const { return cma_; }
+  bool cma_always() const { return cma_always_; }
   size_t cma_threshold() const { return cma_threshold_; }
   size_t fifo_bytes() const { return fifo_bytes_; }
 
@@ -160,7 +162,7 @@ class ShmConnection final : public Connection {
   Route route_for(size_t bytes) const {
     if (bytes == 0) return Route::kEmpty;
     if (bytes <= kSlotPayload) return Route::kSlot;
-    return cma_ && bytes >= cma_threshold_ ? Route::kCma : Route::kInline;
+    return cma_ && (cma_always_ || exchange_) && bytes >= cma_threshold_ ? Route::kCma : Route::kInline;
   }
   Status fail(Status status);       // records the first failure; later calls return it
   Status local_abort_status() const;
@@ -179,7 +181,9 @@ class ShmConnection final : public Connection {
 
   // Agreed at connect.
   size_t fifo_bytes_ = 0;
-  bool cma_ = false;
+  bool cma_ = false;         // both sides may read each other (and neither says never)
+  bool cma_always_ = false;  // ... and both say every message
+  bool exchange_ = false;    // prefer_single_copy(): the messages posted from now on are an exchange's
   size_t cma_threshold_ = 0;
 
   // Sending side of fifo[side_].

@@ -62,7 +62,7 @@ enum class CmaProbe : uint32_t {
   kPending = 0,
   kReadable = 1,  // this side read the peer's probe word with process_vm_readv
   kRefused = 2,   // the kernel refused (EPERM, ...) or the word did not match
-  kUnwanted = 3,  // one side's config has cma = false; nothing was tried
+  kUnwanted = 3,  // one side's config has cma = kNever; nothing was tried
 };
 
 // What one side publishes. Written by that side only; the peer reads it.
@@ -73,7 +73,7 @@ struct alignas(kCacheLine) SideInfo {
   uint64_t probe_addr;           // address of a word in this process the peer reads to test CMA
   uint64_t probe_value;          // what the peer should find there
   uint64_t cma_threshold;        // this side's Config::cma_threshold
-  uint32_t cma_wanted;           // this side's Config::cma
+  uint32_t cma_wanted;           // this side's Config::cma (a Config::CmaUse)
   std::atomic<uint32_t> cma_probe;  // a CmaProbe: how this side fared reading the peer's word
   std::atomic<uint32_t> closed;     // 1 once this side destroyed its connection
   std::atomic<uint32_t> aborted;    // 1 once `reason` holds this side's abort reason (release)
