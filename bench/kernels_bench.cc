@@ -104,18 +104,22 @@ void BM_Reduce(benchmark::State& state, DataType type, RedOp op, const KernelTab
   state.SetLabel(table != nullptr ? table->isa : reduce_isa());
 }
 
-void BM_DivideBy(benchmark::State& state, DataType type) {
+// table: nullptr uses divide_by() (what the library runs); otherwise that table's kernel.
+void BM_DivideBy(benchmark::State& state, DataType type, const KernelTable* table) {
   const int64_t bytes = state.range(0);
   const size_t n = static_cast<size_t>(bytes) / dtype_size(type);
   const Buffer src = filled(type, static_cast<size_t>(bytes), 3.0);
   const Buffer d(static_cast<size_t>(bytes));
   for (auto _ : state) {
-    divide_by(d.get(), src.get(), n, type, 8);
+    if (table != nullptr)
+      table->divide[static_cast<int>(type)](d.get(), src.get(), n, 8);
+    else
+      divide_by(d.get(), src.get(), n, type, 8);
     benchmark::DoNotOptimize(d.get());
     benchmark::ClobberMemory();
   }
   set_rates(state, bytes, 2);
-  state.SetLabel(reduce_isa());
+  state.SetLabel(table != nullptr ? table->isa : reduce_isa());
 }
 
 void BM_ToFloat(benchmark::State& state, DataType type) {
@@ -199,15 +203,22 @@ void register_all() {
         ->Apply(sizes);
   // The tables this CPU supports besides the active one (the last), side by side with it.
   const std::vector<const KernelTable*> tables = supported_kernels();
-  for (size_t i = 0; i + 1 < tables.size(); ++i)
+  for (size_t i = 0; i + 1 < tables.size(); ++i) {
     for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3})
       benchmark::RegisterBenchmark(
           ("reduce_" + std::string(tables[i]->isa) + "/" + std::string(dtype_name(type)) + "/sum").c_str(),
           BM_Reduce, type, RedOp::kSum, tables[i])
           ->Apply(sizes);
+    for (DataType type : {DataType::kFloat16, DataType::kFloat8e4m3, DataType::kInt8})
+      benchmark::RegisterBenchmark(
+          ("divide_by_" + std::string(tables[i]->isa) + "/" + std::string(dtype_name(type))).c_str(), BM_DivideBy,
+          type, tables[i])
+          ->Apply(sizes);
+  }
   for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3,
                         DataType::kInt8, DataType::kInt32})
-    benchmark::RegisterBenchmark(("divide_by/" + std::string(dtype_name(type))).c_str(), BM_DivideBy, type)
+    benchmark::RegisterBenchmark(("divide_by/" + std::string(dtype_name(type))).c_str(), BM_DivideBy, type,
+                                 nullptr)
         ->Apply(sizes);
   for (DataType type :
        {DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2}) {

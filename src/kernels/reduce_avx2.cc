@@ -439,16 +439,18 @@ constexpr void set_small(KernelTable& t, DataType type) {
   t.from_float[index(type)] = from_float_kernel<Fmt>;
 }
 
-// fp8: conversions and divide as the other small floats, reduces 32 elements a step (fp8_avx2.h).
+// fp8: conversions as the other small floats, divide by a map of the 256 codes (scalar_ops.h),
+// reduces 32 elements a step (fp8_avx2.h).
 template <typename Fmt, typename Fp8>
 constexpr void set_fp8(KernelTable& t, DataType type) {
   set_small<Fmt>(t, type);
+  t.divide[index(type)] = scalar::divide_by_map<scalar::divide_small_loop<typename Fmt::Scalar>>;
   t.reduce[index(type)] = {fp8::reduce_kernel<Fp8, fp8::Sum>, fp8::reduce_kernel<Fp8, fp8::Prod>,
                            reduce_kernel<fp8::Max<Fp8>>, reduce_kernel<fp8::Min<Fp8>>};
 }
 
 constexpr KernelTable make_avx2_table() {
-  using namespace scalar;  // NOLINT: divide_int_loop: 8- and 64-bit integer division stays scalar
+  using namespace scalar;  // NOLINT: 8-bit divides by a map, 64-bit integer division scalar
   KernelTable t{};
   t.isa = "avx2";
   t.copy = copy_kernel;
@@ -468,8 +470,8 @@ constexpr KernelTable make_avx2_table() {
                                          reduce_kernel<MinPs>};
   t.reduce[index(DataType::kFloat64)] = {reduce_kernel<SumPd>, reduce_kernel<ProdPd>, reduce_kernel<MaxPd>,
                                          reduce_kernel<MinPd>};
-  t.divide[index(DataType::kInt8)] = divide_int_loop<int8_t>;
-  t.divide[index(DataType::kUint8)] = divide_int_loop<uint8_t>;
+  t.divide[index(DataType::kInt8)] = divide_by_map<divide_int_loop<int8_t>>;
+  t.divide[index(DataType::kUint8)] = divide_by_map<divide_int_loop<uint8_t>>;
   t.divide[index(DataType::kInt32)] = divide_int32<int32_t>;
   t.divide[index(DataType::kUint32)] = divide_int32<uint32_t>;
   t.divide[index(DataType::kInt64)] = divide_int_loop<int64_t>;

@@ -251,18 +251,14 @@ void from_float8(void* dst, const float* src, size_t count) {
   }
 }
 
-// ---- 8-bit divide (fp8, int8, uint8): a map from byte to byte ----
-// With one divisor per call, x / d takes each of the 256 codes to one code: the scalar loop
-// computes that map once (256 divides) and vpermi2b looks up 64 codes at a time (two lookups of
-// 128 codes each, chosen by the top bit), so the divide runs at memory's rate with the scalar
-// loop's bits by construction. Calls under 256 elements run the scalar loop on them instead.
-// Needs AVX-512 VBMI (make_avx512_table's caller checks).
+// ---- 8-bit divide (fp8, int8, uint8): a map from byte to byte (scalar_ops.h's divide_by_map) ----
+// vpermi2b looks up 64 codes at a time (two lookups of 128 codes each, chosen by the top bit),
+// so the divide runs at memory's rate. Needs AVX-512 VBMI (make_avx512_table's caller checks).
 template <DivideFn kScalarLoop>
 __attribute__((target("avx512vbmi"))) void divide8(void* dst, const void* src, size_t count, int divisor) {
   if (count < 256) return kScalarLoop(dst, src, count, divisor);
-  alignas(64) uint8_t codes[256], map[256];
-  for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
-  kScalarLoop(map, codes, 256, divisor);
+  alignas(64) uint8_t map[256];
+  scalar::byte_map<kScalarLoop>(map, divisor);
   const __m512i m0 = _mm512_load_si512(map), m1 = _mm512_load_si512(map + 64);
   const __m512i m2 = _mm512_load_si512(map + 128), m3 = _mm512_load_si512(map + 192);
   const auto lookup = [&](__m512i x) {
