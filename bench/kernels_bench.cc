@@ -216,7 +216,7 @@ void register_all() {
           ->Apply(sizes);
   }
   for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBfloat16, DataType::kFloat8e4m3,
-                        DataType::kInt8, DataType::kInt32})
+                        DataType::kInt8, DataType::kInt32, DataType::kInt64})
     benchmark::RegisterBenchmark(("divide_by/" + std::string(dtype_name(type))).c_str(), BM_DivideBy, type,
                                  nullptr)
         ->Apply(sizes);

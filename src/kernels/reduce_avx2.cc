@@ -332,33 +332,72 @@ WEFT_AVX2 void divide_f64(void* dst, const void* src, size_t count, int divisor)
 // |x| < 2^32, so |x| / d comes out within 1.5 * 2^-20 (the rounding of 1/d and of the product,
 // then of the add); an exact quotient k lands in (k, k + 2^-17), and a fraction, at least 1/d >=
 // 2^-16 below k + 1, stays below it. Other divisors take the scalar loop.
+inline bool int_quotient_is_exact(int divisor) { return divisor >= 1 && divisor <= (1 << 16); }
+
+// Four 32-bit T (int32_t or uint32_t) divided by the divisor, as above.
+template <typename T>
+struct Int32Quotient {
+  static_assert(sizeof(T) == 4);
+  __m256d inv, bias = _mm256_set1_pd(0x1p-18), sign = _mm256_set1_pd(-0.0), two31 = _mm256_set1_pd(0x1p31);
+  __m128i flip = _mm_set1_epi32(static_cast<int>(0x80000000u));  // unsigned <-> signed, offset 2^31
+  WEFT_AVX2 explicit Int32Quotient(int divisor) : inv(_mm256_set1_pd(1.0 / divisor)) {}
+  WEFT_AVX2 __m128i apply(__m128i x) const {
+    if constexpr (std::is_signed_v<T>) {
+      const __m256d v = _mm256_cvtepi32_pd(x);
+      const __m256d a = _mm256_andnot_pd(sign, v);
+      const __m256d m = _mm256_floor_pd(_mm256_add_pd(_mm256_mul_pd(a, inv), bias));
+      return _mm256_cvttpd_epi32(_mm256_or_pd(m, _mm256_and_pd(v, sign)));
+    } else {
+      const __m256d v = _mm256_add_pd(_mm256_cvtepi32_pd(_mm_xor_si128(x, flip)), two31);
+      const __m256d m = _mm256_floor_pd(_mm256_add_pd(_mm256_mul_pd(v, inv), bias));
+      return _mm_xor_si128(_mm256_cvttpd_epi32(_mm256_sub_pd(m, two31)), flip);
+    }
+  }
+};
+
 template <typename T>
 WEFT_AVX2 void divide_int32(void* dst, const void* src, size_t count, int divisor) {
-  static_assert(sizeof(T) == 4);
-  if (divisor < 1 || divisor > (1 << 16)) return scalar::divide_int_loop<T>(dst, src, count, divisor);
-  const __m256d inv = _mm256_set1_pd(1.0 / divisor), bias = _mm256_set1_pd(0x1p-18);
-  const __m256d sign = _mm256_set1_pd(-0.0), two31 = _mm256_set1_pd(0x1p31);
-  const __m128i flip = _mm_set1_epi32(static_cast<int>(0x80000000u));  // unsigned <-> signed, offset 2^31
+  if (!int_quotient_is_exact(divisor)) return scalar::divide_int_loop<T>(dst, src, count, divisor);
+  const Int32Quotient<T> quotient(divisor);
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
   size_t i = 0;
   for (; i + 4 <= count; i += 4) {
     prefetch_ahead(s + 4 * i);
     const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 4 * i));
-    __m128i q;
-    if constexpr (std::is_signed_v<T>) {
-      const __m256d v = _mm256_cvtepi32_pd(x);
-      const __m256d a = _mm256_andnot_pd(sign, v);
-      const __m256d m = _mm256_floor_pd(_mm256_add_pd(_mm256_mul_pd(a, inv), bias));
-      q = _mm256_cvttpd_epi32(_mm256_or_pd(m, _mm256_and_pd(v, sign)));
-    } else {
-      const __m256d v = _mm256_add_pd(_mm256_cvtepi32_pd(_mm_xor_si128(x, flip)), two31);
-      const __m256d m = _mm256_floor_pd(_mm256_add_pd(_mm256_mul_pd(v, inv), bias));
-      q = _mm_xor_si128(_mm256_cvttpd_epi32(_mm256_sub_pd(m, two31)), flip);
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 4 * i), q);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 4 * i), quotient.apply(x));
   }
   scalar::divide_int_loop<T>(d + 4 * i, s + 4 * i, count - i, divisor);
+}
+
+// 64-bit integers: four at a time through the 32-bit route where all four fit 32 bits (int64 in
+// int32's range, uint64 below 2^32: the counts and sums avg usually sees), the scalar loop for
+// a step where one does not.
+template <typename T>
+WEFT_AVX2 void divide_int64(void* dst, const void* src, size_t count, int divisor) {
+  static_assert(sizeof(T) == 8);
+  if (!int_quotient_is_exact(divisor)) return scalar::divide_int_loop<T>(dst, src, count, divisor);
+  using T32 = std::conditional_t<std::is_signed_v<T>, int32_t, uint32_t>;
+  const Int32Quotient<T32> quotient(divisor);
+  const __m256i low_dwords = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    prefetch_ahead(s + 8 * i);
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 8 * i));
+    const __m128i lo = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(x, low_dwords));
+    // Each lane as its low 32 bits widened back (sign- or zero-extended): equal iff it fits.
+    const __m256i back = std::is_signed_v<T> ? _mm256_cvtepi32_epi64(lo) : _mm256_cvtepu32_epi64(lo);
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi64(back, x)) != -1) {
+      scalar::divide_int_loop<T>(d + 8 * i, s + 8 * i, 4, divisor);
+      continue;
+    }
+    const __m128i q = quotient.apply(lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 8 * i),
+                        std::is_signed_v<T> ? _mm256_cvtepi32_epi64(q) : _mm256_cvtepu32_epi64(q));
+  }
+  scalar::divide_int_loop<T>(d + 8 * i, s + 8 * i, count - i, divisor);
 }
 
 template <typename Fmt>
@@ -450,7 +489,7 @@ constexpr void set_fp8(KernelTable& t, DataType type) {
 }
 
 constexpr KernelTable make_avx2_table() {
-  using namespace scalar;  // NOLINT: 8-bit divides by a map, 64-bit integer division scalar
+  using namespace scalar;  // NOLINT: divide_by_map, divide_int_loop
   KernelTable t{};
   t.isa = "avx2";
   t.copy = copy_kernel;
@@ -474,8 +513,8 @@ constexpr KernelTable make_avx2_table() {
   t.divide[index(DataType::kUint8)] = divide_by_map<divide_int_loop<uint8_t>>;
   t.divide[index(DataType::kInt32)] = divide_int32<int32_t>;
   t.divide[index(DataType::kUint32)] = divide_int32<uint32_t>;
-  t.divide[index(DataType::kInt64)] = divide_int_loop<int64_t>;
-  t.divide[index(DataType::kUint64)] = divide_int_loop<uint64_t>;
+  t.divide[index(DataType::kInt64)] = divide_int64<int64_t>;
+  t.divide[index(DataType::kUint64)] = divide_int64<uint64_t>;
   t.divide[index(DataType::kFloat32)] = divide_f32;
   t.divide[index(DataType::kFloat64)] = divide_f64;
   set_small<F16>(t, DataType::kFloat16);

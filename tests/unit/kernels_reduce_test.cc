@@ -693,22 +693,32 @@ TEST(DivideTest, MatchesReferenceOnEveryPathTypeAndDivisor) {
 // 32-bit integers divide through fp64 on the vector tables: exact multiples of the divisor and
 // their neighbours (where a quotient computed in floating point would truncate one too low or too
 // high), the extremes, and divisors on both sides of the vector path's limit (2^16), against
-// integer division.
-template <typename T>
-void check_int32_divide_edges(DataType type) {
-  std::vector<T> xs = {0, 1, 2, std::numeric_limits<T>::max(), static_cast<T>(std::numeric_limits<T>::max() - 1),
-                       std::numeric_limits<T>::min(), static_cast<T>(std::numeric_limits<T>::min() + 1)};
+// integer division. 64-bit integers take the same route in steps of four that all fit 32 bits:
+// the same values widened, with values past 32 bits (the extremes, 2^32 +- 1) among them, so that
+// some steps take the vector route and some the scalar one.
+template <typename T, typename T32>
+void check_int_divide_edges(DataType type) {
   for (int d : {1, 2, 3, 7, 49, 1000, 65535, 65536, 65537, 1 << 20, 2147483647}) {  // 49 * fl(1/49) < 1
+    std::vector<T32> small = {0, 1, 2, std::numeric_limits<T32>::max(),
+                              static_cast<T32>(std::numeric_limits<T32>::max() - 1), std::numeric_limits<T32>::min(),
+                              static_cast<T32>(std::numeric_limits<T32>::min() + 1)};
     for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{12345}, int64_t{32767}, int64_t{65535},
                       int64_t{1} << 20, int64_t{2147483647} / d, int64_t{4294967295} / d}) {
       for (int64_t e : {int64_t{-1}, int64_t{0}, int64_t{1}}) {
         for (int64_t sgn : {int64_t{1}, int64_t{-1}}) {
           const int64_t v = sgn * (k * d + e);
-          if (v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-              v <= static_cast<int64_t>(std::numeric_limits<T>::max()))
-            xs.push_back(static_cast<T>(v));
+          if (v >= static_cast<int64_t>(std::numeric_limits<T32>::min()) &&
+              v <= static_cast<int64_t>(std::numeric_limits<T32>::max()))
+            small.push_back(static_cast<T32>(v));
         }
       }
+    }
+    std::vector<T> xs;
+    const T wide[] = {std::numeric_limits<T>::max(), std::numeric_limits<T>::min(), static_cast<T>(int64_t{1} << 32),
+                      static_cast<T>((int64_t{1} << 32) + 1), static_cast<T>((int64_t{1} << 32) - 1)};
+    for (size_t i = 0; i < small.size(); ++i) {
+      xs.push_back(static_cast<T>(small[i]));
+      if (sizeof(T) > sizeof(T32) && i % 11 == 10) xs.push_back(wide[i / 11 % 5]);
     }
     std::vector<T> want(xs.size());
     for (size_t i = 0; i < xs.size(); ++i) want[i] = static_cast<T>(xs[i] / static_cast<T>(d));
@@ -721,9 +731,11 @@ void check_int32_divide_edges(DataType type) {
   }
 }
 
-TEST(DivideTest, Int32EdgesOnEveryTable) {
-  check_int32_divide_edges<int32_t>(DataType::kInt32);
-  check_int32_divide_edges<uint32_t>(DataType::kUint32);
+TEST(DivideTest, IntegerEdgesOnEveryTable) {
+  check_int_divide_edges<int32_t, int32_t>(DataType::kInt32);
+  check_int_divide_edges<uint32_t, uint32_t>(DataType::kUint32);
+  check_int_divide_edges<int64_t, int32_t>(DataType::kInt64);
+  check_int_divide_edges<uint64_t, uint32_t>(DataType::kUint64);
 }
 
 // Every input of each 16-bit and 8-bit float (NaNs, infinities, subnormals, both zeros) and 8-bit
