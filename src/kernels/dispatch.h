@@ -25,7 +25,7 @@ using CopyFn = void (*)(void* dst, const void* src, size_t bytes);
 // (the same-width types, fp16 and bf16 on every vector table, fp8 sum and prod on the AVX-512 ones).
 inline constexpr size_t kStreamReduceBytes = size_t{4} << 20;
 
-// The vector loops of the reduces, of the divides of small floats and 32-bit integers, and of the
+// The vector loops of the reduces, of the divides (small floats, integers, the 8-bit byte maps), and of the
 // conversions read their inputs this many bytes ahead with prefetch instructions. Left to the
 // hardware's prefetchers, the loads of a loop that its instructions bound (fp8, the 16-bit floats)
 // reached memory one after another and the arithmetic did not overlap the waiting: fp8 sum at
