@@ -69,7 +69,7 @@ Status CommState::device_setup(const Operation& op) {
     // The links' announcements travel on host connections, made on the caller's thread; the
     // host transports' connect is otherwise the executor's, hence exec_mu_.
     auto control = [this](int peer, int channel, Deadline deadline) -> Result<std::unique_ptr<transport::Connection>> {
-      std::lock_guard<std::mutex> exec(exec_mu_);
+      std::lock_guard<ExecLock> exec(exec_mu_);
       auto host = transport_for(peer);
       WEFT_TRY(host);
       return (*host)->connect(peer, channel + kKernelChannel, deadline);
@@ -161,7 +161,7 @@ Status CommState::prepare_device(const Operation& op) {
     }
   }
   // The worker runs ops under exec_mu_: taking it waits for the ops queued before this one.
-  std::lock_guard<std::mutex> exec(exec_mu_);
+  std::lock_guard<ExecLock> exec(exec_mu_);
   const algorithms::Plan& plan = group ? *group_plan : plan_for(op.args, true);
   const Deadline deadline = Deadline::after(config_.timeout);
   cuda::DeviceGuard guard(device_);

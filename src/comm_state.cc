@@ -476,7 +476,7 @@ void CommState::worker_loop() {
       if (stop_ && queue_.empty()) return;
       if (queue_.empty()) continue;
     }
-    std::lock_guard<std::mutex> exec(exec_mu_);
+    std::lock_guard<ExecLock> exec(exec_mu_);
     while (run_next()) {
     }
     last_work = std::chrono::steady_clock::now();
@@ -605,13 +605,23 @@ Status CommState::run_host_collective(const algorithms::CollectiveArgs& a, const
 std::optional<Request> CommState::run_now(const algorithms::CollectiveArgs& a, const void* send, void* recv,
                                           size_t bytes) {
   if (!mailbox_) return std::nullopt;
-  // Only when nothing is queued or running: calls complete in the order they were made.
-  std::unique_lock<std::mutex> exec(exec_mu_, std::try_to_lock);
-  if (!exec.owns_lock()) return std::nullopt;
+  // Only when nothing is queued or running: calls complete in the order they were made. This
+  // thread's bias (no other thread has taken exec_mu_ since its last call here) or the lock.
+  struct Exec {
+    ExecLock& lock;
+    const bool biased = lock.enter_biased();
+    const bool locked = !biased && lock.try_lock();
+    ~Exec() {
+      if (biased) lock.exit_biased();
+      if (locked) lock.unlock();
+    }
+  } exec{exec_mu_};
+  if (!exec.biased && !exec.locked) return std::nullopt;
   // Ops are queued by this thread only and taken off by holders of exec_mu_ (us, now).
   if (queued_.load(std::memory_order_relaxed) != 0) return std::nullopt;
   const algorithms::Plan& plan = plan_for(a, false);
   if (!algorithms::mailbox_runs(plan.algorithm, a)) return std::nullopt;
+  if (exec.locked) exec_mu_.bias_to_caller();
   Status s = usable();
   if (!s.ok()) return Request::completed(std::move(s));
   RunSpec spec;
@@ -681,7 +691,7 @@ void CommState::abort(const std::string& reason) {
   for (auto& op : pending)
     op->finish(remote_error("rank " + std::to_string(rank_) + ": communicator was aborted (" + reason + ")"));
   release_device_streams();
-  std::lock_guard<std::mutex> exec(exec_mu_);
+  std::lock_guard<ExecLock> exec(exec_mu_);
   fail_connections("rank " + std::to_string(rank_) + " aborted: " + reason);
 }
 

@@ -3,7 +3,9 @@
 // the progress thread that runs them.
 //
 // Operations run one at a time, in submission order, under exec_mu_: either on the progress
-// thread or on a thread waiting for one (a blocking call then costs no thread hand-off). The
+// thread or on a thread waiting for one (a blocking call then costs no thread hand-off). Small
+// calls the mailbox runs at once (run_now) take exec_mu_'s bias instead while no other thread
+// has taken the lock since (src/exec_lock.h): no locked instruction per call. The
 // progress thread is woken at once for large operations (so they overlap the caller's compute)
 // and within a couple of milliseconds for small ones nobody waits for (it polls every 2 ms while
 // work came recently, and sleeps until notified after 100 ms without any).
@@ -31,6 +33,7 @@
 #include "algorithms/planner.h"
 #include "algorithms/tuner.h"
 #include "src/device_executor.h"
+#include "src/exec_lock.h"
 #include "src/executor.h"
 #include "src/log.h"
 #include "src/mailbox.h"
@@ -179,8 +182,8 @@ class CommState : public ConnectionSource {
   // One node, 2..Mailbox::kMaxRanks ranks, shm allowed: runs the oneshot plans on host memory.
   std::unique_ptr<Mailbox> mailbox_;
 
-  // Execution state (exec_mu_).
-  std::mutex exec_mu_;
+  // Execution state (exec_mu_; run_now() also runs under its bias: src/exec_lock.h).
+  ExecLock exec_mu_;
   Executor executor_;
   Scratch scratch_;
   using PlanKey = algorithms::PlanKey;
