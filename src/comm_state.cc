@@ -508,7 +508,10 @@ const algorithms::Plan& CommState::plan_for(const algorithms::CollectiveArgs& a,
   if (last_plan_ != nullptr && key == last_plan_key_) return *last_plan_;
   auto it = plans_.find(key);
   if (it == plans_.end()) {
-    if (plans_.size() >= kPlanCacheEntries) plans_.clear();
+    if (plans_.size() >= kPlanCacheEntries) {
+      plans_.clear();
+      repeat_.valid = false;
+    }
     it = plans_.emplace(key, make_plan(a, device)).first;
   }
   last_plan_key_ = key;
@@ -605,35 +608,54 @@ Status CommState::run_host_collective(const algorithms::CollectiveArgs& a, const
 std::optional<Request> CommState::run_now(const algorithms::CollectiveArgs& a, const void* send, void* recv,
                                           size_t bytes) {
   if (!mailbox_) return std::nullopt;
-  // Only when nothing is queued or running: calls complete in the order they were made. This
-  // thread's bias (no other thread has taken exec_mu_ since its last call here) or the lock.
-  struct Exec {
-    ExecLock& lock;
-    const bool biased = lock.enter_biased();
-    const bool locked = !biased && lock.try_lock();
-    ~Exec() {
-      if (biased) lock.exit_biased();
-      if (locked) lock.unlock();
-    }
-  } exec{exec_mu_};
-  if (!exec.biased && !exec.locked) return std::nullopt;
+  // Only when nothing is queued or running: calls complete in the order they were made.
+  ExecSection exec(exec_mu_);
+  if (!exec.held()) return std::nullopt;
   // Ops are queued by this thread only and taken off by holders of exec_mu_ (us, now).
   if (queued_.load(std::memory_order_relaxed) != 0) return std::nullopt;
   const algorithms::Plan& plan = plan_for(a, false);
   if (!algorithms::mailbox_runs(plan.algorithm, a)) return std::nullopt;
-  if (exec.locked) exec_mu_.bias_to_caller();
+  if (exec.locked()) exec_mu_.bias_to_caller();
   Status s = usable();
   if (!s.ok()) return Request::completed(std::move(s));
-  RunSpec spec;
+  repeat_.valid = false;
+  RunSpec& spec = repeat_.spec;
+  spec.bindings.tmp = nullptr;  // set_program() sets it only for a program with TMP
   s = host_spec(spec, a, send, recv, coll_seq_++, plan);
+  if (!s.ok()) return Request::completed(outcome(std::move(s)));
+  repeat_.send = send;
+  repeat_.recv = recv;
+  repeat_.bytes = bytes;
+  repeat_.valid = true;
+  return open_on_mailbox(spec, send, recv, bytes);
+}
+
+std::optional<Request> CommState::run_again(const algorithms::CollectiveArgs& a, const void* send, void* recv) {
+  if (!mailbox_) return std::nullopt;  // run_now() keeps nothing then
+  ExecSection exec(exec_mu_);
+  if (!exec.held()) return std::nullopt;
+  const Repeat& r = repeat_;
+  const algorithms::CollectiveArgs& last = r.spec.args;
+  if (!r.valid || send != r.send || recv != r.recv || a.coll != last.coll || a.count != last.count ||
+      a.dtype != last.dtype || a.op != last.op || a.root != last.root || a.nranks != last.nranks)
+    return std::nullopt;
+  if (r.spec.bindings.tmp != nullptr && r.spec.bindings.tmp != scratch_.data()) return std::nullopt;
+  if (queued_.load(std::memory_order_relaxed) != 0 || !usable().ok() || log_.enabled(LogLevel::kTrace))
+    return std::nullopt;
+  repeat_.spec.seq = coll_seq_++;
+  repeat_.spec.deadline = Deadline::after(config_.timeout);
+  return open_on_mailbox(repeat_.spec, send, recv, r.bytes);
+}
+
+Request CommState::open_on_mailbox(const RunSpec& spec, const void* send, void* recv, size_t bytes) {
   // A short wait here (none when ranks share cores: the peer needs ours); then the queue
   // finishes the call, so that the caller is free to make its next one.
   const int64_t patience = oversubscribed_ ? 0 : kRunNowPatienceUs;
-  if (s.ok()) s = mailbox_->start(spec, *this, patience);
+  Status s = mailbox_->start(spec, *this, patience);
   if (s.ok()) s = mailbox_->finish(spec, *this, patience);
   if (s.code() != StatusCode::kInProgress) return Request::completed(outcome(std::move(s)));
   auto op = new_operation();
-  op->args = a;
+  op->args = spec.args;
   op->send = send;
   op->recv = recv;
   op->bytes = bytes;

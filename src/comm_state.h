@@ -84,6 +84,13 @@ class CommState : public ConnectionSource {
   // Returns its Request (complete, or of the queued op), or nothing when the call is not for
   // this path (submit it).
   std::optional<Request> run_now(const algorithms::CollectiveArgs& a, const void* send, void* recv, size_t bytes);
+  // The same for a call identical to the last one run_now() prepared (the same collective,
+  // count, type, op, root and buffers; `a` as the caller gave it, with nranks set): it runs from
+  // that preparation, without the argument checks, the buffers' device check (a buffer found on
+  // the host stays there: CUDA hands out device memory at addresses the host allocator never
+  // does) or the plan lookup: a third fewer instructions a call. Nothing when the call differs, or anything else would need saying (an aborted or broken
+  // communicator, queued calls, trace logging): the full path then takes it.
+  std::optional<Request> run_again(const algorithms::CollectiveArgs& a, const void* send, void* recv);
   // Queues `op` (validated, op->device set from on_device()) and returns. The op completes later
   // with its outcome. Device buffers: the op is ordered after the work already on op->stream
   // (and, when stream_ordered, later work on that stream waits for it); see Operation.
@@ -124,6 +131,9 @@ class CommState : public ConnectionSource {
   // REQUIRES: exec_mu_ held. A collective on host memory: the mailbox runs it when its plan is
   // oneshot and there is one, else the executor.
   Status run_host_collective(const algorithms::CollectiveArgs& a, const void* send, void* recv);
+  // REQUIRES: exec_mu_ held or its bias. Starts spec's call (prepared, its seq taken) on the
+  // mailbox and completes it if its peers' messages come within a short wait; else queues it.
+  Request open_on_mailbox(const RunSpec& spec, const void* send, void* recv, size_t bytes);
   // The RunSpec of a host collective with sequence number `seq` (its plan's program and TMP).
   Status host_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv, uint64_t seq,
                    const algorithms::Plan& plan);
@@ -195,6 +205,15 @@ class CommState : public ConnectionSource {
   std::map<PlanKey, algorithms::Plan> plans_;
   PlanKey last_plan_key_;
   const algorithms::Plan* last_plan_ = nullptr;  // plans_'s entry for last_plan_key_, or null
+  // The host call run_now() last prepared (run_again()); `valid` is cleared with plans_, whose
+  // program the spec points at. A spec with TMP is reused while the scratch has not moved.
+  struct Repeat {
+    const void* send = nullptr;
+    void* recv = nullptr;
+    size_t bytes = 0;
+    RunSpec spec;  // spec.args: the call as checked
+    bool valid = false;
+  } repeat_;
   uint64_t coll_seq_ = 0;
   std::vector<uint64_t> peer_seq_;
   Status broken_;  // the first non-argument failure (also copied to async_error_ under queue_mu_)

@@ -110,6 +110,8 @@ Result<size_t> check_collective(CommState& st, CollectiveArgs& a, const void* se
 
 Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv) {
   a.nranks = st.nranks();
+  // A loop of one small call: the checks and the preparation were made for the first.
+  if (auto again = st.run_again(a, send, recv)) return std::move(*again);
   const Result<size_t> bytes = check_collective(st, a, send, recv);
   if (!bytes.ok()) return Request::completed(bytes.status());
   auto device = st.on_device(a, send, recv, {});

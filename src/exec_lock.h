@@ -91,4 +91,26 @@ class ExecLock {
   std::atomic<std::thread::id> owner_{};
 };
 
+// What a call that runs at once holds: its thread's bias, else the lock if it is free (neither:
+// held() is false and the call goes to the queue).
+class ExecSection {
+ public:
+  explicit ExecSection(ExecLock& lock)
+      : lock_(lock), biased_(lock.enter_biased()), locked_(!biased_ && lock.try_lock()) {}
+  ExecSection(const ExecSection&) = delete;
+  ExecSection& operator=(const ExecSection&) = delete;
+  ~ExecSection() {
+    if (biased_) lock_.exit_biased();
+    if (locked_) lock_.unlock();
+  }
+  bool held() const { return biased_ || locked_; }
+  // Held through the lock: the caller may take the bias for its next calls (bias_to_caller()).
+  bool locked() const { return locked_; }
+
+ private:
+  ExecLock& lock_;
+  const bool biased_;
+  const bool locked_;
+};
+
 }  // namespace weft

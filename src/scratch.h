@@ -30,6 +30,8 @@ class Scratch {
     return data_;
   }
   size_t capacity() const { return capacity_; }
+  // What get() returned last (null before the first); it stays until a get() must grow it.
+  char* data() const { return data_; }
 
  private:
   char* data_ = nullptr;

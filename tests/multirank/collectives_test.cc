@@ -221,6 +221,63 @@ TEST(Collectives, RootedCallsRunAhead) {
   }
 }
 
+// A call identical to the one before (the same collective, count, type, op, root and buffers)
+// runs from that call's preparation (CommState::run_again); a call that differs in any one of
+// them must not. Each round makes the same allreduce and broadcast twice, then calls that
+// differ from them in one argument each, and checks every result exactly.
+TEST(Collectives, RepeatedCallsTakeTheirOwnArguments) {
+  Communicator& c = world();
+  const int n = c.size(), r = c.rank();
+  std::vector<int32_t> a(4), a2(4), b(4), out(4), out2(4);
+  for (int i = 0; i < 40; ++i) {
+    for (int rep = 0; rep < 2; ++rep) {
+      std::fill(a.begin(), a.end(), i + r + rep);
+      ASSERT_TRUE(c.allreduce(a.data(), out.data(), 4, DataType::kInt32, RedOp::kSum).wait().ok());
+      ASSERT_EQ(out[3], n * (i + rep) + n * (n - 1) / 2) << "round " << i;
+    }
+    // Another op; then another output buffer; then another type, the same buffers and count.
+    std::fill(a.begin(), a.end(), i + r + 1);
+    ASSERT_TRUE(c.allreduce(a.data(), out.data(), 4, DataType::kInt32, RedOp::kMax).wait().ok());
+    ASSERT_EQ(out[0], i + n - 1 + 1);
+    ASSERT_TRUE(c.allreduce(a.data(), out2.data(), 4, DataType::kInt32, RedOp::kMax).wait().ok());
+    ASSERT_EQ(out2[0], i + n - 1 + 1);
+    // (Negative floats: their bits as int32 order the other way.)
+    const float mine = -1.5f - static_cast<float>(r), other = -0.5f - static_cast<float>(r);
+    for (auto& x : a) std::memcpy(&x, &mine, sizeof x);
+    ASSERT_TRUE(c.allreduce(a.data(), out2.data(), 4, DataType::kFloat32, RedOp::kMax).wait().ok());
+    float got = 0;
+    std::memcpy(&got, &out2[2], sizeof got);
+    ASSERT_EQ(got, -1.5f);
+    // Another input buffer.
+    for (auto& x : a2) std::memcpy(&x, &other, sizeof x);
+    ASSERT_TRUE(c.allreduce(a2.data(), out2.data(), 4, DataType::kFloat32, RedOp::kMax).wait().ok());
+    std::memcpy(&got, &out2[2], sizeof got);
+    ASSERT_EQ(got, -0.5f);
+    // In place, then another count.
+    std::fill(b.begin(), b.end(), r);
+    ASSERT_TRUE(c.allreduce(b.data(), b.data(), 4, DataType::kInt32, RedOp::kSum).wait().ok());
+    ASSERT_EQ(b[3], n * (n - 1) / 2);
+    std::fill(b.begin(), b.end(), r);
+    ASSERT_TRUE(c.allreduce(b.data(), b.data(), 3, DataType::kInt32, RedOp::kSum).wait().ok());
+    ASSERT_EQ(b[2], n * (n - 1) / 2);
+    ASSERT_EQ(b[3], r) << "a count of 3 wrote a fourth element";
+    // The same 16 bytes as int8: another type, another sum.
+    std::fill(b.begin(), b.end(), 0x01010101);
+    ASSERT_TRUE(c.allreduce(b.data(), out.data(), 16, DataType::kInt8, RedOp::kSum).wait().ok());
+    ASSERT_EQ(out[1], 0x01010101 * n);
+    // Broadcasts from one root twice, then from the next root with everything else the same.
+    const int root = i % n, next = (i + 1) % n;
+    for (int rep = 0; rep < 2; ++rep) {
+      std::fill(b.begin(), b.end(), r == root ? 1000 * i + rep : -1);
+      ASSERT_TRUE(c.broadcast(b.data(), b.data(), 4, DataType::kInt32, root).wait().ok());
+      ASSERT_EQ(b[3], 1000 * i + rep) << "round " << i;
+    }
+    std::fill(b.begin(), b.end(), r == next ? 7 * i : -1);
+    ASSERT_TRUE(c.broadcast(b.data(), b.data(), 4, DataType::kInt32, next).wait().ok());
+    ASSERT_EQ(b[0], 7 * i) << "round " << i << ": the broadcast from rank " << next;
+  }
+}
+
 // A long mixed sequence, the same on every rank (one seed): every collective, barriers and a
 // ring of sends and receives in a group, counts from 0 through the mailbox's sizes to past them,
 // roots that move, in place and not, up to three calls in flight before any is waited for, and
