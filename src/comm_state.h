@@ -88,8 +88,9 @@ class CommState : public ConnectionSource {
   // count, type, op, root and buffers; `a` as the caller gave it, with nranks set): it runs from
   // that preparation, without the argument checks, the buffers' device check (a buffer found on
   // the host stays there: CUDA hands out device memory at addresses the host allocator never
-  // does) or the plan lookup: a third fewer instructions a call. Nothing when the call differs, or anything else would need saying (an aborted or broken
-  // communicator, queued calls, trace logging): the full path then takes it.
+  // does) or the plan lookup: a third fewer instructions a call. Nothing when the call differs,
+  // or when anything else would need saying (an aborted or broken communicator, queued calls,
+  // trace logging): the full path then takes it.
   std::optional<Request> run_again(const algorithms::CollectiveArgs& a, const void* send, void* recv);
   // Queues `op` (validated, op->device set from on_device()) and returns. The op completes later
   // with its outcome. Device buffers: the op is ordered after the work already on op->stream
