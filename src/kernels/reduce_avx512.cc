@@ -11,8 +11,6 @@
 // docs/PERFORMANCE.md, "CPU kernels".
 #include "src/kernels/dispatch.h"
 
-#include "src/kernels/dispatch.h"
-
 #if defined(__x86_64__) || defined(__i386__)
 
 // Everything up to the matching pop_options is built for AVX-512 F + BW; the code that checks the
@@ -213,6 +211,7 @@ template <int M, int B>
 
 // float_to_e4m3: the magnitude clamped to 448 saturates finite overflow; inf and NaN -> NaN.
 struct E4m3Narrow {
+  using Scalar = scalar::E4m3;
   [[gnu::always_inline]] static inline __m512i apply(__m512i bits) {
     const __m512i a = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
     __m512i enc = round_clamped<3, 7>(_mm512_min_epi32(a, _mm512_set1_epi32(0x43E00000)));
@@ -224,6 +223,7 @@ struct E4m3Narrow {
 
 // float_to_e5m2: finite overflow saturates to 57344, inf stays inf, NaN keeps two payload bits.
 struct E5m2Narrow {
+  using Scalar = scalar::E5m2;
   [[gnu::always_inline]] static inline __m512i apply(__m512i bits) {
     const __m512i a = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
     const __m512i inf = _mm512_set1_epi32(0x7F800000);
@@ -236,15 +236,34 @@ struct E5m2Narrow {
   }
 };
 
+// d[i..] = the codes of 16 floats a step while 16 fit; returns where it stopped. kStream:
+// non-temporal stores (REQUIRES: d + i 16-byte aligned; the caller fences).
+template <typename Narrow, bool kStream>
+size_t from_float8_steps(char* d, const float* src, size_t i, size_t count) {
+  for (; i + 16 <= count; i += 16) {
+    prefetch_ahead(reinterpret_cast<const char*>(src + i));
+    const __m128i codes = _mm512_cvtepi32_epi8(Narrow::apply(_mm512_castps_si512(_mm512_loadu_ps(src + i))));
+    if constexpr (kStream)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), codes);
+    else
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), codes);
+  }
+  return i;
+}
+
+// From kStreamReduceBytes of output up the stores stream past the caches (avx2_float.h's
+// from_float_kernel says why).
 template <typename Narrow>
 void from_float8(void* dst, const float* src, size_t count) {
   char* d = static_cast<char*>(dst);
   size_t i = 0;
-  for (; i + 16 <= count; i += 16) {
-    prefetch_ahead(reinterpret_cast<const char*>(src + i));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
-                     _mm512_cvtepi32_epi8(Narrow::apply(_mm512_castps_si512(_mm512_loadu_ps(src + i)))));
+  if (count >= kStreamReduceBytes) {
+    i = (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16;  // elements (bytes) to 16-byte alignment
+    scalar::from_float_loop<typename Narrow::Scalar>(d, src, i);
+    i = from_float8_steps<Narrow, true>(d, src, i, count);
+    _mm_sfence();  // streamed stores are weakly ordered: complete them before the tail and return
   }
+  i = from_float8_steps<Narrow, false>(d, src, i, count);
   if (i < count) {
     const __mmask16 m = static_cast<__mmask16>((1u << (count - i)) - 1);  // count - i < 16
     _mm512_mask_cvtepi32_storeu_epi8(d + i, m, Narrow::apply(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, src + i))));

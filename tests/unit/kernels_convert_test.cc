@@ -352,6 +352,32 @@ TEST(ConvertTest, LargeWidenStreamsTheSameFloats) {
   }
 }
 
+// Large narrowing calls stream their output past the caches (avx2_float.h's from_float_kernel,
+// reduce_avx512.cc's from_float8): the same bits as the scalar encoder, from any offset, and
+// nothing written past the end. n: at least kStreamReduceBytes of output in every format.
+TEST(ConvertTest, LargeNarrowStreamsTheSameBits) {
+  const size_t n = kStreamReduceBytes + 1000 + 3;
+  std::vector<float> src(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Every exponent, assorted mantissas and signs; NaN and inf among them.
+    src[i] = f32(static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>(i << 7));
+  }
+  for (const Format* f : kFormats) {
+    const size_t width = f->bits() / 8;
+    std::vector<uint8_t> want(n * width);
+    scalar_kernels().from_float[static_cast<int>(f->type)](want.data(), src.data(), n);
+    for (const KernelTable* t : tables()) {
+      for (size_t off : {size_t{0}, width, size_t{1}}) {
+        std::vector<uint8_t> got(n * width + off + 1, 0xA5);
+        uint8_t* dst = got.data() + off;  // each offset moves the head that aligns the streamed stores
+        t->from_float[static_cast<int>(f->type)](dst, src.data(), n);
+        ASSERT_EQ(std::memcmp(dst, want.data(), n * width), 0) << t->isa << " " << f->name << " offset " << off;
+        EXPECT_EQ(got[n * width + off], 0xA5) << t->isa << " " << f->name << " wrote past the end";
+      }
+    }
+  }
+}
+
 TEST(ConvertTest, BulkNarrowMatchesScalar) {
   for (const Format* f : kFormats) {
     const std::vector<Candidate> c = candidates(*f);
