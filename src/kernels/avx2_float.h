@@ -76,11 +76,13 @@ WEFT_AVX2 inline __m128i pack_bytes(__m256i lo, __m256i hi) {
 
 // ---- formats ----
 
-// Formats whose natural order is already the fastest: the _lanes pair is load16/store16.
+// Formats whose natural order is already the fastest: the _lanes functions are load16/store16
+// (and, for the 2-byte formats, pack16).
 template <typename Fmt>
 struct NaturalLanes {
   WEFT_AVX2 static void load16_lanes(const char* p, __m256& lo, __m256& hi) { Fmt::load16(p, lo, hi); }
   WEFT_AVX2 static void store16_lanes(char* p, __m256 lo, __m256 hi) { Fmt::store16(p, lo, hi); }
+  WEFT_AVX2 static __m256i pack16_lanes(__m256 lo, __m256 hi) { return Fmt::pack16(lo, hi); }
 };
 
 struct F16 : NaturalLanes<F16> {
@@ -93,11 +95,10 @@ struct F16 : NaturalLanes<F16> {
   WEFT_AVX2 static void store16(char* p, __m256 lo, __m256 hi) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), pack16(lo, hi));
   }
-  // The 32 bytes store16 writes; the natural order is also store16_lanes'.
+  // The 32 bytes store16 writes.
   WEFT_AVX2 static __m256i pack16(__m256 lo, __m256 hi) {
     return _mm256_set_m128i(_mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT));
   }
-  WEFT_AVX2 static __m256i pack16_lanes(__m256 lo, __m256 hi) { return pack16(lo, hi); }
 };
 
 struct Bf16 {
