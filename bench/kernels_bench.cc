@@ -209,6 +209,9 @@ void register_all() {
           ("reduce_" + std::string(tables[i]->isa) + "/" + std::string(dtype_name(type)) + "/sum").c_str(),
           BM_Reduce, type, RedOp::kSum, tables[i])
           ->Apply(sizes);
+    benchmark::RegisterBenchmark(("reduce_" + std::string(tables[i]->isa) + "/f8e4m3/prod").c_str(), BM_Reduce,
+                                 DataType::kFloat8e4m3, RedOp::kProd, tables[i])
+        ->Apply(sizes);
     for (DataType type : {DataType::kFloat16, DataType::kFloat8e4m3, DataType::kInt8})
       benchmark::RegisterBenchmark(
           ("divide_by_" + std::string(tables[i]->isa) + "/" + std::string(dtype_name(type))).c_str(), BM_DivideBy,

@@ -1,13 +1,15 @@
 // Internal to src/kernels, x86 only: the loops the AVX-512 kernel tables share
-// (reduce_avx512.cc, reduce_avx512fp16.cc). Each includes this header inside its own
-// `#pragma GCC target` region, so the loops take that file's instruction set; everything here has
-// internal linkage, one copy per including file.
+// (reduce_avx512.cc, reduce_avx512bf16.cc, reduce_avx512fp16.cc). Each includes this header
+// inside its own `#pragma GCC target` region, so the loops take that file's instruction set;
+// everything here has internal linkage, one copy per including file.
 //
 //   reduce16<Combine>   16-bit elements (fp16, bf16), 32 a vector: masked head and tail, and
 //                       large out-of-place calls stream their output past the caches
 //                       (dispatch.h's kStreamReduceBytes). Combine::apply(x, y) gives 32 results.
-//   reduce8<Fmt, Half>  fp8 sum and prod, 64 elements a step: each byte becomes an fp16 by shifts
-//                       alone (fp8_avx2.h explains why that is exact), Half::apply combines two
+//   reduce8<Step>       fp8 sum and prod, 64 elements a step: Step::apply(x, y) gives 64 result
+//                       bytes. HalfStep<Fmt, Half> is the step of the tables without
+//                       reduce_avx512bf16.cc's: each byte becomes an fp16 by shifts alone
+//                       (fp8_avx2.h explains why that is exact), Half::apply combines two
 //                       vectors of fp16 bits into fp16 bits rounded once, Fmt::narrow rounds
 //                       those to the format and Fmt::fix sets the lanes of NaN (and e5m2 inf)
 //                       inputs, found on the bytes. Large out-of-place calls stream their output
@@ -159,25 +161,31 @@ struct E5m2x8 {
   }
 };
 
-// 64 results of fp8 (op), as bytes. Each input's bytes go to the high halves of 16-bit lanes by
-// unpacking with zeros (in-lane order, which packus undoes).
+// reduce8's step: 64 results of fp8 (op), as bytes. Each input's bytes go to the high halves of
+// 16-bit lanes by unpacking with zeros (in-lane order, which packus undoes).
+// A Step has the scalar types of the head before streaming (Scalar, ScalarOp), loads whatever
+// constants it needs when constructed (once a call) and is then applied to every 64-byte step.
 template <typename Fmt, typename Half>
-inline __m512i reduce8_step(__m512i x, __m512i y) {
-  const __m512i zero = _mm512_setzero_si512();
-  const __m512i lo = Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(_mm512_unpacklo_epi8(zero, x)),
-                                                           Fmt::wide(_mm512_unpacklo_epi8(zero, y))));
-  const __m512i hi = Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(_mm512_unpackhi_epi8(zero, x)),
-                                                           Fmt::wide(_mm512_unpackhi_epi8(zero, y))));
-  return Fmt::fix(_mm512_packus_epi16(lo, hi), Fmt::special(x) | Fmt::special(y));
-}
+struct HalfStep {
+  using Scalar = typename Fmt::Scalar;
+  using ScalarOp = typename Half::ScalarOp;
+  [[gnu::always_inline]] inline __m512i apply(__m512i x, __m512i y) const {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i lo = Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(_mm512_unpacklo_epi8(zero, x)),
+                                                             Fmt::wide(_mm512_unpacklo_epi8(zero, y))));
+    const __m512i hi = Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(_mm512_unpackhi_epi8(zero, x)),
+                                                             Fmt::wide(_mm512_unpackhi_epi8(zero, y))));
+    return Fmt::fix(_mm512_packus_epi16(lo, hi), Fmt::special(x) | Fmt::special(y));
+  }
+};
 
 // d[i..] = a (op) b for whole 64-element steps; returns where it stopped. kStream as reduce16_vectors.
-template <typename Fmt, typename Half, bool kStream>
-size_t reduce8_vectors(char* d, const char* xs, const char* ys, size_t i, size_t count) {
+template <typename Step, bool kStream>
+size_t reduce8_vectors(const Step& step, char* d, const char* xs, const char* ys, size_t i, size_t count) {
   for (; i + 64 <= count; i += 64) {
     prefetch_ahead(xs + i);
     prefetch_ahead(ys + i);
-    const __m512i r = reduce8_step<Fmt, Half>(load(xs + i), load(ys + i));
+    const __m512i r = step.apply(load(xs + i), load(ys + i));
     if constexpr (kStream)
       _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), r);
     else
@@ -188,22 +196,23 @@ size_t reduce8_vectors(char* d, const char* xs, const char* ys, size_t i, size_t
 
 // dst = a (op) b: as reduce16 (the scalar loop up to dst's next 64-byte line before streaming, a
 // masked step for the ragged end). Each step reads its inputs before it writes, so dst may be a or b.
-template <typename Fmt, typename Half>
+template <typename Step>
 void reduce8(void* dst, const void* a, const void* b, size_t count) {
+  const Step step;
   char* d = static_cast<char*>(dst);
   const char* xs = static_cast<const char*>(a);
   const char* ys = static_cast<const char*>(b);
   size_t i = 0;
   if (count >= kStreamReduceBytes && !overlaps(d, xs, count) && !overlaps(d, ys, count)) {
     i = (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64;  // elements to 64-byte alignment
-    scalar::reduce_small_loop<typename Fmt::Scalar, typename Half::ScalarOp>(d, xs, ys, i);
-    i = reduce8_vectors<Fmt, Half, true>(d, xs, ys, i, count);
+    scalar::reduce_small_loop<typename Step::Scalar, typename Step::ScalarOp>(d, xs, ys, i);
+    i = reduce8_vectors<Step, true>(step, d, xs, ys, i, count);
     _mm_sfence();  // as reduce16
   }
-  i = reduce8_vectors<Fmt, Half, false>(d, xs, ys, i, count);
+  i = reduce8_vectors<Step, false>(step, d, xs, ys, i, count);
   if (i < count) {
     const __mmask64 m = (uint64_t{1} << (count - i)) - 1;  // count - i < 64
-    const __m512i r = reduce8_step<Fmt, Half>(_mm512_maskz_loadu_epi8(m, xs + i), _mm512_maskz_loadu_epi8(m, ys + i));
+    const __m512i r = step.apply(_mm512_maskz_loadu_epi8(m, xs + i), _mm512_maskz_loadu_epi8(m, ys + i));
     _mm512_mask_storeu_epi8(d + i, m, r);
   }
 }

@@ -59,6 +59,9 @@ const KernelTable* avx2_kernels();
 // AVX-512 F + BW for fp16 and bf16, the AVX2 kernels for the other types; nullptr when this CPU
 // lacks AVX-512 F, BW or the AVX2 table.
 const KernelTable* avx512_kernels();
+// AVX-512 VBMI + BF16 for fp8 sum and prod, the AVX-512 table for the rest; nullptr when this
+// CPU lacks VBMI, BF16 or the AVX-512 table.
+const KernelTable* avx512bf16_kernels();
 // AVX-512 FP16 for fp16 and fp8 sum and prod, the AVX-512 table for the rest; nullptr when this
 // CPU lacks AVX-512 FP16 or the AVX-512 table.
 const KernelTable* avx512fp16_kernels();

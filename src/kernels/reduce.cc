@@ -8,7 +8,7 @@ namespace weft::kernels {
 
 std::vector<const KernelTable*> supported_kernels() {
   std::vector<const KernelTable*> tables = {&scalar_kernels()};
-  for (const KernelTable* t : {avx2_kernels(), avx512_kernels(), avx512fp16_kernels()})
+  for (const KernelTable* t : {avx2_kernels(), avx512_kernels(), avx512bf16_kernels(), avx512fp16_kernels()})
     if (t != nullptr) tables.push_back(t);
   return tables;
 }

@@ -188,8 +188,8 @@ struct Fp8Prod {
 
 template <typename Fmt>
 void set_fp8(KernelTable& t, DataType type) {
-  t.reduce[static_cast<int>(type)][0] = reduce8<Fmt, Fp8Sum>;
-  t.reduce[static_cast<int>(type)][1] = reduce8<Fmt, Fp8Prod>;
+  t.reduce[static_cast<int>(type)][0] = reduce8<HalfStep<Fmt, Fp8Sum>>;
+  t.reduce[static_cast<int>(type)][1] = reduce8<HalfStep<Fmt, Fp8Prod>>;
 }
 
 // ---- fp32 -> fp8 (convert.h's from_float): avx2_float.h's narrow8 in 512-bit vectors, 16

@@ -72,8 +72,8 @@ KernelTable make_avx512fp16_table(const KernelTable& avx512) {
   t.reduce[static_cast<int>(DataType::kFloat16)][1] = reduce16<HalfProd>;
   for (DataType type : {DataType::kFloat8e4m3, DataType::kFloat8e5m2}) {
     const bool e4m3 = type == DataType::kFloat8e4m3;
-    t.reduce[static_cast<int>(type)][0] = e4m3 ? reduce8<E4m3x8, Fp8HalfSum> : reduce8<E5m2x8, Fp8HalfSum>;
-    t.reduce[static_cast<int>(type)][1] = e4m3 ? reduce8<E4m3x8, Fp8HalfProd> : reduce8<E5m2x8, Fp8HalfProd>;
+    t.reduce[static_cast<int>(type)][0] = e4m3 ? reduce8<HalfStep<E4m3x8, Fp8HalfSum>> : reduce8<HalfStep<E5m2x8, Fp8HalfSum>>;
+    t.reduce[static_cast<int>(type)][1] = e4m3 ? reduce8<HalfStep<E4m3x8, Fp8HalfProd>> : reduce8<HalfStep<E5m2x8, Fp8HalfProd>>;
   }
   return t;
 }

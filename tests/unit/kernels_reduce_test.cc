@@ -489,6 +489,7 @@ TEST(ReduceSemanticsTest, AvgIsTheSumKernelAndIsaIsReported) {
     EXPECT_EQ(reduce_fn(static_cast<DataType>(t), RedOp::kAvg),
               reduce_fn(static_cast<DataType>(t), RedOp::kSum));
   EXPECT_STREQ(reduce_isa(), avx512fp16_kernels() != nullptr ? "avx512fp16"
+                             : avx512bf16_kernels() != nullptr ? "avx512bf16"
                              : avx512_kernels() != nullptr   ? "avx512"
                              : avx2_kernels() != nullptr     ? "avx2"
                                                              : "scalar");

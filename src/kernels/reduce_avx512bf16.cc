@@ -1,0 +1,208 @@
+// The AVX-512 BF16 kernel table: the AVX-512 table with fp8 sum and prod by table lookup and dot
+// product, for CPUs with AVX-512 VBMI and BF16 but not FP16 (AMD Zen 4 and 5; Intel's CPUs that
+// have BF16 and VBMI have FP16 too, and its table wins).
+//
+// The AVX-512 table's fp8 step widens the bytes to fp16 by shifts, the fp16 to fp32 (vcvtph2ps),
+// combines, and rounds to fp16 and then to fp8: about 60 vector instructions per 64 elements,
+// which bound it, not memory. Here the widening is cheaper:
+//   widen    vpermi2b looks each byte's magnitude (its low 7 bits) up in a 128-entry table of
+//            bf16: one lookup gives the low bytes, one the high bytes, and the sign is ORed back.
+//            Unpacks pair x's and y's bf16 in 32-bit lanes: [x, y] for sum; [x, -0] and
+//            [y, +0] for prod.
+//   combine  vdpbf16ps: acc + a.hi * b.hi + a.lo * b.lo in fp32, acc = -0 (the identity of +,
+//            so that -0 + -0 stays -0): sum [x, y] . [s, s], prod [x, -0] . [s * y, +0], where
+//            s is the scale Fmt::narrow expects (e4m3 2^-8, e5m2 1; avx512_loops.h). Each
+//            product and the sum of two is exact in fp32, so the result is the fp32 value the
+//            AVX-512 table's step rounds, whatever order the instruction adds in; the bf16
+//            inputs are never subnormal, so its denormals-are-zero never applies.
+//   narrow   the AVX-512 table's: vcvtps2ph, Fmt::narrow and Fmt::fix; one vpermi2b puts the
+//            result bytes back in input order.
+// The same bits as every other table: the unit tests run every pair of fp8 bytes on each.
+// docs/PERFORMANCE.md, "CPU kernels".
+#include "src/kernels/dispatch.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <array>
+#include <type_traits>
+
+// Everything up to the matching pop_options is built for AVX-512 F + BW + VBMI + BF16; the code
+// that checks the CPU (avx512bf16_kernels(), below) is not.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vbmi,avx512bf16")
+
+#include "src/kernels/avx512_loops.h"
+
+namespace weft::kernels {
+namespace avx512 {
+namespace {
+
+// Each format's codes: mantissa bits, exponent bias, whether the top exponent is inf/NaN (e5m2)
+// or only S.1111.111 is NaN (e4m3), and the power of two Fmt::narrow's fp16 input is scaled by.
+template <typename Fmt>
+struct Codes;
+template <>
+struct Codes<E4m3x8> {
+  static constexpr int kMantissa = 3, kBias = 7, kNarrowScale = -8;
+  static constexpr bool kIeeeTop = false;
+};
+template <>
+struct Codes<E5m2x8> {
+  static constexpr int kMantissa = 2, kBias = 15, kNarrowScale = 0;
+  static constexpr bool kIeeeTop = true;
+};
+
+// The bf16 of every magnitude code (0..127) times 2^scale, split into low and high bytes as
+// vpermi2b's two 64-byte tables each want them.
+struct alignas(64) Bf16Table {
+  std::array<uint8_t, 128> lo, hi;
+};
+
+template <typename Fmt>
+constexpr uint16_t bf16_of_code(int code, int scale) {
+  using C = Codes<Fmt>;
+  const int e = code >> C::kMantissa, m = code & ((1 << C::kMantissa) - 1);
+  if constexpr (C::kIeeeTop) {
+    if (e == (0x7F >> C::kMantissa)) return m == 0 ? 0x7F80 : 0x7FC0;  // inf, NaN
+  } else {
+    if (code == 0x7F) return 0x7FC0;  // NaN
+  }
+  if (code == 0) return 0;
+  int exp = (e == 0 ? 1 : e) - C::kBias + scale;            // value = sig * 2^(exp - kMantissa)
+  int sig = e == 0 ? m : m | (1 << C::kMantissa);
+  for (; sig < (1 << C::kMantissa); sig <<= 1) --exp;       // subnormals: normalise
+  return static_cast<uint16_t>(((exp + 127) << 7) | ((sig - (1 << C::kMantissa)) << (7 - C::kMantissa)));
+}
+
+template <typename Fmt>
+constexpr Bf16Table make_bf16_table(int scale) {
+  Bf16Table t{};
+  for (int code = 0; code < 128; ++code) {
+    const uint16_t b = bf16_of_code<Fmt>(code, scale);
+    t.lo[code] = static_cast<uint8_t>(b & 0xFF);
+    t.hi[code] = static_cast<uint8_t>(b >> 8);
+  }
+  return t;
+}
+
+template <typename Fmt, int kScale>
+constexpr Bf16Table kBf16Table = make_bf16_table<Fmt>(kScale);
+
+// Where each result byte sits in the two vectors of 16-bit codes (the word's low byte; 64 and
+// up: the second vector), for vpermi2b to put them back in input order. The unpacks put element
+// 16k + 4g + i (128-bit lane k) in fp32 vector g at lane 4k + i; vectors 0 and 1 become the
+// first vector of codes (1 in its upper half), 2 and 3 the second.
+constexpr std::array<uint8_t, 64> make_result_order() {
+  std::array<uint8_t, 64> order{};
+  for (int j = 0; j < 64; ++j) {
+    const int k = j / 16, g = j % 16 / 4, lane = 4 * k + j % 4;
+    order[j] = static_cast<uint8_t>((g >= 2 ? 64 : 0) + 2 * (g % 2 * 16 + lane));
+  }
+  return order;
+}
+alignas(64) constexpr std::array<uint8_t, 64> kResultOrder = make_result_order();
+
+template <typename Fmt, bool kProd>
+struct DotStep {
+  using Scalar = typename Fmt::Scalar;
+  using ScalarOp = std::conditional_t<kProd, scalar::FProd, scalar::FSum>;
+  static constexpr int kScale = Codes<Fmt>::kNarrowScale;
+
+  // x's table and y's, which is scaled for prod (sum scales in the dot's other operand); the
+  // result bytes' order.
+  __m512i xlo0, xlo1, xhi0, xhi1, ylo0, ylo1, yhi0, yhi1, order;
+
+  DotStep() {
+    const Bf16Table& xt = kBf16Table<Fmt, 0>;
+    const Bf16Table& yt = kBf16Table<Fmt, kProd ? kScale : 0>;
+    xlo0 = _mm512_load_si512(xt.lo.data());
+    xlo1 = _mm512_load_si512(xt.lo.data() + 64);
+    xhi0 = _mm512_load_si512(xt.hi.data());
+    xhi1 = _mm512_load_si512(xt.hi.data() + 64);
+    ylo0 = _mm512_load_si512(yt.lo.data());
+    ylo1 = _mm512_load_si512(yt.lo.data() + 64);
+    yhi0 = _mm512_load_si512(yt.hi.data());
+    yhi1 = _mm512_load_si512(yt.hi.data() + 64);
+    order = _mm512_load_si512(kResultOrder.data());
+  }
+
+  // The bf16 of 64 codes as two vectors of 16-bit lanes (unpack order: lane k of w0 holds
+  // elements 16k..16k+7, of w1 16k+8..16k+15).
+  [[gnu::always_inline]] static inline void widen(__m512i v, __m512i lo0, __m512i lo1, __m512i hi0, __m512i hi1,
+                                                  __m512i& w0, __m512i& w1) {
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, v, lo1);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, v, hi1), v,
+                                                 _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // | sign
+    w0 = _mm512_unpacklo_epi8(lo, hi);
+    w1 = _mm512_unpackhi_epi8(lo, hi);
+  }
+
+  [[gnu::always_inline]] static inline __m512 dot(__m512i a, __m512i b) {
+    return _mm512_dpbf16_ps(_mm512_set1_ps(-0.0f), reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+  }
+
+  [[gnu::always_inline]] static inline __m512i to_half(__m512 lo, __m512 hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT)),
+                              _mm512_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
+  }
+
+  [[gnu::always_inline]] inline __m512i apply(__m512i x, __m512i y) const {
+    __m512i x0, x1, y0, y1;
+    widen(x, xlo0, xlo1, xhi0, xhi1, x0, x1);
+    widen(y, ylo0, ylo1, yhi0, yhi1, y0, y1);
+    __m512 r0, r1, r2, r3;
+    if constexpr (kProd) {
+      const __m512i neg_zero = _mm512_set1_epi16(static_cast<short>(0x8000)), zero = _mm512_setzero_si512();
+      r0 = dot(_mm512_unpacklo_epi16(x0, neg_zero), _mm512_unpacklo_epi16(y0, zero));
+      r1 = dot(_mm512_unpackhi_epi16(x0, neg_zero), _mm512_unpackhi_epi16(y0, zero));
+      r2 = dot(_mm512_unpacklo_epi16(x1, neg_zero), _mm512_unpacklo_epi16(y1, zero));
+      r3 = dot(_mm512_unpackhi_epi16(x1, neg_zero), _mm512_unpackhi_epi16(y1, zero));
+    } else {
+      const uint32_t s = static_cast<uint32_t>(127 + kScale) << 7;  // bf16 of 2^kScale
+      const __m512i scale = _mm512_set1_epi32(static_cast<int>(s | s << 16));
+      r0 = dot(_mm512_unpacklo_epi16(x0, y0), scale);
+      r1 = dot(_mm512_unpackhi_epi16(x0, y0), scale);
+      r2 = dot(_mm512_unpacklo_epi16(x1, y1), scale);
+      r3 = dot(_mm512_unpackhi_epi16(x1, y1), scale);
+    }
+    const __m512i codes = _mm512_permutex2var_epi8(Fmt::narrow(to_half(r0, r1)), order, Fmt::narrow(to_half(r2, r3)));
+    return Fmt::fix(codes, Fmt::special(x) | Fmt::special(y));
+  }
+};
+
+KernelTable make_avx512bf16_table(const KernelTable& avx512) {
+  KernelTable t = avx512;
+  t.isa = "avx512bf16";
+  t.reduce[static_cast<int>(DataType::kFloat8e4m3)][0] = reduce8<DotStep<E4m3x8, false>>;
+  t.reduce[static_cast<int>(DataType::kFloat8e4m3)][1] = reduce8<DotStep<E4m3x8, true>>;
+  t.reduce[static_cast<int>(DataType::kFloat8e5m2)][0] = reduce8<DotStep<E5m2x8, false>>;
+  t.reduce[static_cast<int>(DataType::kFloat8e5m2)][1] = reduce8<DotStep<E5m2x8, true>>;
+  return t;
+}
+
+}  // namespace
+}  // namespace avx512
+}  // namespace weft::kernels
+
+#pragma GCC pop_options
+
+namespace weft::kernels {
+
+const KernelTable* avx512bf16_kernels() {
+  // avx512_kernels() has run __builtin_cpu_init() and checked that the OS saves the ZMM state.
+  const KernelTable* avx512 = avx512_kernels();
+  if (avx512 == nullptr || !__builtin_cpu_supports("avx512vbmi") || !__builtin_cpu_supports("avx512bf16"))
+    return nullptr;
+  static const KernelTable table = avx512::make_avx512bf16_table(*avx512);
+  return &table;
+}
+
+}  // namespace weft::kernels
+
+#else  // not x86
+
+namespace weft::kernels {
+const KernelTable* avx512bf16_kernels() { return nullptr; }
+}  // namespace weft::kernels
+
+#endif
