@@ -212,7 +212,7 @@ void register_all() {
     benchmark::RegisterBenchmark(("reduce_" + std::string(tables[i]->isa) + "/f8e4m3/prod").c_str(), BM_Reduce,
                                  DataType::kFloat8e4m3, RedOp::kProd, tables[i])
         ->Apply(sizes);
-    for (DataType type : {DataType::kFloat16, DataType::kFloat8e4m3, DataType::kInt8})
+    for (DataType type : {DataType::kFloat16, DataType::kFloat8e4m3, DataType::kInt8, DataType::kInt32})
       benchmark::RegisterBenchmark(
           ("divide_by_" + std::string(tables[i]->isa) + "/" + std::string(dtype_name(type))).c_str(), BM_DivideBy,
           type, tables[i])

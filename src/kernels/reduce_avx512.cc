@@ -5,11 +5,13 @@
 // sum ~50 GB/s). With 512-bit vectors each instruction does 32 elements, masked loads and
 // stores finish the ragged ends without a scalar loop, and large out-of-place calls stream their
 // output past the caches like the same-width types (dispatch.h's kStreamReduceBytes).
-// fp8 sum and prod take the same route in 512-bit vectors, fp32 -> fp8 conversion runs 16 lanes a
-// step, and 8-bit divides are byte-to-byte lookups where the CPU has AVX-512 VBMI (below). Every other
-// kernel is the AVX2 one: those are memory-bound already.
+// fp8 sum and prod take the same route in 512-bit vectors, fp32 -> fp8 conversion and the 32-bit
+// integer divide run 16 lanes a step, and 8-bit divides are byte-to-byte lookups where the CPU has
+// AVX-512 VBMI (below). Every other kernel is the AVX2 one: those are memory-bound already.
 // docs/PERFORMANCE.md, "CPU kernels".
 #include "src/kernels/dispatch.h"
+
+#include <type_traits>
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -270,6 +272,42 @@ void from_float8(void* dst, const float* src, size_t count) {
   }
 }
 
+// ---- 32-bit integer divide (int32, uint32): reduce_avx2.cc's route through fp64, 16 lanes a
+// step ----
+// q = floor(|x| * fl(1/d) + 2^-18) with x's sign, exact for 1 <= d <= 2^16 by reduce_avx2.cc's
+// proof (here the product and the add round once, in an fma, which only narrows its error
+// bound); the conversion to integers rounds towards -inf, which is the floor. AVX-512 converts
+// unsigned 32-bit integers directly, and |INT_MIN| = 2^31 is one. The AVX2 route's four lanes a
+// step left the divide at 0.77 of memcpy (docs/PERFORMANCE.md).
+template <typename T>
+void divide_int32(void* dst, const void* src, size_t count, int divisor) {
+  static_assert(sizeof(T) == 4);
+  if (divisor < 1 || divisor > (1 << 16)) return scalar::divide_int_loop<T>(dst, src, count, divisor);
+  const __m512d inv = _mm512_set1_pd(1.0 / divisor), bias = _mm512_set1_pd(0x1p-18);
+  const auto quotient = [&](__m512i x) {
+    const __m512i a = std::is_signed_v<T> ? _mm512_abs_epi32(x) : x;
+    const auto floor_of = [&](__m256i half) {
+      return _mm512_cvt_roundpd_epu32(_mm512_fmadd_pd(_mm512_cvtepu32_pd(half), inv, bias),
+                                      _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    };
+    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(floor_of(_mm512_castsi512_si256(a))),
+                                         floor_of(_mm512_extracti64x4_epi64(a, 1)), 1);
+    if constexpr (!std::is_signed_v<T>) return q;
+    return _mm512_mask_sub_epi32(q, _mm512_cmplt_epi32_mask(x, _mm512_setzero_si512()), _mm512_setzero_si512(), q);
+  };
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    prefetch_ahead(s + 4 * i);
+    _mm512_storeu_si512(d + 4 * i, quotient(_mm512_loadu_si512(s + 4 * i)));
+  }
+  if (i < count) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (count - i)) - 1);  // count - i < 16
+    _mm512_mask_storeu_epi32(d + 4 * i, m, quotient(_mm512_maskz_loadu_epi32(m, s + 4 * i)));
+  }
+}
+
 // ---- 8-bit divide (fp8, int8, uint8): a map from byte to byte (scalar_ops.h's divide_by_map) ----
 // vpermi2b looks up 64 codes at a time (two lookups of 128 codes each, chosen by the top bit),
 // so the divide runs at memory's rate. Needs AVX-512 VBMI (make_avx512_table's caller checks).
@@ -315,6 +353,8 @@ KernelTable make_avx512_table(const KernelTable& avx2, bool vbmi) {
   set_fp8<E5m2x8>(t, DataType::kFloat8e5m2);
   t.from_float[static_cast<int>(DataType::kFloat8e4m3)] = from_float8<E4m3Narrow>;
   t.from_float[static_cast<int>(DataType::kFloat8e5m2)] = from_float8<E5m2Narrow>;
+  t.divide[static_cast<int>(DataType::kInt32)] = divide_int32<int32_t>;
+  t.divide[static_cast<int>(DataType::kUint32)] = divide_int32<uint32_t>;
   if (vbmi) {
     t.divide[static_cast<int>(DataType::kFloat8e4m3)] = divide8<scalar::divide_small_loop<scalar::E4m3>>;
     t.divide[static_cast<int>(DataType::kFloat8e5m2)] = divide8<scalar::divide_small_loop<scalar::E5m2>>;
