@@ -2,8 +2,9 @@
 // connected over loopback exchange BYTES each way at once (both send and receive, as every rank
 // of an AllReduce over two ranks does), then send BYTES one way; nothing else runs, so no library
 // moving the same bytes through the kernel's sockets can be faster. Sockets as weft's tcp
-// transport sets them (non-blocking, TCP_NODELAY, 4 MiB buffers), sends of at most 4 MiB and
-// receives of at most 1 MiB, waits in poll(). Prints the best of ITERS exchanges of each kind.
+// transport sets them (non-blocking, TCP_NODELAY, 4 MiB buffers), receives of at most 1 MiB,
+// waits in poll(); sends of at most 256 KiB (as weft's since the nineteenth session) and of at
+// most 4 MiB (as before). Prints the best of ITERS exchanges of each kind.
 //
 // An AllReduce over two ranks moves BYTES each way (half of it to reduce, half reduced), so its
 // time at BYTES is at least the bidirectional exchange's.
@@ -29,8 +30,9 @@ namespace {
 
 using weft::net::Socket;
 
-constexpr size_t kSendChunk = size_t{4} << 20;  // transport/tcp: progress_send's cap
+constexpr size_t kSendChunks[] = {size_t{256} << 10, size_t{4} << 20};  // transport/tcp's kMaxSendBytes, and before
 constexpr size_t kRecvChunk = size_t{1} << 20;  // transport/tcp: the staging buffer of a reduce
+size_t send_chunk = kSendChunks[0];
 
 // Sends `send_bytes` and receives `recv_bytes` at once; false on a socket error.
 bool exchange(Socket& s, const char* out, size_t send_bytes, char* in, size_t recv_bytes) {
@@ -38,7 +40,7 @@ bool exchange(Socket& s, const char* out, size_t send_bytes, char* in, size_t re
   while (sent < send_bytes || received < recv_bytes) {
     bool moved = false;
     if (sent < send_bytes) {
-      auto n = s.send_some(out + sent, std::min(kSendChunk, send_bytes - sent));
+      auto n = s.send_some(out + sent, std::min(send_chunk, send_bytes - sent));
       if (!n.ok()) return false;
       sent += *n;
       moved |= *n > 0;
@@ -122,19 +124,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<char> out(bytes, 1), in(bytes, 0);  // touched before timing
-  const auto both = best_ms(*peer, out, in, iters, true, child != 0);
-  const auto one = best_ms(*peer, out, in, iters, false, child != 0);
-  const bool arrived = std::all_of(in.begin(), in.end(), [](char c) { return c == 1; });  // what the peer sent
-  if (child == 0) return both && one && arrived ? 0 : 1;
+  std::optional<double> both[2], one[2];
+  for (int k = 0; k < 2; ++k) {
+    send_chunk = kSendChunks[k];
+    both[k] = best_ms(*peer, out, in, iters, true, child != 0);
+    one[k] = best_ms(*peer, out, in, iters, false, child != 0);
+  }
+  const bool ok = both[0] && both[1] && one[0] && one[1] &&
+                  std::all_of(in.begin(), in.end(), [](char c) { return c == 1; });  // what the peer sent
+  if (child == 0) return ok ? 0 : 1;
   int status = 0;
   waitpid(child, &status, 0);
-  if (!both || !one || !arrived || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "weft-socket-floor: an exchange failed or delivered other bytes than were sent\n");
     return 1;
   }
-  const double mib = static_cast<double>(bytes) / (1 << 20);
-  std::printf("# weft-socket-floor: %.1f MiB over loopback TCP, best of %d\n", mib, iters);
-  std::printf("both ways at once  %10.3f ms  %6.2f GB/s each way\n", *both, bytes / *both / 1e6);
-  std::printf("one way            %10.3f ms  %6.2f GB/s\n", *one, bytes / *one / 1e6);
+  std::printf("# weft-socket-floor: %.1f MiB over loopback TCP, best of %d\n", static_cast<double>(bytes) / (1 << 20),
+              iters);
+  for (int k = 0; k < 2; ++k) {
+    const char* sends = k == 0 ? "256 KiB" : "4 MiB";
+    std::printf("both ways at once, sends of %-7s %10.3f ms  %6.2f GB/s each way\n", sends, *both[k], bytes / *both[k] / 1e6);
+    std::printf("one way,           sends of %-7s %10.3f ms  %6.2f GB/s\n", sends, *one[k], bytes / *one[k] / 1e6);
+  }
   return 0;
 }

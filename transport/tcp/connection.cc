@@ -20,6 +20,13 @@ constexpr size_t kMaxStripe = size_t{1} << 20;
 constexpr size_t kStagingBytes = size_t{1} << 20;
 constexpr size_t kMinSlot = size_t{64} << 10;
 constexpr int kMaxIov = 64;
+// Bytes one sendmsg() passes to the kernel (a frame of this size goes whole, with its header).
+// Sends of up to 4 MiB (several queued frames at once) left a loopback connection slow for the
+// messages after them: weft-bench's sweeps, which first warm up at their largest size, then
+// took 1.5-2x as long at N=2 for allreduce, reduce-scatter, allgather and all-to-all of
+// 256 KiB-4 MiB, against these smaller sends in the same sweep; 8-64 MiB allreduce took no
+// longer with them (docs/PERFORMANCE.md, "Sends of 256 KiB").
+constexpr size_t kMaxSendBytes = size_t{256} << 10;
 // Reads/writes per lane per progress() call, so one busy lane cannot starve the others.
 constexpr int kMaxSyscallsPerLane = 16;
 
@@ -209,7 +216,18 @@ Status TcpConnection::progress_send(Lane& lane) {
                          c.len - (c.done - kHeaderBytes)};
       }
       want += kHeaderBytes + c.len - c.done;
-      if (want >= (size_t{4} << 20)) break;
+      if (want >= kMaxSendBytes + kHeaderBytes) break;
+    }
+    // Trim so that the call passes at most kMaxSendBytes and a header (a frame of kMaxSendBytes
+    // goes whole); the next call resumes where this one stopped, as after any short send.
+    for (size_t total = 0, k = 0; k < static_cast<size_t>(n); ++k) {
+      const size_t room = kMaxSendBytes + kHeaderBytes - total;
+      if (iov[k].iov_len >= room) {
+        iov[k].iov_len = room;
+        n = static_cast<int>(k) + 1;
+        break;
+      }
+      total += iov[k].iov_len;
     }
     auto sent = lane.socket.sendv_some(iov, n);
     if (!sent.ok()) {
