@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "src/byte_size.h"
 #include "src/net/socket.h"
 #include "transport/tcp/connection.h"
 
@@ -30,12 +31,13 @@ namespace {
 
 using weft::net::Socket;
 
-constexpr size_t kSendChunks[] = {size_t{256} << 10, size_t{4} << 20};  // transport/tcp's kMaxSendBytes, and before
+// transport/tcp's sends now, and before it capped them at 256 KiB.
+constexpr size_t kSendChunks[] = {weft::transport::tcp::kMaxSendBytes, size_t{4} << 20};
 constexpr size_t kRecvChunk = size_t{1} << 20;  // transport/tcp: the staging buffer of a reduce
-size_t send_chunk = kSendChunks[0];
 
-// Sends `send_bytes` and receives `recv_bytes` at once; false on a socket error.
-bool exchange(Socket& s, const char* out, size_t send_bytes, char* in, size_t recv_bytes) {
+// Sends `send_bytes` (at most `send_chunk` a call) and receives `recv_bytes` at once; false on a
+// socket error.
+bool exchange(Socket& s, size_t send_chunk, const char* out, size_t send_bytes, char* in, size_t recv_bytes) {
   size_t sent = 0, received = 0;
   while (sent < send_bytes || received < recv_bytes) {
     bool moved = false;
@@ -62,30 +64,23 @@ bool exchange(Socket& s, const char* out, size_t send_bytes, char* in, size_t re
 // One byte each way: both sides start the next exchange together.
 bool sync(Socket& s) {
   char c = 0;
-  return exchange(s, &c, 1, &c, 1);
+  return exchange(s, 1, &c, 1, &c, 1);
 }
 
 // The best time (ms) of `iters` exchanges; one-way: `sender` sends, the other receives.
-std::optional<double> best_ms(Socket& s, std::vector<char>& out, std::vector<char>& in, int iters, bool both_ways,
-                              bool sender) {
+std::optional<double> best_ms(Socket& s, size_t send_chunk, std::vector<char>& out, std::vector<char>& in, int iters,
+                              bool both_ways, bool sender) {
   double best = 1e300;
   for (int i = 0; i < iters; ++i) {
     if (!sync(s)) return std::nullopt;
     const auto start = std::chrono::steady_clock::now();
     const bool sends = both_ways || sender, receives = both_ways || !sender;
-    if (!exchange(s, out.data(), sends ? out.size() : 0, in.data(), receives ? in.size() : 0)) return std::nullopt;
+    if (!exchange(s, send_chunk, out.data(), sends ? out.size() : 0, in.data(), receives ? in.size() : 0))
+      return std::nullopt;
     if (!both_ways && !sync(s)) return std::nullopt;  // one way ends when the receiver has it all
     best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
-}
-
-size_t parse_bytes(const char* s) {
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  const std::string unit = end;
-  const double scale = unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : 1.0;
-  return static_cast<size_t>(v * scale);
 }
 
 }  // namespace
@@ -94,7 +89,7 @@ int main(int argc, char** argv) {
   size_t bytes = size_t{32} << 20;
   int iters = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "-b") == 0) bytes = parse_bytes(argv[i + 1]);
+    if (std::strcmp(argv[i], "-b") == 0) bytes = weft::parse_byte_size(argv[i + 1]).value_or(0);
     else if (std::strcmp(argv[i], "-n") == 0) iters = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: %s [-b BYTES] [-n ITERS]\n", argv[0]);
@@ -126,9 +121,8 @@ int main(int argc, char** argv) {
   std::vector<char> out(bytes, 1), in(bytes, 0);  // touched before timing
   std::optional<double> both[2], one[2];
   for (int k = 0; k < 2; ++k) {
-    send_chunk = kSendChunks[k];
-    both[k] = best_ms(*peer, out, in, iters, true, child != 0);
-    one[k] = best_ms(*peer, out, in, iters, false, child != 0);
+    both[k] = best_ms(*peer, kSendChunks[k], out, in, iters, true, child != 0);
+    one[k] = best_ms(*peer, kSendChunks[k], out, in, iters, false, child != 0);
   }
   const bool ok = both[0] && both[1] && one[0] && one[1] &&
                   std::all_of(in.begin(), in.end(), [](char c) { return c == 1; });  // what the peer sent

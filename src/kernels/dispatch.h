@@ -25,6 +25,10 @@ using CopyFn = void (*)(void* dst, const void* src, size_t bytes);
 // (the same-width types, fp16 and bf16 on every vector table, fp8 sum and prod on the AVX-512 ones).
 inline constexpr size_t kStreamReduceBytes = size_t{4} << 20;
 
+// The vector tables' 32-bit integer divide through fp64, q = floor(|x| * fl(1/d) + 2^-18) with x's
+// sign, is exact for these divisors (the proof: reduce_avx2.cc); others take the scalar loop.
+inline bool int_quotient_is_exact(int divisor) { return divisor >= 1 && divisor <= (1 << 16); }
+
 // The vector loops of the reduces, of the divides (small floats, integers, the 8-bit byte maps), and of the
 // conversions read their inputs this many bytes ahead with prefetch instructions. Left to the
 // hardware's prefetchers, the loads of a loop that its instructions bound (fp8, the 16-bit floats)

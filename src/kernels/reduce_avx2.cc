@@ -331,8 +331,8 @@ WEFT_AVX2 void divide_f64(void* dst, const void* src, size_t count, int divisor)
 // has no vector form. q = floor(|x| * (1/d) + 2^-18) with x's sign is exact for 1 <= d <= 2^16:
 // |x| < 2^32, so |x| / d comes out within 1.5 * 2^-20 (the rounding of 1/d and of the product,
 // then of the add); an exact quotient k lands in (k, k + 2^-17), and a fraction, at least 1/d >=
-// 2^-16 below k + 1, stays below it. Other divisors take the scalar loop.
-inline bool int_quotient_is_exact(int divisor) { return divisor >= 1 && divisor <= (1 << 16); }
+// 2^-16 below k + 1, stays below it. Other divisors take the scalar loop (dispatch.h's
+// int_quotient_is_exact).
 
 // Four 32-bit T (int32_t or uint32_t) divided by the divisor, as above.
 template <typename T>

@@ -282,7 +282,7 @@ void from_float8(void* dst, const float* src, size_t count) {
 template <typename T>
 void divide_int32(void* dst, const void* src, size_t count, int divisor) {
   static_assert(sizeof(T) == 4);
-  if (divisor < 1 || divisor > (1 << 16)) return scalar::divide_int_loop<T>(dst, src, count, divisor);
+  if (!int_quotient_is_exact(divisor)) return scalar::divide_int_loop<T>(dst, src, count, divisor);
   const __m512d inv = _mm512_set1_pd(1.0 / divisor), bias = _mm512_set1_pd(0x1p-18);
   const auto quotient = [&](__m512i x) {
     const __m512i a = std::is_signed_v<T> ? _mm512_abs_epi32(x) : x;

@@ -32,61 +32,41 @@
 #pragma GCC target("avx512f,avx512bw,avx512vbmi,avx512bf16")
 
 #include "src/kernels/avx512_loops.h"
+#include "src/kernels/convert.h"
 
 namespace weft::kernels {
 namespace avx512 {
 namespace {
 
-// Each format's codes: mantissa bits, exponent bias, whether the top exponent is inf/NaN (e5m2)
-// or only S.1111.111 is NaN (e4m3), and the power of two Fmt::narrow's fp16 input is scaled by.
+// Fmt::narrow takes fp16 bits of the result times this (avx512_loops.h: e4m3's widening scales
+// by 2^-8, which its product rescale undoes; e5m2's by 1).
 template <typename Fmt>
-struct Codes;
-template <>
-struct Codes<E4m3x8> {
-  static constexpr int kMantissa = 3, kBias = 7, kNarrowScale = -8;
-  static constexpr bool kIeeeTop = false;
-};
-template <>
-struct Codes<E5m2x8> {
-  static constexpr int kMantissa = 2, kBias = 15, kNarrowScale = 0;
-  static constexpr bool kIeeeTop = true;
-};
+constexpr float kNarrowScale = 1.0f / Fmt::kProdRescale;
 
-// The bf16 of every magnitude code (0..127) times 2^scale, split into low and high bytes as
-// vpermi2b's two 64-byte tables each want them.
+// The bf16 of every magnitude code (0..127) times a power of two, split into low and high bytes
+// as vpermi2b's two 64-byte tables each want them: the scalar decoder's value (convert.h), exact in
+// bf16 at any scale used here, NaN staying NaN.
 struct alignas(64) Bf16Table {
   std::array<uint8_t, 128> lo, hi;
 };
 
 template <typename Fmt>
-constexpr uint16_t bf16_of_code(int code, int scale) {
-  using C = Codes<Fmt>;
-  const int e = code >> C::kMantissa, m = code & ((1 << C::kMantissa) - 1);
-  if constexpr (C::kIeeeTop) {
-    if (e == (0x7F >> C::kMantissa)) return m == 0 ? 0x7F80 : 0x7FC0;  // inf, NaN
-  } else {
-    if (code == 0x7F) return 0x7FC0;  // NaN
-  }
-  if (code == 0) return 0;
-  int exp = (e == 0 ? 1 : e) - C::kBias + scale;            // value = sig * 2^(exp - kMantissa)
-  int sig = e == 0 ? m : m | (1 << C::kMantissa);
-  for (; sig < (1 << C::kMantissa); sig <<= 1) --exp;       // subnormals: normalise
-  return static_cast<uint16_t>(((exp + 127) << 7) | ((sig - (1 << C::kMantissa)) << (7 - C::kMantissa)));
-}
-
-template <typename Fmt>
-constexpr Bf16Table make_bf16_table(int scale) {
+Bf16Table make_bf16_table(float scale) {
   Bf16Table t{};
   for (int code = 0; code < 128; ++code) {
-    const uint16_t b = bf16_of_code<Fmt>(code, scale);
+    const uint16_t b = float_to_bf16(Fmt::Scalar::widen(static_cast<uint8_t>(code)) * scale);
     t.lo[code] = static_cast<uint8_t>(b & 0xFF);
     t.hi[code] = static_cast<uint8_t>(b >> 8);
   }
   return t;
 }
 
-template <typename Fmt, int kScale>
-constexpr Bf16Table kBf16Table = make_bf16_table<Fmt>(kScale);
+// Built once, on a call's first use (C++ runs the initialisation once).
+template <typename Fmt, bool kScaled>
+const Bf16Table& bf16_table() {
+  static const Bf16Table t = make_bf16_table<Fmt>(kScaled ? kNarrowScale<Fmt> : 1.0f);
+  return t;
+}
 
 // Where each result byte sits in the two vectors of 16-bit codes (the word's low byte; 64 and
 // up: the second vector), for vpermi2b to put them back in input order. The unpacks put element
@@ -106,15 +86,13 @@ template <typename Fmt, bool kProd>
 struct DotStep {
   using Scalar = typename Fmt::Scalar;
   using ScalarOp = std::conditional_t<kProd, scalar::FProd, scalar::FSum>;
-  static constexpr int kScale = Codes<Fmt>::kNarrowScale;
-
-  // x's table and y's, which is scaled for prod (sum scales in the dot's other operand); the
-  // result bytes' order.
-  __m512i xlo0, xlo1, xhi0, xhi1, ylo0, ylo1, yhi0, yhi1, order;
+  // x's table and y's, which is scaled for prod; sum scales in the dot's other operand, a pair
+  // of bf16 kNarrowScale in every 32-bit lane; the result bytes' order.
+  __m512i xlo0, xlo1, xhi0, xhi1, ylo0, ylo1, yhi0, yhi1, sum_scale, order;
 
   DotStep() {
-    const Bf16Table& xt = kBf16Table<Fmt, 0>;
-    const Bf16Table& yt = kBf16Table<Fmt, kProd ? kScale : 0>;
+    const Bf16Table& xt = bf16_table<Fmt, false>();
+    const Bf16Table& yt = bf16_table<Fmt, kProd>();
     xlo0 = _mm512_load_si512(xt.lo.data());
     xlo1 = _mm512_load_si512(xt.lo.data() + 64);
     xhi0 = _mm512_load_si512(xt.hi.data());
@@ -123,6 +101,8 @@ struct DotStep {
     ylo1 = _mm512_load_si512(yt.lo.data() + 64);
     yhi0 = _mm512_load_si512(yt.hi.data());
     yhi1 = _mm512_load_si512(yt.hi.data() + 64);
+    const uint32_t b = float_to_bf16(kNarrowScale<Fmt>);
+    sum_scale = _mm512_set1_epi32(static_cast<int>(b | b << 16));
     order = _mm512_load_si512(kResultOrder.data());
   }
 
@@ -158,12 +138,10 @@ struct DotStep {
       r2 = dot(_mm512_unpacklo_epi16(x1, neg_zero), _mm512_unpacklo_epi16(y1, zero));
       r3 = dot(_mm512_unpackhi_epi16(x1, neg_zero), _mm512_unpackhi_epi16(y1, zero));
     } else {
-      const uint32_t s = static_cast<uint32_t>(127 + kScale) << 7;  // bf16 of 2^kScale
-      const __m512i scale = _mm512_set1_epi32(static_cast<int>(s | s << 16));
-      r0 = dot(_mm512_unpacklo_epi16(x0, y0), scale);
-      r1 = dot(_mm512_unpackhi_epi16(x0, y0), scale);
-      r2 = dot(_mm512_unpacklo_epi16(x1, y1), scale);
-      r3 = dot(_mm512_unpackhi_epi16(x1, y1), scale);
+      r0 = dot(_mm512_unpacklo_epi16(x0, y0), sum_scale);
+      r1 = dot(_mm512_unpackhi_epi16(x0, y0), sum_scale);
+      r2 = dot(_mm512_unpacklo_epi16(x1, y1), sum_scale);
+      r3 = dot(_mm512_unpackhi_epi16(x1, y1), sum_scale);
     }
     const __m512i codes = _mm512_permutex2var_epi8(Fmt::narrow(to_half(r0, r1)), order, Fmt::narrow(to_half(r2, r3)));
     return Fmt::fix(codes, Fmt::special(x) | Fmt::special(y));

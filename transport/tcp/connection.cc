@@ -20,13 +20,6 @@ constexpr size_t kMaxStripe = size_t{1} << 20;
 constexpr size_t kStagingBytes = size_t{1} << 20;
 constexpr size_t kMinSlot = size_t{64} << 10;
 constexpr int kMaxIov = 64;
-// Bytes one sendmsg() passes to the kernel (a frame of this size goes whole, with its header).
-// Sends of up to 4 MiB (several queued frames at once) left a loopback connection slow for the
-// messages after them: weft-bench's sweeps, which first warm up at their largest size, then
-// took 1.5-2x as long at N=2 for allreduce, reduce-scatter, allgather and all-to-all of
-// 256 KiB-4 MiB, against these smaller sends in the same sweep; 8-64 MiB allreduce took no
-// longer with them (docs/PERFORMANCE.md, "Sends of 256 KiB").
-constexpr size_t kMaxSendBytes = size_t{256} << 10;
 // Reads/writes per lane per progress() call, so one busy lane cannot starve the others.
 constexpr int kMaxSyscallsPerLane = 16;
 
@@ -202,32 +195,27 @@ Status TcpConnection::closed_by_peer() {
 
 Status TcpConnection::progress_send(Lane& lane) {
   for (int calls = 0; calls < kMaxSyscallsPerLane && !lane.sends.empty(); ++calls) {
-    // Gather the unsent part of as many queued frames as fit in one sendmsg.
+    // Gather the unsent part of as many queued frames as fit in one sendmsg of at most
+    // kMaxSendBytes and a header (a frame of kMaxSendBytes goes whole); the next call resumes
+    // where this one stopped, as after any short send.
     iovec iov[kMaxIov];
     int n = 0;
-    size_t want = 0;
-    for (auto it = lane.sends.begin(); it != lane.sends.end() && n + 2 <= kMaxIov; ++it) {
+    size_t room = kMaxSendBytes + kHeaderBytes;
+    bool cut = false;  // the last piece did not fit whole
+    const auto add = [&](const uint8_t* p, size_t len) {
+      const size_t take = std::min(len, room);
+      iov[n++] = iovec{const_cast<uint8_t*>(p), take};
+      room -= take;
+      cut = take < len;
+    };
+    for (auto it = lane.sends.begin(); it != lane.sends.end() && n + 2 <= kMaxIov && room > 0; ++it) {
       SendChunk& c = *it;
       if (c.done < kHeaderBytes) {
-        iov[n++] = iovec{c.header.data() + c.done, kHeaderBytes - c.done};
-        if (c.len > 0) iov[n++] = iovec{const_cast<uint8_t*>(c.src), c.len};
+        add(c.header.data() + c.done, kHeaderBytes - c.done);
+        if (c.len > 0 && room > 0) add(c.src, c.len);
       } else {
-        iov[n++] = iovec{const_cast<uint8_t*>(c.src) + (c.done - kHeaderBytes),
-                         c.len - (c.done - kHeaderBytes)};
+        add(c.src + (c.done - kHeaderBytes), c.len - (c.done - kHeaderBytes));
       }
-      want += kHeaderBytes + c.len - c.done;
-      if (want >= kMaxSendBytes + kHeaderBytes) break;
-    }
-    // Trim so that the call passes at most kMaxSendBytes and a header (a frame of kMaxSendBytes
-    // goes whole); the next call resumes where this one stopped, as after any short send.
-    for (size_t total = 0, k = 0; k < static_cast<size_t>(n); ++k) {
-      const size_t room = kMaxSendBytes + kHeaderBytes - total;
-      if (iov[k].iov_len >= room) {
-        iov[k].iov_len = room;
-        n = static_cast<int>(k) + 1;
-        break;
-      }
-      total += iov[k].iov_len;
     }
     auto sent = lane.socket.sendv_some(iov, n);
     if (!sent.ok()) {
@@ -256,7 +244,9 @@ Status TcpConnection::progress_send(Lane& lane) {
       else notes_out_.pop_front();
       lane.sends.pop_front();
     }
-    if (*sent < want) break;  // the socket buffer is full
+    // A short send: the socket buffer is full. A cut one: back to the receives first, so that
+    // the data arriving for this rank is read between pieces of a large send.
+    if (*sent < kMaxSendBytes + kHeaderBytes - room || cut) break;
   }
   return Status();
 }

@@ -72,6 +72,14 @@ struct Handshake {
 // Socket buffer size requested for every tcp socket (SO_SNDBUF/SO_RCVBUF).
 constexpr int kSocketBufferBytes = 4 << 20;
 
+// Bytes one sendmsg() passes to the kernel (a frame of this size goes whole, with its header).
+// Sends of up to 4 MiB (several queued frames at once) left a loopback connection slow for the
+// messages after them: weft-bench's sweeps, which first warm up at their largest size, then
+// took 1.5-2x as long at N=2 for allreduce, reduce-scatter, allgather and all-to-all of
+// 256 KiB-4 MiB, against these smaller sends in the same sweep; 8-64 MiB allreduce took no
+// longer with them (docs/PERFORMANCE.md, "Sends of 256 KiB").
+constexpr size_t kMaxSendBytes = size_t{256} << 10;
+
 class TcpConnection final : public Connection {
  public:
   // REQUIRES: sockets non-empty, connected, handshake done, in socket-index order.
