@@ -180,6 +180,8 @@ Status CommState::init(const UniqueId& id) {
   auto tcp = transport::make_tcp_transport(ctx);
   WEFT_TRY(tcp);
   tcp_ = std::move(*tcp);
+  shm_->set_peer_watch([this](int peer) { return watch_connect(peer); });
+  tcp_->set_peer_watch([this](int peer) { return watch_connect(peer); });
 
   // A measured table, if one is named: part of the settings every rank must share.
   algorithms::TuneTable table;
@@ -317,6 +319,13 @@ Result<transport::Connection*> CommState::connection(int peer, int channel, Dead
   log_.info("connected to rank " + std::to_string(peer) + ": " + raw->describe());
   connections_[{peer, channel}] = std::move(*conn);
   return raw;
+}
+
+Status CommState::watch_connect(int peer) {
+  if (aborted()) return remote_error("this rank's communicator was aborted while it waited for rank " + std::to_string(peer));
+  for (auto& [key, conn] : connections_)
+    if (key.first == peer) WEFT_TRY(conn->check_peer());
+  return Status();
 }
 
 transport::Connection* CommState::joined(int peer, int channel) {
@@ -714,7 +723,7 @@ void CommState::abort(const std::string& reason) {
     op->finish(remote_error("rank " + std::to_string(rank_) + ": communicator was aborted (" + reason + ")"));
   release_device_streams();
   std::lock_guard<ExecLock> exec(exec_mu_);
-  fail_connections("rank " + std::to_string(rank_) + " aborted: " + reason);
+  fail_connections(reason);  // the peers prefix "rank N aborted: "
 }
 
 }  // namespace weft

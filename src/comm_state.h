@@ -113,6 +113,10 @@ class CommState : public ConnectionSource {
   // ConnectionSource: the executor's view.
   Result<transport::Connection*> connection(int peer, int channel, Deadline deadline) override;
   transport::Connection* joined(int peer, int channel) override;
+  // The transports' watch while connect() waits for `peer` (Transport::set_peer_watch): an error
+  // once this rank aborted, or a connection to the peer on another channel failed (it closed,
+  // died or aborted).
+  Status watch_connect(int peer);
 
   // Whether this communicator has a mailbox for oneshot (one node, 2..16 ranks, shm allowed):
   // the same answer on every rank. (A mailbox that could not be made leaves oneshot to the

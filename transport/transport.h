@@ -4,7 +4,8 @@
 // "card" (its address: a tcp port, a pid for CMA, ...) that the bootstrap all-gathers; once every
 // card is known, connect() builds a Connection to one peer on one channel. connect() is
 // symmetric: both ranks of the pair call it for each other with the same channel, in any order,
-// and it returns when the pair is joined or the deadline passes.
+// and it returns when the pair is joined or the deadline passes, or sooner when it learns the
+// peer will not come: the peer's process is gone, or the owner's watch (set_peer_watch) says so.
 //
 // A Connection is an ordered byte stream in each direction. post_send()/post_recv() queue
 // operations and return a ticket (1, 2, 3, ... per direction); progress() moves bytes without
@@ -30,6 +31,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -138,6 +140,19 @@ class Transport {
   virtual Status set_peer_cards(std::vector<std::vector<uint8_t>> cards) = 0;
   // Joins this rank with `peer` on `channel`; see the file comment.
   virtual Result<std::unique_ptr<Connection>> connect(int peer, int channel, Deadline deadline) = 0;
+
+  // Set by the owner before the first connect(): while connect() waits for `peer`, it calls
+  // watch(peer) every millisecond or so, and a non-OK status ends the wait with that status. The
+  // owner answers from what it already holds (this rank aborted; a connection to the peer on
+  // another channel says the peer closed, died or aborted), so a rank that gave up is named
+  // within moments instead of at the deadline. Unset: connect() waits for the peer or the deadline.
+  void set_peer_watch(std::function<Status(int peer)> watch) { watch_ = std::move(watch); }
+
+ protected:
+  Status watch_peer(int peer) const { return watch_ ? watch_(peer) : Status(); }
+
+ private:
+  std::function<Status(int peer)> watch_;
 };
 
 // Factories (one per folder; each returns an error, never throws).

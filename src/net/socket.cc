@@ -231,6 +231,7 @@ Result<Socket> Socket::connect(std::string_view ip, uint16_t port, Deadline dead
     const bool transient = err == ECONNREFUSED || err == ECONNRESET || err == ETIMEDOUT ||
                            err == EAGAIN || err == ECONNABORTED;
     if (!(retry_refused && transient)) {
+      if (err == ECONNREFUSED) return remote_error("connect to " + where + ": refused (nothing listens there)");
       errno = err;
       return system_error("connect to " + where);
     }

@@ -81,8 +81,9 @@ class Socket {
   // A listening socket on ip:port (port 0: the kernel picks; see local_address()).
   static Result<Socket> listen(std::string_view ip, uint16_t port, const SocketOptions& options = {},
                                int backlog = 1024);
-  // Connects to ip:port, waiting at most until `deadline`. With retry_refused, a refused
-  // connection (nothing listening yet) is retried with a short back-off until the deadline.
+  // Connects to ip:port, waiting at most until `deadline`. A refused connection (nothing
+  // listens there) is kRemoteError; with retry_refused it is retried with a short back-off until
+  // the deadline instead (for a listener that is not up yet).
   static Result<Socket> connect(std::string_view ip, uint16_t port, Deadline deadline,
                                 const SocketOptions& options = {}, bool retry_refused = false);
 

@@ -1,5 +1,6 @@
 // Failures that must end in an error naming the rank, within the timeout: a peer killed in the
-// middle of a collective, an abort() during a collective, a peer that never makes the call,
+// middle of a collective, a peer killed or aborted before a channel the collective needs has
+// joined, an abort() during a collective or while a channel joins, a peer that never makes the call,
 // ranks that never arrive at init, and ranks whose settings would give them different programs. Ranks are forked here (not under weft-run, which would stop
 // the survivors as soon as one rank dies).
 #include <signal.h>
@@ -164,6 +165,45 @@ TEST_P(Faults, PeerKilledBeforeSmallCollective) {
   for (int r : {0, 2}) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
 }
 
+// A rank killed before a connection the collective needs exists (channel 0 joins at init; the
+// tree's large calls run on more channels, joined on first use): the ranks waiting for it to dial
+// them (tcp: the lower rank dials) learn it is gone far inside the timeout.
+TEST_P(Faults, PeerKilledBeforeAChannelJoins) {
+  Config config = make_config(GetParam(), 30);
+  config.algo = "allreduce:tree";
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    if (r == 1) raise(SIGKILL);
+    std::vector<float> buf(8 << 20, 1.0f);
+    const auto t0 = Clock::now();
+    Status s = (*comm)->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    return expect_error(s, "rank 1", Clock::now() - t0, std::chrono::seconds(8), r);
+  });
+  ASSERT_EQ(status.size(), 4u);
+  EXPECT_EQ(exit_code(status[1]), 128 + SIGKILL);
+  for (int r : {0, 2, 3}) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
+// The same with the rank alive but its communicator aborted: its abort notice, on the channel-0
+// connections made at init, reaches the ranks waiting for it on channel 1.
+TEST_P(Faults, PeerAbortedBeforeAChannelJoins) {
+  Config config = make_config(GetParam(), 30);
+  config.algo = "allreduce:tree";
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    if (r == 1) {
+      (*comm)->abort();
+      std::this_thread::sleep_for(std::chrono::seconds(4));  // alive past the others' limit
+      return 0;
+    }
+    std::vector<float> buf(8 << 20, 1.0f);
+    const auto t0 = Clock::now();
+    Status s = (*comm)->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    return expect_error(s, "rank 1", Clock::now() - t0, std::chrono::seconds(2), r);
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
 TEST_P(Faults, AbortDuringCollective) {
   const Config config = make_config(GetParam(), 30);
   auto status = run_ranks(3, 3, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
@@ -186,6 +226,29 @@ TEST_P(Faults, AbortDuringCollective) {
     return expect_error(s, "rank 0", Clock::now() - t0, std::chrono::seconds(25), r);
   });
   for (int r = 0; r < 3; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
+// abort() while the collective waits for a channel to join (its peers have not called yet):
+// the wait ends at once, and abort() returns, rather than both waiting out the timeout.
+TEST_P(Faults, AbortWhileAChannelJoins) {
+  Config config = make_config(GetParam(), 30);
+  config.algo = "allreduce:tree";
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    Communicator& c = **comm;
+    if (r != 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(4));  // never call; alive past rank 0's limit
+      return 0;
+    }
+    std::vector<float> buf(8 << 20, 1.0f);
+    const auto t0 = Clock::now();
+    Request q = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    c.abort();
+    Status s = q.wait();
+    return expect_error(s, "abort", Clock::now() - t0, std::chrono::seconds(2), r);
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
 }
 
 TEST_P(Faults, PeerNeverCallsTimesOut) {

@@ -416,6 +416,28 @@ TEST(TransportTcpConnect, PeerThatNeverConnectsTimesOut) {
   }));
 }
 
+// A peer that exited before the connection was made is named in well under the timeout, by the
+// rank that waits for it to dial (the probe of its listener) and by the rank that dials it.
+TEST(TransportTcpConnect, PeerThatExitedBeforeConnectingIsNamedSoon) {
+  Config config = test_config();
+  for (int leaver : {0, 1}) {
+    SCOPED_TRACE("rank " + std::to_string(leaver) + " exits");
+    expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
+      auto r = set_up(id, rank, 2, config);
+      CHILD_CHECK(r.ok(), r.status().to_string());
+      if (rank == leaver) return "";  // exits; the kernel closes its listener
+      std::this_thread::sleep_for(milliseconds(200));
+      const auto t0 = std::chrono::steady_clock::now();
+      auto c = r->transport->connect(leaver, 3, Deadline::after(config.timeout));
+      const auto took = std::chrono::steady_clock::now() - t0;
+      CHILD_CHECK(c.status().code() == StatusCode::kRemoteError, "expected RemoteError: " + c.status().to_string());
+      CHILD_CHECK(c.status().message().find("rank " + std::to_string(leaver)) != std::string::npos, c.status().message());
+      CHILD_CHECK(took < milliseconds(2000), "took " + std::to_string(std::chrono::duration_cast<milliseconds>(took).count()) + " ms");
+      return "";
+    }));
+  }
+}
+
 TEST(TransportTcpConnect, MismatchedSocketCountsAreAnError) {
   expect_all_ok(run_ranks(2, test_config(), [&](int rank, const UniqueId& id) -> std::string {
     Config config = test_config(rank == 0 ? 1 : 2);

@@ -166,6 +166,11 @@ Status ShmConnection::check_process() const {
   return remote_error(peer_name() + ": process " + std::to_string(params_.peer_pid) + " exited");
 }
 
+Status ShmConnection::check_joining() const {
+  WEFT_TRY(check_process());
+  return params_.watch ? params_.watch() : Status();
+}
+
 Status ShmConnection::peer_aborted() const {
   const char* r = peer_info_->reason;
   return remote_error("rank " + std::to_string(params_.peer) +
@@ -200,7 +205,7 @@ Status ShmConnection::wait_for(const char* what, Deadline deadline,
                             what);
       }
     }
-    WEFT_TRY(check_process());
+    WEFT_TRY(check_joining());
     if (deadline.expired()) {
       return timeout_error(describe() + ": timed out waiting for " + what);
     }
@@ -245,7 +250,7 @@ Status ShmConnection::join(Deadline deadline) {
     // dropped and the wait goes on; the peer's O_EXCL create replaces it.
     for (;;) {
       Result<ShmSegment> seg =
-          ShmSegment::open(name, deadline, [this] { return check_process(); });
+          ShmSegment::open(name, deadline, [this] { return check_joining(); });
       if (!seg.ok() && seg.status().code() == StatusCode::kTimeout) {
         return timeout_error(describe() + ": " + peer + " did not create its segment " + name +
                              " in time (is it on this node and connecting to this rank?)");

@@ -78,6 +78,7 @@ class ShmConnection final : public Connection {
     pid_t peer_pid = 0;      // from the peer's card
     uint64_t comm_tag = 0;   // names the segment
     Config config;           // shm_fifo_bytes, cma, cma_threshold
+    std::function<Status()> watch;  // while joining: non-OK ends the wait (Transport::set_peer_watch)
   };
 
   // Joins `params.peer` (both ranks call this for each other, in any order): the lower rank
@@ -157,6 +158,7 @@ class ShmConnection final : public Connection {
   Status pump_recvs(bool* moved);
   Status stalled();                 // progress() moved nothing with work queued
   Status check_process() const;     // kRemoteError once the peer process has exited
+  Status check_joining() const;     // while joining: check_process(), then params_.watch
   Status peer_aborted() const;      // kRemoteError carrying the peer's reason
   Status cma_read(void* dst, uint64_t remote, size_t bytes);
   Route route_for(size_t bytes) const {

@@ -87,6 +87,7 @@ class ShmTransport final : public Transport {
     p.peer_pid = c.pid;
     p.comm_tag = ctx_.comm_tag;
     p.config = ctx_.config;
+    p.watch = [this, peer] { return watch_peer(peer); };
     Result<std::unique_ptr<shm::ShmConnection>> conn = shm::ShmConnection::connect(p, deadline);
     WEFT_TRY(conn);
     return std::unique_ptr<Connection>(std::move(*conn));

@@ -9,6 +9,12 @@
 // connections for later connect() calls are kept for them; a wrong secret, communicator tag or
 // shape is refused (closed, logged). Both sides serve their listener while they wait, so any
 // order of connect() calls across ranks completes.
+//
+// A peer that died before connecting is found while waiting: every kProbePeriod the waiting rank
+// dials the peer's listener; a refused dial (nothing listens there: the process is gone) ends the
+// wait at once with an error naming the peer, rather than at the timeout. A probe that does
+// reach a live listener is closed unsent, and that listener drops it like any connection closed
+// before its handshake.
 #include <poll.h>
 
 #include <algorithm>
@@ -30,6 +36,8 @@ namespace tcp {
 namespace {
 
 constexpr size_t kCardBytes = 8;
+constexpr std::chrono::milliseconds kProbePeriod{500};
+constexpr std::chrono::milliseconds kProbeWait{100};  // an unanswered probe says nothing
 static_assert(Handshake::kSecretBytes == UniqueId::kSecretBytes);
 
 struct Card {
@@ -68,6 +76,8 @@ class TcpTransport final : public Transport {
   // Accepts pending connections and reads handshakes; files the good ones. Never blocks.
   void serve_listener();
   void on_handshake(net::Socket socket, const Handshake& h);
+  // True when nothing listens at `peer`'s address any more: its process is gone.
+  bool peer_is_gone(int peer) const;
   std::string peer_name(int peer, int channel) const {
     return "rank " + std::to_string(peer) + " (tcp, channel " + std::to_string(channel) + ")";
   }
@@ -152,6 +162,12 @@ void TcpTransport::on_handshake(net::Socket socket, const Handshake& h) {
   slot = std::move(socket);
 }
 
+bool TcpTransport::peer_is_gone(int peer) const {
+  const net::SocketAddress& a = cards_[static_cast<size_t>(peer)].address;
+  auto probe = net::Socket::connect(a.ip, a.port, Deadline::after(kProbeWait));
+  return !probe.ok() && probe.status().code() == StatusCode::kRemoteError;
+}
+
 void TcpTransport::serve_listener() {
   for (int i = 0; i < 64; ++i) {
     auto s = listener_.try_accept();
@@ -199,6 +215,9 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(int peer, int channel,
   const Card& card = cards_[static_cast<size_t>(peer)];
   const std::string who = peer_name(peer, channel);
   const bool dial = ctx_.rank < peer;
+  const std::string gone = "tcp: rank " + std::to_string(ctx_.rank) + " cannot connect to " + who +
+                          ": rank " + std::to_string(peer) + " is gone (nothing listens at " +
+                          card.address.to_string() + " any more)";
   std::vector<Outbound> out;
   net::SocketOptions opts;
   opts.nodelay = true;
@@ -212,6 +231,7 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(int peer, int channel,
     h.nsockets = nsockets();
     for (int i = 0; i < nsockets(); ++i) {
       auto s = net::Socket::connect(card.address.ip, card.address.port, deadline, opts);
+      if (!s.ok() && s.status().code() == StatusCode::kRemoteError) return remote_error(gone);
       if (!s.ok()) return Status(s.status().code(), "tcp: connecting to " + who + ": " + s.status().message());
       h.index = i;
       auto bytes = h.encode();
@@ -230,12 +250,14 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(int peer, int channel,
     return it != filed_.end() &&
            std::all_of(it->second.begin(), it->second.end(), [](const net::Socket& s) { return s.valid(); });
   };
+  auto next_probe = std::chrono::steady_clock::now() + kProbePeriod;
   for (;;) {
     serve_listener();
     for (Outbound& o : out) {
       if (o.got == o.ack.size()) continue;
       auto n = o.socket.recv_some(o.ack.data() + o.got, o.ack.size() - o.got);
       if (!n.ok()) {
+        if (peer_is_gone(peer)) return remote_error(gone);
         return remote_error("tcp: " + who + " refused the connection from rank " +
                             std::to_string(ctx_.rank) +
                             " (wrong secret or communicator, or mismatched WEFT_TCP_SOCKETS; see "
@@ -244,6 +266,11 @@ Result<std::unique_ptr<Connection>> TcpTransport::connect(int peer, int channel,
       o.got += *n;
     }
     if (ready()) break;
+    WEFT_TRY(watch_peer(peer));
+    if (std::chrono::steady_clock::now() >= next_probe) {
+      if (peer_is_gone(peer)) return remote_error(gone);
+      next_probe = std::chrono::steady_clock::now() + kProbePeriod;
+    }
     if (deadline.expired()) {
       return timeout_error("tcp: rank " + std::to_string(ctx_.rank) + " timed out " +
                            (dial ? "waiting for " + who + " to accept its connection"
