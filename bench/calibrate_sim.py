@@ -4,6 +4,9 @@
 Called by bench/calibrate-sim (which measures); usable alone on a saved measurement file:
     bench/calibrate_sim.py --sim build/tools/weft-sim --measured topology/calibration/this-vm-measured.csv \
         --out topology/calibration/this-vm.txt --report topology/calibration/this-vm-error.md
+and, to score presets already fitted (another day's, say) against measurements without fitting:
+    bench/calibrate_sim.py --sim build/tools/weft-sim --measured topology/calibration/this-vm-measured.csv \
+        --evaluate <(git show REV:topology/calibration/this-vm.txt)
 
 The model of one transport (topology/cluster.h syntax): one node of N ranks, each rank's port
 `intra=BANDWIDTH,LATENCY`, reductions at `reduce=` (copies at twice that: a memcpy moves two
@@ -143,21 +146,72 @@ def fit(sim, transport, data, cores, stat, cache_per_rank=False):
     x, val, cache_mib = best
     x, val = nelder_mead(lambda x: loss(x, cache_mib), x, step=0.2)  # polish the winner
     p = unpack(x)
+    return p, cache_mib, val, score(sim, transport, data, cores, stat, p, cache_mib)
+
+
+def score(sim, transport, data, cores, stat, p, cache_mib):
+    """[(n, algorithm, bytes, measured s, predicted s, fastest run s, slowest run s)] for the model p."""
+    pick = min if stat == "min" else statistics.median
     rows = []
-    pred = predict_all(p, cache_mib)
-    for (n, a), m in sorted(meas.items()):
-        for b in sorted(m):
-            spread = data[(transport, n, a)][b]
-            rows.append((n, a, b, m[b], pred[n].get((a, b), float("nan")), min(spread) * 1e-6, max(spread) * 1e-6))
-    return p, cache_mib, val, rows
+    for (t, n, a), runs in sorted(data.items()):
+        if t != transport:
+            continue
+        pred = predict(sim, n, {a}, p, cores, cache_mib, min(runs), max(runs))
+        for b in sorted(runs):
+            rows.append((n, a, b, pick(runs[b]) * 1e-6, pred.get((a, b), float("nan")),
+                         min(runs[b]) * 1e-6, max(runs[b]) * 1e-6))
+    return rows
+
+
+def summarize(transport, rows):
+    """The summary lines: per (N, algorithm) the sizes >= 64 KiB within 25%, and the runs' spread."""
+    out = []
+    for n, a in sorted({r[:2] for r in rows}):
+        errs = [abs(r[4] / r[3] - 1) for r in rows if r[:2] == (n, a) and r[2] >= TARGET_BYTES]
+        within = sum(e <= 0.25 for e in errs)
+        out.append(f"{transport} N={n} {a}: >= 64 KiB, {within} of {len(errs)} sizes within 25%, "
+                   f"median |error| {100 * statistics.median(errs):.0f}%, worst {100 * max(errs):.0f}%")
+    spread = sorted(r[6] / r[5] for r in rows if r[2] >= TARGET_BYTES)
+    out.append(f"{transport} runs' spread at >= 64 KiB (slowest run / fastest, per point): median "
+               f"{statistics.median(spread):.2f}, worst {spread[-1]:.2f}")
+    return out
+
+
+def parse_preset(line):
+    """(transport, p, cache_mib) from a line of this-vm.txt, as main() writes it."""
+    fields = line.split()
+    kv = dict(f.split("=", 1) for f in fields[1:])
+    bw, lat = kv["intra"].split(",")
+    p = [float(lat.removesuffix("us")) * 1e-6, float(bw.removesuffix("GB/s")) * 1e9,
+         float(kv["reduce"].removesuffix("GB/s")) * 1e9, float(kv["wake"].removesuffix("us")) * 1e-6,
+         float(kv["spill"])]
+    return fields[0], p, int(kv["cache"].removesuffix("MiB"))
+
+
+def evaluate(args, data):
+    """Prints the summary of the presets in args.evaluate against the measurements; fits nothing."""
+    with open(args.evaluate) as f:
+        presets = [parse_preset(line) for line in f if line.strip() and not line.startswith("#")]
+    total = within = 0
+    for transport, p, cache_mib in presets:
+        if not any(t == transport for t, _, _ in data):
+            continue
+        rows = score(args.sim, transport, data, args.cores, args.stat, p, cache_mib)
+        print("\n".join(summarize(transport, rows)))
+        errs = [abs(r[4] / r[3] - 1) for r in rows if r[2] >= TARGET_BYTES]
+        total += len(errs)
+        within += sum(e <= 0.25 for e in errs)
+    print(f"all: {within} of {total} points >= 64 KiB within 25%")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", required=True)
     ap.add_argument("--measured", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--report", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--report")
+    ap.add_argument("--evaluate", metavar="PRESETS",
+                    help="score these presets (this-vm.txt's format) against --measured; fit and write nothing")
     ap.add_argument("--cores", type=int, default=os.cpu_count())
     ap.add_argument("--command", default="bench/calibrate-sim")
     ap.add_argument("--stat", choices=("min", "median"), default="min")
@@ -166,6 +220,10 @@ def main():
                          "cache= in --out is then the node's at two ranks, not a preset weft-sim reads so")
     args = ap.parse_args()
     data = load(args.measured)
+    if args.evaluate:
+        return evaluate(args, data)
+    if not args.out or not args.report:
+        ap.error("--out and --report are needed to fit (or --evaluate PRESETS)")
     lines = [f"# This machine's shm and tcp models for weft-sim (topology/cluster.h syntax, one preset a line).",
              f"# Fitted by {args.command} on {datetime.date.today().isoformat()} to the allreduce times",
              f"# of {', '.join(sorted({a for _, _, a in data}))} measured by weft-bench "
@@ -181,14 +239,7 @@ def main():
         lines.append(f"{transport} intra={bw / 1e9:.4g}GB/s,{lat * 1e6:.4g}us reduce={red / 1e9:.4g}GB/s "
                      f"copy={2 * red / 1e9:.4g}GB/s cores={args.cores} wake={wake * 1e6:.4g}us "
                      f"cache={cache_mib}MiB spill={spill:.3g}")
-        for n, a in sorted({r[:2] for r in rows}):
-            errs = [abs(r[4] / r[3] - 1) for r in rows if r[:2] == (n, a) and r[2] >= TARGET_BYTES]
-            within = sum(e <= 0.25 for e in errs)
-            summary.append(f"{transport} N={n} {a}: >= 64 KiB, {within} of {len(errs)} sizes within 25%, "
-                           f"median |error| {100 * statistics.median(errs):.0f}%, worst {100 * max(errs):.0f}%")
-        spread = sorted(r[6] / r[5] for r in rows if r[2] >= TARGET_BYTES)
-        summary.append(f"{transport} runs' spread at >= 64 KiB (slowest run / fastest, per point): median "
-                       f"{statistics.median(spread):.2f}, worst {spread[-1]:.2f}")
+        summary += summarize(transport, rows)
         for n, a, b, m, pr, lo, hi in rows:
             err = pr / m - 1
             mark = "" if b < TARGET_BYTES or abs(err) <= 0.25 else " **"

@@ -1,8 +1,8 @@
 #!/bin/sh
 # bench/calibrate_sim.py, the fit behind bench/calibrate-sim: given times that weft-sim itself
 # predicts for a known model (ring and recursive doubling, N=2 and N=4, 4 KiB to 16 MiB), it must
-# recover that model's latency, bandwidth, reduction speed, wake-up, cache and spill; a
-# measurement file without the algorithm column is refused with a message naming it.
+# recover that model's latency, bandwidth, reduction speed, wake-up, cache and spill; --evaluate
+# scores given presets against the same times; a measurement file without the algorithm column is refused with a message naming it.
 #   sh calibrate_fit_test.sh SOURCE_DIR WEFT_SIM
 set -u
 SRC=$1
@@ -42,6 +42,17 @@ echo "$line" | awk '
 grep -q 'shm N=4 recursive_doubling: >= 64 KiB, 5 of 5 sizes within 25%' "$TMP/report.md" ||
   fail "report: $(grep 'shm N=4 recursive' "$TMP/report.md")"
 
+# --evaluate scores presets without fitting: the truth itself meets every point; a model with
+# half the bandwidth and twice the latency misses every point from 64 KiB.
+echo "shm $TRUTH" >"$TMP/truth.txt"
+python3 "$SRC/bench/calibrate_sim.py" --sim "$SIM" --measured "$TMP/measured.csv" --cores 2 \
+  --evaluate "$TMP/truth.txt" >"$TMP/out" 2>&1 || fail "evaluate exited $?: $(tail -3 "$TMP/out")"
+grep -q '^all: 20 of 20 points >= 64 KiB within 25%$' "$TMP/out" || fail "evaluate the truth: $(cat "$TMP/out")"
+echo "shm intra=2.5GB/s,4us reduce=4GB/s copy=8GB/s cores=2 wake=10us cache=4MiB spill=0.5" >"$TMP/off.txt"
+python3 "$SRC/bench/calibrate_sim.py" --sim "$SIM" --measured "$TMP/measured.csv" --cores 2 \
+  --evaluate "$TMP/off.txt" >"$TMP/out" 2>&1 || fail "evaluate exited $?: $(tail -3 "$TMP/out")"
+grep -q '^all: 0 of 20 points >= 64 KiB within 25%$' "$TMP/out" || fail "evaluate a wrong model: $(cat "$TMP/out")"
+
 # The file format before 2026-11-23 (no algorithm column) is refused, not misread as the ring's.
 echo "transport,nranks,bytes,run,us" >"$TMP/old.csv"
 echo "shm,2,8,1,3.0" >>"$TMP/old.csv"
@@ -49,4 +60,4 @@ python3 "$SRC/bench/calibrate_sim.py" --sim "$SIM" --measured "$TMP/old.csv" \
   --out "$TMP/o" --report "$TMP/r" >"$TMP/out" 2>&1 && fail "a file without the algorithm column was accepted"
 grep -q "no column algorithm" "$TMP/out" || fail "message: $(cat "$TMP/out")"
 grep -q Traceback "$TMP/out" && fail "a traceback instead of a message: $(cat "$TMP/out")"
-echo "PASS: the fit recovers the model that made the times; the old format is refused"
+echo "PASS: the fit recovers the model that made the times; --evaluate scores presets; the old format is refused"
