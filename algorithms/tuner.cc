@@ -106,7 +106,7 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
       if (!duplicates_flat(a, layout_, c) && (c != Algorithm::kOneShot || weighs_oneshot(a))) distinct.push_back(c);
     if (!distinct.empty()) cands = std::move(distinct);
     // On the mailbox oneshot costs less than the model's messages say: it comes first, so that
-    // only an algorithm predicted kAlgorithmMargin faster displaces it.
+    // only an algorithm predicted kOneShotMargin faster displaces it.
     if (auto one = std::find(cands.begin(), cands.end(), Algorithm::kOneShot); weighs_oneshot(a) && one != cands.end())
       std::rotate(cands.begin(), one, one + 1);
   }
@@ -117,7 +117,7 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
   // Returns the prediction, or +infinity where the simulator had to coarsen a slice other than
   // the first (its answer would be another candidate's). A candidate must beat the best so far
   // by a margin: kAlgorithmMargin at the default slice (predictions closer than that are ties,
-  // which go to table order), kSliceMargin at another slice (the model folds per-message
+  // which go to table order; kOneShotMargin against oneshot on the mailbox), kSliceMargin at another slice (the model folds per-message
   // overheads into alpha and overrates smaller slices: at N=4, 1 MiB it predicts the ring 35%
   // faster in 64 KiB slices; measured, the two are equal; docs/PERFORMANCE.md, "Slices").
   auto consider = [&](Algorithm c, size_t slice, bool first) {
@@ -125,7 +125,10 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
     trial.slice_count = slice;
     const Prediction p = predicted(trial, c);
     if (!first && p.slice_count != slice) return inf;
-    if (p.seconds < (1.0 - (first ? kAlgorithmMargin : kSliceMargin)) * best_seconds) {
+    const double margin = !first                                                      ? kSliceMargin
+                          : best.algorithm == Algorithm::kOneShot && weighs_oneshot(a) ? kOneShotMargin
+                                                                                        : kAlgorithmMargin;
+    if (p.seconds < (1.0 - margin) * best_seconds) {
       best_seconds = p.seconds;
       best = {c, slice, from_table ? "table" : "model"};
     }

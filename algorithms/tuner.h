@@ -52,6 +52,15 @@ std::vector<Algorithm> candidates(const CollectiveArgs& a, const Layout& l, cons
 // within 10% of the best at 10 of 20 sizes, the ring at 16 (docs/PERFORMANCE.md, "The tuner
 // side by side").
 constexpr double kAlgorithmMargin = 0.05;
+// On the mailbox, how much faster the model must predict an algorithm than oneshot for the tuner
+// to take it over oneshot. The model charges oneshot N-1 messages a rank, each with its latency
+// and, past the cores, its wake-up; on the mailbox a rank writes its data once and reads its
+// peers' in place, so the model overrates oneshot's cost, more as N grows. At N=8, 2 KiB, the fit
+// of 2026-11-29 predicts recursive doubling 18% faster than oneshot (9.0 against 11.0 us), where
+// oneshot was measured faster in all four N=8 checks that ran both: 14.1-22.6 us against
+// recursive doubling's 20.9-29.3 (docs/PERFORMANCE.md, "The tuner check after the refit, and
+// over tcp").
+constexpr double kOneShotMargin = 0.25;
 
 // The pipeline slice a call gets when neither the user nor a table fixes it and no model ranks
 // the others (WEFT_SLICE_BYTES's documented default).
