@@ -125,9 +125,8 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
     trial.slice_count = slice;
     const Prediction p = predicted(trial, c);
     if (!first && p.slice_count != slice) return inf;
-    const double margin = !first                                                      ? kSliceMargin
-                          : best.algorithm == Algorithm::kOneShot && weighs_oneshot(a) ? kOneShotMargin
-                                                                                        : kAlgorithmMargin;
+    double margin = kSliceMargin;
+    if (first) margin = best.algorithm == Algorithm::kOneShot && weighs_oneshot(a) ? kOneShotMargin : kAlgorithmMargin;
     if (p.seconds < (1.0 - margin) * best_seconds) {
       best_seconds = p.seconds;
       best = {c, slice, from_table ? "table" : "model"};

@@ -58,8 +58,8 @@ constexpr double kAlgorithmMargin = 0.05;
 // peers' in place, so the model overrates oneshot's cost, more as N grows. At N=8, 2 KiB, the fit
 // of 2026-11-29 predicts recursive doubling 18% faster than oneshot (9.0 against 11.0 us), where
 // oneshot was measured faster in all four N=8 checks that ran both: 14.1-22.6 us against
-// recursive doubling's 20.9-29.3 (docs/PERFORMANCE.md, "The tuner check after the refit, and
-// over tcp").
+// recursive doubling's 21.0-29.3 (docs/PERFORMANCE.md, "The tuner check after the refit, and
+// over tcp", names the CSVs).
 constexpr double kOneShotMargin = 0.25;
 
 // The pipeline slice a call gets when neither the user nor a table fixes it and no model ranks

@@ -163,11 +163,16 @@ def score(sim, transport, data, cores, stat, p, cache_mib):
     return rows
 
 
+def target_errors(rows):
+    """|predicted / measured - 1| of the rows at sizes >= 64 KiB (the 25% target's)."""
+    return [abs(r[4] / r[3] - 1) for r in rows if r[2] >= TARGET_BYTES]
+
+
 def summarize(transport, rows):
     """The summary lines: per (N, algorithm) the sizes >= 64 KiB within 25%, and the runs' spread."""
     out = []
     for n, a in sorted({r[:2] for r in rows}):
-        errs = [abs(r[4] / r[3] - 1) for r in rows if r[:2] == (n, a) and r[2] >= TARGET_BYTES]
+        errs = target_errors([r for r in rows if r[:2] == (n, a)])
         within = sum(e <= 0.25 for e in errs)
         out.append(f"{transport} N={n} {a}: >= 64 KiB, {within} of {len(errs)} sizes within 25%, "
                    f"median |error| {100 * statistics.median(errs):.0f}%, worst {100 * max(errs):.0f}%")
@@ -198,7 +203,7 @@ def evaluate(args, data):
             continue
         rows = score(args.sim, transport, data, args.cores, args.stat, p, cache_mib)
         print("\n".join(summarize(transport, rows)))
-        errs = [abs(r[4] / r[3] - 1) for r in rows if r[2] >= TARGET_BYTES]
+        errs = target_errors(rows)
         total += len(errs)
         within += sum(e <= 0.25 for e in errs)
     print(f"all: {within} of {total} points >= 64 KiB within 25%")

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "algorithms/tuner.h"
@@ -180,8 +181,8 @@ Status CommState::init(const UniqueId& id) {
   auto tcp = transport::make_tcp_transport(ctx);
   WEFT_TRY(tcp);
   tcp_ = std::move(*tcp);
-  shm_->set_peer_watch([this](int peer) { return watch_connect(peer); });
-  tcp_->set_peer_watch([this](int peer) { return watch_connect(peer); });
+  for (transport::Transport* t : {shm_.get(), tcp_.get()})
+    t->set_peer_watch([this](int peer) { return watch_connect(peer); });
 
   // A measured table, if one is named: part of the settings every rank must share.
   algorithms::TuneTable table;
@@ -323,8 +324,10 @@ Result<transport::Connection*> CommState::connection(int peer, int channel, Dead
 
 Status CommState::watch_connect(int peer) {
   if (aborted()) return remote_error("this rank's communicator was aborted while it waited for rank " + std::to_string(peer));
-  for (auto& [key, conn] : connections_)
-    if (key.first == peer) WEFT_TRY(conn->check_peer());
+  // The peer's connections, by channel (the map is ordered by (peer, channel)).
+  for (auto it = connections_.lower_bound({peer, std::numeric_limits<int>::min()});
+       it != connections_.end() && it->first.first == peer; ++it)
+    WEFT_TRY(it->second->check_peer());
   return Status();
 }
 

@@ -165,43 +165,45 @@ TEST_P(Faults, PeerKilledBeforeSmallCollective) {
   for (int r : {0, 2}) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
 }
 
-// A rank killed before a connection the collective needs exists (channel 0 joins at init; the
-// tree's large calls run on more channels, joined on first use): the ranks waiting for it to dial
-// them (tcp: the lower rank dials) learn it is gone far inside the timeout.
-TEST_P(Faults, PeerKilledBeforeAChannelJoins) {
-  Config config = make_config(GetParam(), 30);
-  config.algo = "allreduce:tree";
-  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+// A collective that joins connections on its first call: channel 0 joins at init; the tree's
+// large calls run on more channels, joined on first use.
+Config tree_config(const std::string& transport) {
+  Config c = make_config(transport, 30);
+  c.algo = "allreduce:tree";
+  return c;
+}
+constexpr size_t kTreeFloats = size_t{8} << 20;
+
+// Rank 1 is killed, or aborts and stays alive past the others' limit, before the call; ranks
+// 0, 2 and 3 make it, and each must fail while connecting to rank 1 (or on the abort of a rank
+// that did), within `limit`: a dead peer is found by the transport (tcp: the lower rank dials,
+// so the others wait for it), an aborted one through its channel-0 connection.
+enum class Leaves { kKilled, kAborted };
+void expect_named_while_joining(const std::string& transport, Leaves how, Clock::duration limit) {
+  auto status = run_ranks(4, 4, tree_config(transport), [&](int r, Result<std::unique_ptr<Communicator>>& comm) {
     if (!comm.ok()) return 20;
-    if (r == 1) raise(SIGKILL);
-    std::vector<float> buf(8 << 20, 1.0f);
+    if (r == 1 && how == Leaves::kKilled) raise(SIGKILL);
+    if (r == 1) {
+      (*comm)->abort();
+      std::this_thread::sleep_for(std::chrono::seconds(4));
+      return 0;
+    }
+    std::vector<float> buf(kTreeFloats, 1.0f);
     const auto t0 = Clock::now();
     Status s = (*comm)->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
-    return expect_error(s, "rank 1", Clock::now() - t0, std::chrono::seconds(8), r);
+    return expect_error(s, "connecting to rank 1 over", Clock::now() - t0, limit, r);
   });
   ASSERT_EQ(status.size(), 4u);
-  EXPECT_EQ(exit_code(status[1]), 128 + SIGKILL);
+  EXPECT_EQ(exit_code(status[1]), how == Leaves::kKilled ? 128 + SIGKILL : 0);
   for (int r : {0, 2, 3}) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
 }
 
-// The same with the rank alive but its communicator aborted: its abort notice, on the channel-0
-// connections made at init, reaches the ranks waiting for it on channel 1.
+TEST_P(Faults, PeerKilledBeforeAChannelJoins) {
+  expect_named_while_joining(GetParam(), Leaves::kKilled, std::chrono::seconds(8));
+}
+
 TEST_P(Faults, PeerAbortedBeforeAChannelJoins) {
-  Config config = make_config(GetParam(), 30);
-  config.algo = "allreduce:tree";
-  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
-    if (!comm.ok()) return 20;
-    if (r == 1) {
-      (*comm)->abort();
-      std::this_thread::sleep_for(std::chrono::seconds(4));  // alive past the others' limit
-      return 0;
-    }
-    std::vector<float> buf(8 << 20, 1.0f);
-    const auto t0 = Clock::now();
-    Status s = (*comm)->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
-    return expect_error(s, "rank 1", Clock::now() - t0, std::chrono::seconds(2), r);
-  });
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+  expect_named_while_joining(GetParam(), Leaves::kAborted, std::chrono::seconds(2));
 }
 
 TEST_P(Faults, AbortDuringCollective) {
@@ -231,22 +233,20 @@ TEST_P(Faults, AbortDuringCollective) {
 // abort() while the collective waits for a channel to join (its peers have not called yet):
 // the wait ends at once, and abort() returns, rather than both waiting out the timeout.
 TEST_P(Faults, AbortWhileAChannelJoins) {
-  Config config = make_config(GetParam(), 30);
-  config.algo = "allreduce:tree";
-  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+  auto status = run_ranks(4, 4, tree_config(GetParam()), [](int r, Result<std::unique_ptr<Communicator>>& comm) {
     if (!comm.ok()) return 20;
     Communicator& c = **comm;
     if (r != 0) {
       std::this_thread::sleep_for(std::chrono::seconds(4));  // never call; alive past rank 0's limit
       return 0;
     }
-    std::vector<float> buf(8 << 20, 1.0f);
+    std::vector<float> buf(kTreeFloats, 1.0f);
     const auto t0 = Clock::now();
     Request q = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     c.abort();
     Status s = q.wait();
-    return expect_error(s, "abort", Clock::now() - t0, std::chrono::seconds(2), r);
+    return expect_error(s, "aborted while it waited for rank", Clock::now() - t0, std::chrono::seconds(2), r);
   });
   for (int r = 0; r < 4; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
 }

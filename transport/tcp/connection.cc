@@ -213,6 +213,7 @@ Status TcpConnection::progress_send(Lane& lane) {
       if (c.done < kHeaderBytes) {
         add(c.header.data() + c.done, kHeaderBytes - c.done);
         if (c.len > 0 && room > 0) add(c.src, c.len);
+        else if (c.len > 0) cut = true;  // the header filled the call; its payload waits
       } else {
         add(c.src + (c.done - kHeaderBytes), c.len - (c.done - kHeaderBytes));
       }
@@ -246,7 +247,8 @@ Status TcpConnection::progress_send(Lane& lane) {
     }
     // A short send: the socket buffer is full. A cut one: back to the receives first, so that
     // the data arriving for this rank is read between pieces of a large send.
-    if (*sent < kMaxSendBytes + kHeaderBytes - room || cut) break;
+    const size_t offered = kMaxSendBytes + kHeaderBytes - room;
+    if (*sent < offered || cut) break;
   }
   return Status();
 }
