@@ -355,4 +355,39 @@ Prediction predict(const CollectiveArgs& a, const Layout& layout, Algorithm algo
   return {r->seconds, r->slice_count};
 }
 
+Result<ScheduleShape> schedule_shape(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
+                                     const topology::Cluster& cluster) {
+  CollectiveArgs one = a;
+  one.slice_count = std::max<size_t>(1, a.count) * static_cast<size_t>(std::max(1, a.nranks));  // covers any buffer
+  // Every message one second whatever its bytes and route; nothing else takes time.
+  constexpr double kInstant = 1e30;
+  topology::ClusterSpec unit = cluster.spec();
+  unit.intra = unit.nic = unit.torus_link = {kInstant, 1.0};
+  unit.fabric_latency = 0;
+  unit.oversubscription = 1;
+  unit.reduce_bandwidth = unit.copy_bandwidth = kInstant;
+  unit.cores = 0;
+  unit.wake_latency = 0;
+  unit.cache_bytes = 0;
+  auto unit_cluster = topology::Cluster::from_spec(std::move(unit));
+  WEFT_TRY(unit_cluster);
+  SimOptions o;
+  o.max_messages = 0;
+  auto run = simulate_algorithm(one, layout, algorithm, *unit_cluster, o);
+  WEFT_TRY(run);
+  ScheduleShape shape;
+  shape.rounds = static_cast<uint64_t>(std::llround(run->seconds));
+  for (int r = 0; r < a.nranks; ++r) {
+    size_t sent = 0, written = 0;
+    const Program p = plan(one, layout, algorithm, r).program;
+    for (const Step& s : p.steps) {
+      if (s.kind == StepKind::kSend) sent += s.src.count * dtype_size(p.dtype);
+      if (step_writes_dst(s.kind)) written += s.dst.count * dtype_size(p.dtype);
+    }
+    shape.max_bytes_sent = std::max(shape.max_bytes_sent, sent);
+    shape.max_bytes_written = std::max(shape.max_bytes_written, written);
+  }
+  return shape;
+}
+
 }  // namespace weft::algorithms

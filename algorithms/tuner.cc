@@ -59,14 +59,27 @@ size_t class_floor(size_t bytes) {
   return octave + (bytes - octave) / quarter * quarter;
 }
 
-}  // namespace
-
-Prediction Tuner::predicted(const CollectiveArgs& trial, Algorithm c) const {
+// `trial` at the smallest size of its size class.
+CollectiveArgs at_class_floor(const CollectiveArgs& trial) {
   CollectiveArgs at = trial;
   if (trial.count > 0) {
     const size_t bytes = call_bytes(trial), per_count = bytes / trial.count;  // >= 1
     at.count = std::max<size_t>(1, (class_floor(bytes) + per_count - 1) / per_count);
   }
+  return at;
+}
+
+// x sends and writes no more bytes a rank than y (within kSameBytes), in fewer rounds.
+bool fewer_rounds_same_bytes(const ScheduleShape& x, const ScheduleShape& y) {
+  auto no_more = [](size_t bx, size_t by) { return static_cast<double>(bx) <= (1.0 + kSameBytes) * static_cast<double>(by); };
+  return x.rounds < y.rounds && no_more(x.max_bytes_sent, y.max_bytes_sent) &&
+         no_more(x.max_bytes_written, y.max_bytes_written);
+}
+
+}  // namespace
+
+Prediction Tuner::predicted(const CollectiveArgs& trial, Algorithm c) const {
+  const CollectiveArgs at = at_class_floor(trial);
   const PredictionKey key{static_cast<int>(at.coll), at.count,        static_cast<int>(at.dtype), static_cast<int>(at.op),
                           at.root,                   at.slice_count, static_cast<int>(c)};
   if (auto it = predictions_.find(key); it != predictions_.end()) return it->second;
@@ -76,6 +89,34 @@ Prediction Tuner::predicted(const CollectiveArgs& trial, Algorithm c) const {
   if (p.seconds == std::numeric_limits<double>::infinity() && at.count != trial.count) p = predict(trial, layout_, c, *model_);
   if (predictions_.size() >= kCacheEntries) predictions_.clear();
   return predictions_.emplace(key, p).first->second;
+}
+
+std::optional<ScheduleShape> Tuner::shape(const CollectiveArgs& a, Algorithm c) const {
+  const CollectiveArgs at = at_class_floor(a);
+  const PredictionKey key{static_cast<int>(at.coll), at.count, static_cast<int>(at.dtype), static_cast<int>(at.op),
+                          at.root,                   0,        static_cast<int>(c)};
+  if (auto it = shapes_.find(key); it != shapes_.end()) return it->second;
+  auto s = schedule_shape(at, layout_, c, *model_);
+  if (shapes_.size() >= kCacheEntries) shapes_.clear();
+  return shapes_.emplace(key, s.ok() ? std::optional<ScheduleShape>(*s) : std::nullopt).first->second;
+}
+
+void Tuner::put_fewer_rounds_first(const CollectiveArgs& a, std::vector<Algorithm>* cands) const {
+  std::vector<std::optional<ScheduleShape>> shapes;
+  for (Algorithm c : *cands) shapes.push_back(shape(a, c));
+  // Oneshot, first on the mailbox, keeps its place (kOneShotMargin decides against it).
+  const size_t from = !cands->empty() && cands->front() == Algorithm::kOneShot && weighs_oneshot(a) ? 1 : 0;
+  for (size_t j = from + 1; j < cands->size(); ++j) {
+    if (!shapes[j]) continue;
+    for (size_t i = from; i < j; ++i) {
+      if (!shapes[i] || !fewer_rounds_same_bytes(*shapes[j], *shapes[i])) continue;
+      std::rotate(cands->begin() + static_cast<ptrdiff_t>(i), cands->begin() + static_cast<ptrdiff_t>(j),
+                  cands->begin() + static_cast<ptrdiff_t>(j) + 1);
+      std::rotate(shapes.begin() + static_cast<ptrdiff_t>(i), shapes.begin() + static_cast<ptrdiff_t>(j),
+                  shapes.begin() + static_cast<ptrdiff_t>(j) + 1);
+      break;
+    }
+  }
 }
 
 size_t slice_elements(size_t bytes, DataType dtype) { return std::max<size_t>(1, bytes / std::max<size_t>(1, dtype_size(dtype))); }
@@ -109,6 +150,8 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
     // only an algorithm predicted kOneShotMargin faster displaces it.
     if (auto one = std::find(cands.begin(), cands.end(), Algorithm::kOneShot); weighs_oneshot(a) && one != cands.end())
       std::rotate(cands.begin(), one, one + 1);
+    if (model_ && model_->spec().cores > 0 && model_->spec().ranks_per_node > kCrowdedRanksPerCore * model_->spec().cores)
+      put_fewer_rounds_first(a, &cands);
   }
   TunedCall best{cands.front(), slices.front(), from_table ? "table" : "order"};
   if (!model_ || (cands.size() == 1 && slices.size() == 1)) return best;

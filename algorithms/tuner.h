@@ -8,7 +8,8 @@
 //   2. the one the simulator predicts fastest on the communicator's machine model (this machine's
 //      calibrated shm/tcp models placed as the layout says), where a candidate later in table
 //      order must be predicted kAlgorithmMargin faster than the best before it: closer
-//      predictions are ties, and ties go to table order;
+//      predictions are ties, and ties go to table order (on crowded cores, where an algorithm
+//      in fewer rounds that moves no more bytes comes first: kCrowdedRanksPerCore);
 //   3. without a model (a non-uniform layout): the first candidate in table order.
 // The slice: the call's own when it has one (a.slice_count > 0: WEFT_SLICE_BYTES); else the
 // table's when its entry names one; else, with a model, the slice of slice_candidates() the
@@ -61,6 +62,22 @@ constexpr double kAlgorithmMargin = 0.05;
 // recursive doubling's 21.0-29.3 (docs/PERFORMANCE.md, "The tuner check after the refit, and
 // over tcp", names the CSVs).
 constexpr double kOneShotMargin = 0.25;
+// Where the model's node holds more than kCrowdedRanksPerCore ranks per core, an algorithm that
+// sends and writes no more bytes a rank than one before it in table order (within kSameBytes),
+// in fewer rounds (schedule_shape()), goes ahead of it, so that ties between the two go to it:
+// the ring's allreduce and allgather (2(N-1) and N-1 rounds) lose them to Rabenseifner and
+// recursive doubling (2 log2 N and log2 N); Bruck's allgather, which copies the buffer once more,
+// does not move. Each round waits for a peer that shares a core with other ranks, and the model
+// counts bytes and messages (equal for those pairs at equal slices), not that waiting. Measured
+// at eight ranks on two cores (docs/PERFORMANCE.md, "Rounds on crowded cores"): at 8 MiB the
+// ring's allreduce made 1.8-2.4x the voluntary and 1.6-3.8x the involuntary context switches
+// of Rabenseifner's, and took 1.06-1.27x its time at 2-8 MiB in every run since 2026-11-26 while the
+// model predicted the two within 3%; recursive halving and doubling were 1.15-1.6x faster than
+// the ring at 128 KiB-2 MiB and within 5% from 8 MiB. At four ranks on two cores the same pairs
+// measured either way round from run to run (reduce-scatter and allgather: the ring up to 1.3x
+// faster at 8-128 MiB), so there table order stands.
+constexpr int kCrowdedRanksPerCore = 2;
+constexpr double kSameBytes = 0.01;
 
 // The pipeline slice a call gets when neither the user nor a table fixes it and no model ranks
 // the others (WEFT_SLICE_BYTES's documented default).
@@ -106,6 +123,12 @@ class Tuner {
   // The model's prediction for `trial` run by `c`, at the floor of its size class (above); cached.
   // REQUIRES: model_, mu_ held.
   Prediction predicted(const CollectiveArgs& trial, Algorithm c) const;
+  // schedule_shape() of `c` running `a` at the floor of its size class; cached; nullopt where it
+  // cannot be simulated. REQUIRES: model_, mu_ held.
+  std::optional<ScheduleShape> shape(const CollectiveArgs& a, Algorithm c) const;
+  // Moves each candidate ahead of the first one before it that it sends no more bytes than in
+  // more rounds (kSameBytes). REQUIRES: model_, mu_ held.
+  void put_fewer_rounds_first(const CollectiveArgs& a, std::vector<Algorithm>* cands) const;
   // Whether oneshot is weighed for `a` (see the constructor). reduce: only at two ranks. Above,
   // its root takes and reduces n-1 messages in turn while the binomial tree spreads that work over
   // the ranks; in loops of calls (the mailbox lets the senders run 64 calls ahead) the binomial
@@ -126,6 +149,7 @@ class Tuner {
   mutable std::map<Key, TunedCall> cache_;
   using PredictionKey = std::tuple<int, size_t, int, int, int, size_t, int>;
   mutable std::map<PredictionKey, Prediction> predictions_;
+  mutable std::map<PredictionKey, std::optional<ScheduleShape>> shapes_;  // slice 0
 };
 
 }  // namespace weft::algorithms

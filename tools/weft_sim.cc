@@ -60,6 +60,8 @@ constexpr const char* kUsage =
     "  --race           find each size's winner only: a simulation stops once its simulated time\n"
     "                   passes the best finished one of its size, and its row shows that bound\n"
     "  --csv            comma-separated output, one row per size and algorithm\n"
+    "  --tuner          also print what weft's tuner picks at each size on this cluster (the model\n"
+    "                   with its margins and slices, no table; one node counts as having the mailbox)\n"
     "  -h, --help       this help\n"
     "presets:\n";
 
@@ -74,7 +76,8 @@ struct Options {
   int root = 0;
   size_t slice_bytes = weft::algorithms::kDefaultSliceBytes;
   uint64_t budget = 1'000'000;
-  bool exact = false, links = false, time = false, csv = false, race = false;
+  bool exact = false, links = false, time = false, csv = false, race = false, tuner = false;
+  std::string algo_list;  // --algo as given: the tuner's filter
   int threads = std::max(1u, std::min(2u, std::thread::hardware_concurrency()));
   int jobs = threads;
 };
@@ -86,7 +89,7 @@ int usage_error(const std::string& what) {
 
 // Returns an exit code, or -1 to go on.
 int parse_args(int argc, char** argv, Options* o) {
-  std::string algo_list;
+  std::string& algo_list = o->algo_list;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
     if (flag == "-h" || flag == "--help") {
@@ -99,6 +102,7 @@ int parse_args(int argc, char** argv, Options* o) {
     if (flag == "--time") { o->time = true; continue; }
     if (flag == "--csv") { o->csv = true; continue; }
     if (flag == "--race") { o->race = true; continue; }
+    if (flag == "--tuner") { o->tuner = true; continue; }
     static constexpr const char* kWithValue[] = {"--cluster", "--coll", "-b", "-e", "-f", "--algo", "-d",
                                                  "-o", "-r", "--slice", "--budget", "--threads", "--jobs"};
     bool known = false;
@@ -303,6 +307,25 @@ class JobPool {
   std::vector<std::thread> pool_;
 };
 
+// "# tuner: 8:oneshot ... 2M:rabenseifner 64M:ring@1M": what the tuner picks for each size's call,
+// with the slice where it is not the default. Without --algo it weighs every algorithm.
+void print_tuner_picks(const Options& o, const weft::algorithms::Layout& layout, const weft::topology::Cluster& cluster,
+                       const std::vector<Size>& sizes) {
+  auto filter = weft::algorithms::AlgoFilter::parse(o.algo_list);  // parse_args checked the names
+  const weft::algorithms::Tuner tuner(layout, filter.ok() ? *filter : weft::algorithms::AlgoFilter(), cluster,
+                                      weft::algorithms::TuneTable(), layout.node_count() == 1);
+  std::printf("# tuner:");
+  for (const Size& s : sizes) {
+    CollectiveArgs a = s.a;
+    a.slice_count = 0;
+    const weft::algorithms::TunedCall c = tuner.choose(a);
+    const size_t slice = c.slice_count * weft::dtype_size(o.dtype);
+    std::printf(" %s:%s%s", weft::format_byte_size(s.total).c_str(), std::string(weft::algorithms::algorithm_name(c.algorithm)).c_str(),
+                slice == weft::algorithms::kDefaultSliceBytes ? "" : ("@" + weft::format_byte_size(slice)).c_str());
+  }
+  std::printf("\n");
+}
+
 // What every row of the output needs besides its job.
 struct Printer {
   const Options& o;
@@ -454,5 +477,6 @@ int main(int argc, char** argv) {
   } else if (o.time) {
     std::fprintf(stderr, "weft-sim: simulated %zu sizes in %.2f s (%d at once)\n", winners.size(), sweep, workers);
   }
+  if (o.tuner) print_tuner_picks(o, layout, *cluster, sizes);
   return failed ? 1 : 0;
 }

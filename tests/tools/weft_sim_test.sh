@@ -1,7 +1,8 @@
 #!/bin/sh
 # weft-sim end to end: a sweep run two simulations at a time and three at a time predicts what one
 # at a time does, row for row in size order; --race finds the same winners with the same times,
-# every row it stopped past its size's winner; the winners line; the exit codes of bad input.
+# every row it stopped past its size's winner; the winners line; --tuner's picks; the exit codes of
+# bad input.
 #   sh weft_sim_test.sh WEFT_SIM
 set -u
 SIM=$1
@@ -37,6 +38,20 @@ awk -F, 'NR > 1 && $10 == 1 { best[$4] = $7 } NR > 1 && $18 == 1 { bound[$4 " " 
 
 "$SIM" --cluster torus:4x4 -b 8 -e 1M -f 16 --algo torus,ring --jobs 2 >"$TMP/out" 2>"$TMP/err" || fail "torus sweep exited $?"
 grep -q '^# winners: 8:torus 128:torus 2K:torus 32K:torus 512K:torus$' "$TMP/out" || fail "torus winners: $(grep winners "$TMP/out")"
+
+# --tuner: the tuner's pick per size. Eight ranks on two cores where the ring, the tree and
+# Rabenseifner tie: the fastest listed first (the ring) wins the sweep, the tuner gives the tie to
+# Rabenseifner (fewer rounds, the same bytes); on four cores it keeps table order.
+crowded='nodes=1 ranks=8 intra=10GB/s,1us reduce=20GB/s copy=40GB/s'
+"$SIM" --cluster "$crowded cores=2" -b 32M -e 32M --algo ring,tree,rabenseifner --tuner >"$TMP/out" 2>"$TMP/err" ||
+  fail "--tuner exited $?: $(cat "$TMP/err")"
+grep -q '^# winners: 32M:ring$' "$TMP/out" || fail "crowded winners: $(grep winners "$TMP/out")"
+grep -q '^# tuner: 32M:rabenseifner$' "$TMP/out" || fail "crowded tuner: $(grep tuner "$TMP/out")"
+"$SIM" --cluster "$crowded cores=4" -b 32M -e 32M --algo ring,tree,rabenseifner --tuner --csv >"$TMP/out" 2>"$TMP/err" ||
+  fail "--tuner --csv exited $?: $(cat "$TMP/err")"
+grep -q '^# tuner: 32M:ring$' "$TMP/out" || fail "four cores tuner: $(grep tuner "$TMP/out")"
+"$SIM" --cluster shm:4 -b 8 -e 64M -f 8 --tuner >"$TMP/out" 2>"$TMP/err" || fail "shm:4 --tuner exited $?"
+[ "$(grep "^# tuner:" "$TMP/out" | wc -w)" = $((2 + 8)) ] || fail "not one pick per size: $(grep tuner "$TMP/out")"
 
 # Bad input exits 2 and says what was wrong.
 "$SIM" --cluster shm:4 --jobs 0 >"$TMP/out" 2>"$TMP/err"

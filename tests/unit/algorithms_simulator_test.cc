@@ -540,5 +540,46 @@ TEST(Simulator, PredictForTheTuner) {
   EXPECT_EQ(predict(allreduce(4, 1 << 20), l, Algorithm::kTorus, shm).seconds, std::numeric_limits<double>::infinity());
 }
 
+// Rounds and bytes at one slice, whatever the machine: the ring's allreduce waits through 2(N-1)
+// messages, Rabenseifner's through 2 log2 N with the same bytes, recursive doubling's through
+// log2 N with the whole buffer in each; Bruck's allgather is as short as recursive doubling's and
+// sends as much, but writes the buffer twice (its final rotation).
+TEST(Simulator, ScheduleShapeCountsRoundsAndBytes) {
+  const Cluster shm = must_parse("shm:8");
+  const Layout l = Layout::flat(8);
+  auto shape = [&](CollectiveArgs a, Algorithm alg) {
+    auto s = schedule_shape(a, l, alg, shm);
+    EXPECT_TRUE(s.ok()) << algorithm_name(alg) << ": " << s.status().to_string();
+    return s.ok() ? *s : ScheduleShape{};
+  };
+  const size_t bytes = size_t{4} << 20;
+  const CollectiveArgs ar = allreduce(8, bytes / 4);
+  const ScheduleShape ring = shape(ar, Algorithm::kRing), rab = shape(ar, Algorithm::kRabenseifner),
+                      rd = shape(ar, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(ring.rounds, 14u);
+  EXPECT_EQ(rab.rounds, 6u);
+  EXPECT_EQ(rd.rounds, 3u);
+  EXPECT_EQ(ring.max_bytes_sent, bytes * 14 / 8);
+  EXPECT_EQ(rab.max_bytes_sent, ring.max_bytes_sent);
+  EXPECT_EQ(rab.max_bytes_written, ring.max_bytes_written);
+  EXPECT_EQ(rd.max_bytes_sent, 3 * bytes);
+  CollectiveArgs ag = ar;
+  ag.coll = Collective::kAllGather;
+  ag.count = bytes / 4 / 8;  // per rank
+  const ScheduleShape ag_ring = shape(ag, Algorithm::kRing), ag_rd = shape(ag, Algorithm::kRecursiveDoubling),
+                      bruck = shape(ag, Algorithm::kBruck);
+  EXPECT_EQ(ag_ring.rounds, 7u);
+  EXPECT_EQ(ag_rd.rounds, 3u);
+  EXPECT_EQ(bruck.rounds, 3u);
+  EXPECT_EQ(ag_rd.max_bytes_sent, ag_ring.max_bytes_sent);
+  EXPECT_EQ(bruck.max_bytes_sent, ag_ring.max_bytes_sent);
+  EXPECT_EQ(ag_rd.max_bytes_written, ag_ring.max_bytes_written);
+  EXPECT_GE(bruck.max_bytes_written, ag_ring.max_bytes_written + bytes * 7 / 8);
+  // Slicing the call does not change its shape (each round is still one wait).
+  CollectiveArgs sliced = ar;
+  sliced.slice_count = 1024;
+  EXPECT_EQ(shape(sliced, Algorithm::kRing).rounds, 14u);
+}
+
 }  // namespace
 }  // namespace weft::algorithms
