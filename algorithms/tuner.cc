@@ -22,11 +22,13 @@ std::vector<Algorithm> candidates(const CollectiveArgs& a, const Layout& l, cons
   return allowed.empty() ? any : allowed;
 }
 
-Result<topology::Cluster> machine_model(const Layout& l, std::string_view transport) {
+Result<topology::Cluster> machine_model(const Layout& l, std::string_view transport, int cores) {
   if (l.nodes.empty() || !l.uniform())
     return invalid_argument("machine model: the layout's nodes hold different numbers of ranks");
   const std::string local = transport == "tcp" ? "tcp" : "shm";
-  auto node = topology::Cluster::parse(local + ":" + std::to_string(l.ranks_per_node()));
+  std::string text = local + ":" + std::to_string(l.ranks_per_node());
+  if (cores > 0) text += " cores=" + std::to_string(cores);
+  auto node = topology::Cluster::parse(text);
   WEFT_TRY(node);
   if (l.node_count() == 1) return node;
   auto tcp = topology::Cluster::parse("tcp:2");

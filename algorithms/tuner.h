@@ -91,8 +91,10 @@ std::vector<size_t> slice_candidates(const CollectiveArgs& a);
 
 // The machine model for `l` on this machine: one node -> the calibrated "shm:R" (or "tcp:R" when
 // transport is "tcp"); K uniform nodes -> K nodes of that, joined node to node by one TCP link
-// each (the calibrated tcp model). Error for a layout with unequal nodes.
-Result<topology::Cluster> machine_model(const Layout& l, std::string_view transport);
+// each (the calibrated tcp model). cores > 0: the CPUs each node's ranks may run on between them
+// (the calibration's `cores` is the machine it was fitted on: 2); with more of them than ranks
+// the model's node is not oversubscribed. Error for a layout with unequal nodes.
+Result<topology::Cluster> machine_model(const Layout& l, std::string_view transport, int cores = 0);
 
 // What runs a call: the algorithm, its slice, and why the algorithm was picked ("table", "model"
 // or "order").

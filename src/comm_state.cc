@@ -1,7 +1,5 @@
 #include "src/comm_state.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -11,6 +9,7 @@
 #include "topology/discover.h"
 #include "topology/nccl_xml.h"
 #include "topology/topo_file.h"
+#include "src/cpu_mask.h"
 #include "src/node_id.h"
 
 namespace weft {
@@ -198,16 +197,19 @@ Status CommState::init(const UniqueId& id) {
   put_blob(card, shm_->local_card());
   put_blob(card, tcp_->local_card());
   put_blob(card, std::vector<uint8_t>(settings.begin(), settings.end()));
+  put_blob(card, this_process_cpus());
   auto cards = allgather_blobs(*bootstrap_, card, deadline);
   WEFT_TRY(cards);
   std::vector<std::vector<uint8_t>> shm_cards(static_cast<size_t>(nranks_)), tcp_cards(static_cast<size_t>(nranks_));
   std::vector<std::string> settings_of(static_cast<size_t>(nranks_));
+  std::vector<std::vector<uint8_t>> cpus_of(static_cast<size_t>(nranks_));
   nodes_.resize(static_cast<size_t>(nranks_));
   for (size_t r = 0; r < static_cast<size_t>(nranks_); ++r) {
     size_t pos = 0;
     std::vector<uint8_t> node, theirs;
     if (!take_blob((*cards)[r], pos, node) || !take_blob((*cards)[r], pos, shm_cards[r]) ||
-        !take_blob((*cards)[r], pos, tcp_cards[r]) || !take_blob((*cards)[r], pos, theirs))
+        !take_blob((*cards)[r], pos, tcp_cards[r]) || !take_blob((*cards)[r], pos, theirs) ||
+        !take_blob((*cards)[r], pos, cpus_of[r]))
       return internal_error("rank " + std::to_string(r) + " sent a malformed card");
     nodes_[r].assign(node.begin(), node.end());
     settings_of[r].assign(theirs.begin(), theirs.end());
@@ -222,11 +224,20 @@ Status CommState::init(const UniqueId& id) {
   std::vector<int> torus = std::move(layout_.torus);
   layout_ = algorithms::Layout::from_node_names(nodes_);
   layout_.torus = std::move(torus);
-  cpu_set_t cpus;
-  const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  oversubscribed_ = static_cast<int>(layout_.nodes[static_cast<size_t>(layout_.node_of(rank_))].size()) > usable;
+  // The cores of each node: the CPUs its ranks may run on between them. The model's nodes are
+  // alike, so it takes the fewest; every rank computes the same from the same cards.
+  int fewest_cores = std::numeric_limits<int>::max(), my_cores = 0;
+  for (size_t g = 0; g < layout_.nodes.size(); ++g) {
+    std::vector<std::vector<uint8_t>> masks;
+    for (int r : layout_.nodes[g]) masks.push_back(cpus_of[static_cast<size_t>(r)]);
+    const int cores = cpus_in_union(masks);
+    fewest_cores = std::min(fewest_cores, cores);
+    if (static_cast<int>(g) == layout_.node_of(rank_)) my_cores = cores;
+  }
+  const size_t my_ranks = layout_.nodes[static_cast<size_t>(layout_.node_of(rank_))].size();
+  oversubscribed_ = static_cast<int>(my_ranks) > my_cores;
   // The tuner: the user's filter, the measured table, this machine's model.
-  auto model = algorithms::machine_model(layout_, config_.transport);
+  auto model = algorithms::machine_model(layout_, config_.transport, fewest_cores);
   if (topo.cluster) {
     if (fits(*topo.cluster, layout_)) {
       if (topo.cluster->is_torus() && layout_.torus.empty()) layout_.torus = topo.cluster->spec().torus;
@@ -261,7 +272,9 @@ Status CommState::init(const UniqueId& id) {
     mailbox_ = std::move(*mailbox);
     if (!mailbox_) log_.warn("no shared mailbox (a rank could not make or map it): oneshot calls run over the connections");
   }
-  log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + ", transport " + config_.transport);
+  log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + " (" + std::to_string(my_ranks) +
+            " ranks on " + std::to_string(my_cores) + " cores" + (oversubscribed_ ? ", oversubscribed" : "") +
+            "), transport " + config_.transport);
   return Status();
 }
 

@@ -325,6 +325,26 @@ TEST(Tuner, MachineModelFollowsTheLayout) {
   EXPECT_FALSE(machine_model(Layout::blocks(5, 2), "shm").ok());  // nodes of 2, 2 and 1
 }
 
+// The node's cores are the ones its ranks may run on: eight ranks on the calibration's two cores
+// share them; on sixteen (each rank bound to its own, or none bound on a larger machine) they
+// do not, in one node or in each of two.
+TEST(Tuner, MachineModelTakesTheNodesCores) {
+  auto calibrated = machine_model(Layout::flat(8), "shm");
+  ASSERT_TRUE(calibrated.ok());
+  EXPECT_EQ(calibrated->spec().cores, 2);
+  EXPECT_TRUE(calibrated->oversubscribed());
+  auto roomy = machine_model(Layout::flat(8), "shm", 16);
+  ASSERT_TRUE(roomy.ok());
+  EXPECT_EQ(roomy->spec().cores, 16);
+  EXPECT_FALSE(roomy->oversubscribed());
+  auto two = machine_model(Layout::blocks(16, 8), "shm", 16);
+  ASSERT_TRUE(two.ok());
+  EXPECT_FALSE(two->oversubscribed());
+  auto crowded = machine_model(Layout::blocks(16, 8), "tcp", 4);
+  ASSERT_TRUE(crowded.ok());
+  EXPECT_TRUE(crowded->oversubscribed());
+}
+
 TEST(TuneTable, KeepsOnlyTheCommunicatorsTransport) {
   auto t = TuneTable::parse("# comment\nshm allreduce 2 1 0 100 ring\ntcp allreduce 2 1 0 100 tree\n", "tcp", "f");
   ASSERT_TRUE(t.ok());
