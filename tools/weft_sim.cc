@@ -61,7 +61,8 @@ constexpr const char* kUsage =
     "                   passes the best finished one of its size, and its row shows that bound\n"
     "  --csv            comma-separated output, one row per size and algorithm\n"
     "  --tuner          also print what weft's tuner picks at each size on this cluster (the model\n"
-    "                   with its margins and slices, no table; one node counts as having the mailbox)\n"
+    "                   with its margins and slices, no table; one node has the mailbox, but not\n"
+    "                   over tcp:N, as under WEFT_TRANSPORT=tcp)\n"
     "  -h, --help       this help\n"
     "presets:\n";
 
@@ -308,12 +309,15 @@ class JobPool {
 };
 
 // "# tuner: 8:oneshot ... 2M:rabenseifner 64M:ring@1M": what the tuner picks for each size's call,
-// with the slice where it is not the default. Without --algo it weighs every algorithm.
+// with the slice where it is not the default. Without --algo it weighs every algorithm. One node
+// has the shared mailbox (oneshot weighed first) unless the cluster is the tcp:N preset, as a
+// communicator has it unless WEFT_TRANSPORT=tcp.
 void print_tuner_picks(const Options& o, const weft::algorithms::Layout& layout, const weft::topology::Cluster& cluster,
                        const std::vector<Size>& sizes) {
   auto filter = weft::algorithms::AlgoFilter::parse(o.algo_list);  // parse_args checked the names
   const weft::algorithms::Tuner tuner(layout, filter.ok() ? *filter : weft::algorithms::AlgoFilter(), cluster,
-                                      weft::algorithms::TuneTable(), layout.node_count() == 1);
+                                      weft::algorithms::TuneTable(),
+                                      layout.node_count() == 1 && !cluster.spec().name.starts_with("tcp:"));
   std::printf("# tuner:");
   for (const Size& s : sizes) {
     CollectiveArgs a = s.a;

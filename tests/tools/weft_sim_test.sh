@@ -52,6 +52,11 @@ grep -q '^# tuner: 32M:rabenseifner$' "$TMP/out" || fail "crowded tuner: $(grep 
 grep -q '^# tuner: 32M:ring$' "$TMP/out" || fail "four cores tuner: $(grep tuner "$TMP/out")"
 "$SIM" --cluster shm:4 -b 8 -e 64M -f 8 --tuner >"$TMP/out" 2>"$TMP/err" || fail "shm:4 --tuner exited $?"
 [ "$(grep "^# tuner:" "$TMP/out" | wc -w)" = $((2 + 8)) ] || fail "not one pick per size: $(grep tuner "$TMP/out")"
+grep -q '^# tuner: 8:oneshot ' "$TMP/out" || fail "shm:4 at 8 B: not oneshot on the mailbox: $(grep tuner "$TMP/out")"
+# Over tcp there is no mailbox: oneshot is not weighed.
+"$SIM" --cluster tcp:4 -b 8 -e 8 --tuner >"$TMP/out" 2>"$TMP/err" || fail "tcp:4 --tuner exited $?"
+grep -q '^# tuner: 8:' "$TMP/out" || fail "tcp:4: no tuner line"
+grep -q '^# tuner: 8:oneshot' "$TMP/out" && fail "tcp:4 weighed oneshot: $(grep tuner "$TMP/out")"
 
 # Bad input exits 2 and says what was wrong.
 "$SIM" --cluster shm:4 --jobs 0 >"$TMP/out" 2>"$TMP/err"
