@@ -145,10 +145,11 @@ Prediction predict(const CollectiveArgs& a, const Layout& layout, Algorithm algo
 // How `algorithm` runs call `a` on `layout` whatever the machine, at one slice (no pipelining):
 // its rounds, the messages on its longest chain of messages that each wait for the one before
 // (at N=8: the ring's allreduce 14, Rabenseifner's 6, recursive doubling's 3), the most bytes
-// one rank sends, and the most bytes one rank's steps write (received, reduced and copied). Rounds are the simulated time on a copy of `cluster` where every link a
-// message crosses adds one second and bytes move at once (on node clusters a message is one
-// round; on a torus, one per link of its route); bytes are counted from the programs. The tuner breaks ties with it where ranks share cores (tuner.h). Error as
-// simulate_algorithm's.
+// one rank sends, and the most bytes one rank's steps write (received, reduced and copied).
+// Rounds are the simulated time on a copy of `cluster` where every link a message crosses adds
+// one second and bytes move at once (on node clusters a message is one round; on a torus, one
+// per link of its route); bytes are counted from the programs. The tuner breaks ties with it
+// where ranks share cores (tuner.h). Error as simulate_algorithm's.
 struct ScheduleShape {
   uint64_t rounds = 0;
   size_t max_bytes_sent = 0;

@@ -73,7 +73,9 @@ CollectiveArgs at_class_floor(const CollectiveArgs& trial) {
 
 // x sends and writes no more bytes a rank than y (within kSameBytes), in fewer rounds.
 bool fewer_rounds_same_bytes(const ScheduleShape& x, const ScheduleShape& y) {
-  auto no_more = [](size_t bx, size_t by) { return static_cast<double>(bx) <= (1.0 + kSameBytes) * static_cast<double>(by); };
+  auto no_more = [](size_t bx, size_t by) {
+    return static_cast<double>(bx) <= (1.0 + kSameBytes) * static_cast<double>(by);
+  };
   return x.rounds < y.rounds && no_more(x.max_bytes_sent, y.max_bytes_sent) &&
          no_more(x.max_bytes_written, y.max_bytes_written);
 }
@@ -152,8 +154,7 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
     // only an algorithm predicted kOneShotMargin faster displaces it.
     if (auto one = std::find(cands.begin(), cands.end(), Algorithm::kOneShot); weighs_oneshot(a) && one != cands.end())
       std::rotate(cands.begin(), one, one + 1);
-    if (model_ && model_->spec().cores > 0 && model_->spec().ranks_per_node > kCrowdedRanksPerCore * model_->spec().cores)
-      put_fewer_rounds_first(a, &cands);
+    if (crowded_cores()) put_fewer_rounds_first(a, &cands);
   }
   TunedCall best{cands.front(), slices.front(), from_table ? "table" : "order"};
   if (!model_ || (cands.size() == 1 && slices.size() == 1)) return best;

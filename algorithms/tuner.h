@@ -71,11 +71,11 @@ constexpr double kOneShotMargin = 0.25;
 // counts bytes and messages (equal for those pairs at equal slices), not that waiting. Measured
 // at eight ranks on two cores (docs/PERFORMANCE.md, "Rounds on crowded cores"): at 8 MiB the
 // ring's allreduce made 1.8-2.4x the voluntary and 1.6-3.8x the involuntary context switches
-// of Rabenseifner's, and took 1.06-1.27x its time at 2-8 MiB in every run since 2026-11-26 while the
-// model predicted the two within 3%; recursive halving and doubling were 1.15-1.6x faster than
-// the ring at 128 KiB-2 MiB and within 5% from 8 MiB. At four ranks on two cores the same pairs
-// measured either way round from run to run (reduce-scatter and allgather: the ring up to 1.3x
-// faster at 8-128 MiB), so there table order stands.
+// of Rabenseifner's, and took 1.06-1.27x its time at 2-8 MiB in every run since 2026-11-26,
+// while the model predicted the two within 3%; recursive halving and doubling were 1.15-1.6x
+// faster than the ring at 128 KiB-2 MiB and within 5% from 8 MiB. At four ranks on two cores the
+// same pairs measured either way round from run to run (reduce-scatter and allgather: the ring
+// up to 1.3x faster at 8-128 MiB), so there table order stands.
 constexpr int kCrowdedRanksPerCore = 2;
 constexpr double kSameBytes = 0.01;
 
@@ -125,11 +125,15 @@ class Tuner {
   // The model's prediction for `trial` run by `c`, at the floor of its size class (above); cached.
   // REQUIRES: model_, mu_ held.
   Prediction predicted(const CollectiveArgs& trial, Algorithm c) const;
+  // The model's nodes hold more than kCrowdedRanksPerCore ranks per core.
+  bool crowded_cores() const {
+    return model_ && model_->spec().cores > 0 && model_->spec().ranks_per_node > kCrowdedRanksPerCore * model_->spec().cores;
+  }
   // schedule_shape() of `c` running `a` at the floor of its size class; cached; nullopt where it
   // cannot be simulated. REQUIRES: model_, mu_ held.
   std::optional<ScheduleShape> shape(const CollectiveArgs& a, Algorithm c) const;
-  // Moves each candidate ahead of the first one before it that it sends no more bytes than in
-  // more rounds (kSameBytes). REQUIRES: model_, mu_ held.
+  // Moves each candidate ahead of the first candidate before it that needs more rounds to send
+  // and write as many bytes (within kSameBytes). REQUIRES: model_, mu_ held.
   void put_fewer_rounds_first(const CollectiveArgs& a, std::vector<Algorithm>* cands) const;
   // Whether oneshot is weighed for `a` (see the constructor). reduce: only at two ranks. Above,
   // its root takes and reduces n-1 messages in turn while the binomial tree spreads that work over

@@ -324,8 +324,9 @@ void print_tuner_picks(const Options& o, const weft::algorithms::Layout& layout,
     a.slice_count = 0;
     const weft::algorithms::TunedCall c = tuner.choose(a);
     const size_t slice = c.slice_count * weft::dtype_size(o.dtype);
-    std::printf(" %s:%s%s", weft::format_byte_size(s.total).c_str(), std::string(weft::algorithms::algorithm_name(c.algorithm)).c_str(),
-                slice == weft::algorithms::kDefaultSliceBytes ? "" : ("@" + weft::format_byte_size(slice)).c_str());
+    const std::string name(weft::algorithms::algorithm_name(c.algorithm));
+    const std::string at = slice == weft::algorithms::kDefaultSliceBytes ? "" : "@" + weft::format_byte_size(slice);
+    std::printf(" %s:%s%s", weft::format_byte_size(s.total).c_str(), name.c_str(), at.c_str());
   }
   std::printf("\n");
 }
