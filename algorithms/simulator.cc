@@ -357,8 +357,24 @@ Prediction predict(const CollectiveArgs& a, const Layout& layout, Algorithm algo
 
 Result<ScheduleShape> schedule_shape(const CollectiveArgs& a, const Layout& layout, Algorithm algorithm,
                                      const topology::Cluster& cluster) {
+  if (!applicable(a, layout, algorithm))
+    return invalid_argument("schedule shape: " + std::string(algorithm_name(algorithm)) + " does not run " +
+                            describe(a) + " on " + layout.describe());
   CollectiveArgs one = a;
   one.slice_count = std::max<size_t>(1, a.count) * static_cast<size_t>(std::max(1, a.nranks));  // covers any buffer
+  // Every rank's program, generated once: counted here, then simulated.
+  ScheduleShape shape;
+  std::vector<Program> programs;
+  for (int r = 0; r < a.nranks; ++r) {
+    programs.push_back(find_algorithm(one.coll, algorithm)->generate(one, layout, r));
+    size_t sent = 0, written = 0;
+    for (const Step& s : programs.back().steps) {
+      if (s.kind == StepKind::kSend) sent += s.src.count * dtype_size(one.dtype);
+      if (step_writes_dst(s.kind)) written += s.dst.count * dtype_size(one.dtype);
+    }
+    shape.max_bytes_sent = std::max(shape.max_bytes_sent, sent);
+    shape.max_bytes_written = std::max(shape.max_bytes_written, written);
+  }
   // Every message one second whatever its bytes and route; nothing else takes time.
   constexpr double kInstant = 1e30;
   topology::ClusterSpec unit = cluster.spec();
@@ -371,22 +387,9 @@ Result<ScheduleShape> schedule_shape(const CollectiveArgs& a, const Layout& layo
   unit.cache_bytes = 0;
   auto unit_cluster = topology::Cluster::from_spec(std::move(unit));
   WEFT_TRY(unit_cluster);
-  SimOptions o;
-  o.max_messages = 0;
-  auto run = simulate_algorithm(one, layout, algorithm, *unit_cluster, o);
+  auto run = simulate(*unit_cluster, layout, programs);
   WEFT_TRY(run);
-  ScheduleShape shape;
   shape.rounds = static_cast<uint64_t>(std::llround(run->seconds));
-  for (int r = 0; r < a.nranks; ++r) {
-    size_t sent = 0, written = 0;
-    const Program p = plan(one, layout, algorithm, r).program;
-    for (const Step& s : p.steps) {
-      if (s.kind == StepKind::kSend) sent += s.src.count * dtype_size(p.dtype);
-      if (step_writes_dst(s.kind)) written += s.dst.count * dtype_size(p.dtype);
-    }
-    shape.max_bytes_sent = std::max(shape.max_bytes_sent, sent);
-    shape.max_bytes_written = std::max(shape.max_bytes_written, written);
-  }
   return shape;
 }
 

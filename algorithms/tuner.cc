@@ -82,10 +82,14 @@ bool fewer_rounds_same_bytes(const ScheduleShape& x, const ScheduleShape& y) {
 
 }  // namespace
 
+Tuner::PredictionKey Tuner::key_of(const CollectiveArgs& at, Algorithm c) {
+  return {static_cast<int>(at.coll), at.count,        static_cast<int>(at.dtype), static_cast<int>(at.op),
+          at.root,                   at.slice_count, static_cast<int>(c)};
+}
+
 Prediction Tuner::predicted(const CollectiveArgs& trial, Algorithm c) const {
   const CollectiveArgs at = at_class_floor(trial);
-  const PredictionKey key{static_cast<int>(at.coll), at.count,        static_cast<int>(at.dtype), static_cast<int>(at.op),
-                          at.root,                   at.slice_count, static_cast<int>(c)};
+  const PredictionKey key = key_of(at, c);
   if (auto it = predictions_.find(key); it != predictions_.end()) return it->second;
   // An algorithm that needs more elements than the class's smallest size has is predicted at
   // the call's own size.
@@ -96,9 +100,9 @@ Prediction Tuner::predicted(const CollectiveArgs& trial, Algorithm c) const {
 }
 
 std::optional<ScheduleShape> Tuner::shape(const CollectiveArgs& a, Algorithm c) const {
-  const CollectiveArgs at = at_class_floor(a);
-  const PredictionKey key{static_cast<int>(at.coll), at.count, static_cast<int>(at.dtype), static_cast<int>(at.op),
-                          at.root,                   0,        static_cast<int>(c)};
+  CollectiveArgs at = at_class_floor(a);
+  at.slice_count = 0;  // a shape is the call's at one slice, whatever slice it runs
+  const PredictionKey key = key_of(at, c);
   if (auto it = shapes_.find(key); it != shapes_.end()) return it->second;
   auto s = schedule_shape(at, layout_, c, *model_);
   if (shapes_.size() >= kCacheEntries) shapes_.clear();
@@ -106,21 +110,18 @@ std::optional<ScheduleShape> Tuner::shape(const CollectiveArgs& a, Algorithm c) 
 }
 
 void Tuner::put_fewer_rounds_first(const CollectiveArgs& a, std::vector<Algorithm>* cands) const {
-  std::vector<std::optional<ScheduleShape>> shapes;
-  for (Algorithm c : *cands) shapes.push_back(shape(a, c));
+  if (cands->size() < 2) return;
+  std::vector<std::pair<Algorithm, std::optional<ScheduleShape>>> order;
+  for (Algorithm c : *cands) order.emplace_back(c, shape(a, c));
   // Oneshot, first on the mailbox, keeps its place (kOneShotMargin decides against it).
-  const size_t from = !cands->empty() && cands->front() == Algorithm::kOneShot && weighs_oneshot(a) ? 1 : 0;
-  for (size_t j = from + 1; j < cands->size(); ++j) {
-    if (!shapes[j]) continue;
-    for (size_t i = from; i < j; ++i) {
-      if (!shapes[i] || !fewer_rounds_same_bytes(*shapes[j], *shapes[i])) continue;
-      std::rotate(cands->begin() + static_cast<ptrdiff_t>(i), cands->begin() + static_cast<ptrdiff_t>(j),
-                  cands->begin() + static_cast<ptrdiff_t>(j) + 1);
-      std::rotate(shapes.begin() + static_cast<ptrdiff_t>(i), shapes.begin() + static_cast<ptrdiff_t>(j),
-                  shapes.begin() + static_cast<ptrdiff_t>(j) + 1);
-      break;
-    }
+  const auto first = order.begin() + (cands->front() == Algorithm::kOneShot && weighs_oneshot(a) ? 1 : 0);
+  for (auto j = first; j != order.end(); ++j) {
+    const auto beaten = std::find_if(first, j, [&](const auto& earlier) {
+      return j->second && earlier.second && fewer_rounds_same_bytes(*j->second, *earlier.second);
+    });
+    if (beaten != j) std::rotate(beaten, j, j + 1);
   }
+  for (size_t i = 0; i < order.size(); ++i) (*cands)[i] = order[i].first;
 }
 
 size_t slice_elements(size_t bytes, DataType dtype) { return std::max<size_t>(1, bytes / std::max<size_t>(1, dtype_size(dtype))); }

@@ -74,8 +74,8 @@ constexpr double kOneShotMargin = 0.25;
 // of Rabenseifner's, and took 1.06-1.27x its time at 2-8 MiB in every run since 2026-11-26,
 // while the model predicted the two within 3%; recursive halving and doubling were 1.15-1.6x
 // faster than the ring at 128 KiB-2 MiB and within 5% from 8 MiB. At four ranks on two cores the
-// same pairs measured either way round from run to run (reduce-scatter and allgather: the ring
-// up to 1.3x faster at 8-128 MiB), so there table order stands.
+// ring's reduce-scatter and allgather were the faster (by up to 1.3x at 512 KiB-128 MiB; only
+// allreduce leaned to Rabenseifner there), so there table order stands.
 constexpr int kCrowdedRanksPerCore = 2;
 constexpr double kSameBytes = 0.01;
 
@@ -154,8 +154,9 @@ class Tuner {
   mutable std::mutex mu_;
   mutable std::map<Key, TunedCall> cache_;
   using PredictionKey = std::tuple<int, size_t, int, int, int, size_t, int>;
+  static PredictionKey key_of(const CollectiveArgs& at, Algorithm c);
   mutable std::map<PredictionKey, Prediction> predictions_;
-  mutable std::map<PredictionKey, std::optional<ScheduleShape>> shapes_;  // slice 0
+  mutable std::map<PredictionKey, std::optional<ScheduleShape>> shapes_;  // keyed at slice 0
 };
 
 }  // namespace weft::algorithms
