@@ -101,23 +101,17 @@ void reduce16(void* dst, const void* a, const void* b, size_t count) {
 
 // ---- fp8: bytes in 16-bit lanes <-> fp16 bits ----
 
-// Rounds the fp16 magnitudes `a` (16-bit lanes) to nearest even at bit kShift and shifts it out.
-template <int kShift>
-inline __m512i round_off(__m512i a) {
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi16(a, kShift), _mm512_set1_epi16(1));
-  return _mm512_srli_epi16(_mm512_add_epi16(_mm512_add_epi16(a, _mm512_set1_epi16((1 << (kShift - 1)) - 1)), lsb),
-                           kShift);
-}
-
-// code | the sign of the fp16 bits h, in 16-bit lanes (vpternlog: code | (h >> 8 & 0x80)).
-inline __m512i with_sign(__m512i code, __m512i h) {
-  return _mm512_ternarylogic_epi32(code, _mm512_srli_epi16(h, 8), _mm512_set1_epi16(0x80), 0xF8);
+// t (16-bit lanes) rounded to nearest even at bit 8, the result in the high byte: t + 0x7F, and
+// one more where bit 8 (the kept part's lowest bit) is set.
+inline __m512i round_to_high_byte(__m512i t) {
+  const __m512i r = _mm512_add_epi16(t, _mm512_set1_epi16(0x7F));
+  return _mm512_mask_add_epi16(r, _mm512_test_epi16_mask(t, _mm512_set1_epi16(0x100)), r, _mm512_set1_epi16(1));
 }
 
 // Each format, for reduce8's step of 64 bytes:
 //   special(b)   the lanes (bytes) whose input needs more than the arithmetic (NaN; e5m2: inf too)
 //   wide(v)      fp16 bits from the bytes in the high halves of 16-bit lanes
-//   narrow(h)    fp16 results -> codes in 16-bit lanes, as if no input were special
+//   narrow(h)    fp16 results -> codes in the high bytes of 16-bit lanes, as if no input were special
 //   fix(c, m)    the packed codes with the lanes of m, where an input was special, made right
 struct E4m3x8 {
   using Scalar = scalar::E4m3;
@@ -130,10 +124,11 @@ struct E4m3x8 {
   static __m512i wide(__m512i v) {
     return _mm512_and_si512(_mm512_srai_epi16(v, 1), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
   }
-  // Sums and products of finite e4m3 stay finite in fp16; past 448 they saturate to 0x7E.
+  // Sums and products of finite e4m3 stay finite in fp16; past 448 they saturate to 0x7E. The
+  // magnitude shifted up by one puts the code's bits in the high byte; the sign is ORed back.
   static __m512i narrow(__m512i h) {
-    const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
-    return with_sign(round_off<7>(_mm512_min_epu16(a, _mm512_set1_epi16(0x3F00))), h);
+    const __m512i t = _mm512_min_epu16(_mm512_slli_epi16(h, 1), _mm512_set1_epi16(0x7E00));
+    return _mm512_ternarylogic_epi32(round_to_high_byte(t), h, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
   }
   static __m512i fix(__m512i c, __mmask64 m) { return _mm512_mask_mov_epi8(c, m, _mm512_set1_epi8(0x7F)); }
 };
@@ -145,11 +140,12 @@ struct E5m2x8 {
     return _mm512_cmpgt_epu8_mask(_mm512_and_si512(b, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7B));
   }
   static __m512i wide(__m512i v) { return v; }
-  // fp16 -> e5m2: NaN (inf - inf, 0 * inf, a NaN input) -> 0x7E; inf stays inf here.
+  // fp16 -> e5m2 (the fp16's high byte, rounded with the sign in place: only a NaN's magnitude
+  // carries into it): NaN (inf - inf, 0 * inf, a NaN input) -> 0x7E; inf stays inf here.
   static __m512i narrow(__m512i h) {
     const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
-    return _mm512_mask_mov_epi16(with_sign(round_off<8>(a), h), _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7C00)),
-                                 _mm512_set1_epi16(0x7E));
+    return _mm512_mask_mov_epi16(round_to_high_byte(h), _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7C00)),
+                                 _mm512_set1_epi16(0x7E00));
   }
   // With no inf or NaN input a result past 57344 (an fp16 overflow to inf, or rounding up to
   // 0x7C) saturates to 0x7B; lanes with one keep narrow()'s inf or NaN.
@@ -175,7 +171,8 @@ struct HalfStep {
                                                              Fmt::wide(_mm512_unpacklo_epi8(zero, y))));
     const __m512i hi = Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(_mm512_unpackhi_epi8(zero, x)),
                                                              Fmt::wide(_mm512_unpackhi_epi8(zero, y))));
-    return Fmt::fix(_mm512_packus_epi16(lo, hi), Fmt::special(x) | Fmt::special(y));
+    return Fmt::fix(_mm512_packus_epi16(_mm512_srli_epi16(lo, 8), _mm512_srli_epi16(hi, 8)),
+                    Fmt::special(x) | Fmt::special(y));
   }
 };
 
