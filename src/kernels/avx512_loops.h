@@ -108,8 +108,16 @@ inline __m512i round_to_high_byte(__m512i t) {
   return _mm512_mask_add_epi16(r, _mm512_test_epi16_mask(t, _mm512_set1_epi16(0x100)), r, _mm512_set1_epi16(1));
 }
 
+// The lanes (bytes) where x or y has every bit of `bits` set: ~x & bits is zero there.
+inline __mmask64 either_has_all(__m512i x, __m512i y, char bits) {
+  const __m512i b = _mm512_set1_epi8(bits);
+  const __m512i m = _mm512_min_epu8(_mm512_andnot_si512(x, b), _mm512_andnot_si512(y, b));
+  return _mm512_testn_epi8_mask(m, m);
+}
+
 // Each format, for reduce8's step of 64 bytes:
-//   special(b)   the lanes (bytes) whose input needs more than the arithmetic (NaN; e5m2: inf too)
+//   special(x, y) the lanes (bytes) where an input needs more than the arithmetic (NaN; e5m2:
+//                inf too)
 //   wide(v)      fp16 bits from the bytes in the high halves of 16-bit lanes
 //   narrow(h)    fp16 results -> codes in the high bytes of 16-bit lanes, as if no input were special
 //   fix(c, m)    the packed codes with the lanes of m, where an input was special, made right
@@ -117,9 +125,7 @@ struct E4m3x8 {
   using Scalar = scalar::E4m3;
   // wide() scales by 2^-8, so a product of two wide values is 2^-8 too small.
   static constexpr float kProdRescale = 256.0f;
-  static __mmask64 special(__m512i b) {  // S.1111.111: NaN
-    return _mm512_cmpeq_epi8_mask(_mm512_or_si512(b, _mm512_set1_epi8(static_cast<char>(0x80))), _mm512_set1_epi8(-1));
-  }
+  static __mmask64 special(__m512i x, __m512i y) { return either_has_all(x, y, 0x7F); }  // S.1111.111: NaN
   // S.EEEE.MMM shifted right by one with the sign copied, bit 14 cleared.
   static __m512i wide(__m512i v) {
     return _mm512_and_si512(_mm512_srai_epi16(v, 1), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
@@ -136,9 +142,8 @@ struct E4m3x8 {
 struct E5m2x8 {
   using Scalar = scalar::E5m2;
   static constexpr float kProdRescale = 1.0f;
-  static __mmask64 special(__m512i b) {  // magnitude above 0x7B: inf (0x7C) or NaN
-    return _mm512_cmpgt_epu8_mask(_mm512_and_si512(b, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7B));
-  }
+  // Magnitude above 0x7B: inf (0x7C) or NaN, S.11111.MM.
+  static __mmask64 special(__m512i x, __m512i y) { return either_has_all(x, y, 0x7C); }
   static __m512i wide(__m512i v) { return v; }
   // fp16 -> e5m2 (the fp16's high byte, rounded with the sign in place: only a NaN's magnitude
   // carries into it): NaN (inf - inf, 0 * inf, a NaN input) -> 0x7E; inf stays inf here.
@@ -148,11 +153,11 @@ struct E5m2x8 {
                                  _mm512_set1_epi16(0x7E00));
   }
   // With no inf or NaN input a result past 57344 (an fp16 overflow to inf, or rounding up to
-  // 0x7C) saturates to 0x7B; lanes with one keep narrow()'s inf or NaN.
+  // 0x7C) saturates to 0x7B: a signed min caps the positive codes, an unsigned one the negative
+  // (0x80 and up). Lanes with an inf or NaN input keep narrow()'s inf or NaN.
   static __m512i fix(__m512i c, __mmask64 m) {
-    const __m512i sat = _mm512_ternarylogic_epi32(
-        _mm512_min_epu8(_mm512_and_si512(c, _mm512_set1_epi8(0x7F)), _mm512_set1_epi8(0x7B)), c,
-        _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+    const __m512i sat =
+        _mm512_min_epu8(_mm512_min_epi8(c, _mm512_set1_epi8(0x7B)), _mm512_set1_epi8(static_cast<char>(0xFB)));
     return _mm512_mask_mov_epi8(sat, m, c);
   }
 };
@@ -172,7 +177,7 @@ struct HalfStep {
     const __m512i hi = Fmt::narrow(Half::template apply<Fmt>(Fmt::wide(_mm512_unpackhi_epi8(zero, x)),
                                                              Fmt::wide(_mm512_unpackhi_epi8(zero, y))));
     return Fmt::fix(_mm512_packus_epi16(_mm512_srli_epi16(lo, 8), _mm512_srli_epi16(hi, 8)),
-                    Fmt::special(x) | Fmt::special(y));
+                    Fmt::special(x, y));
   }
 };
 

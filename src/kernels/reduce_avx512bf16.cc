@@ -159,7 +159,7 @@ struct DotStep {
       r3 = dot(p3, sum_scale);
     }
     const __m512i codes = _mm512_permutex2var_epi8(Fmt::narrow(to_half(r0, r1)), order, Fmt::narrow(to_half(r2, r3)));
-    return Fmt::fix(codes, Fmt::special(x) | Fmt::special(y));
+    return Fmt::fix(codes, Fmt::special(x, y));
   }
 };
 
