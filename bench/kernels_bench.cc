@@ -9,7 +9,7 @@
 // iteration, so "fp32 sum at X GB/s" and "memcpy at Y GB/s" compare elements per second directly.
 // Buffers are allocated and filled once per benchmark run, outside the timed loop.
 //
-// Run: build-kernels/bench/weft-kernels-bench [--benchmark_filter=sum]
+// Run: build/bench/weft-kernels-bench [--benchmark_filter=sum]
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -185,22 +185,14 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 void register_all() {
-  for (int t = 0; t < kNumDataTypes; ++t) {
-    const DataType type = static_cast<DataType>(t);
-    benchmark::RegisterBenchmark(("reduce/" + std::string(dtype_name(type)) + "/sum").c_str(), BM_Reduce,
-                                 type, RedOp::kSum, nullptr)
-        ->Apply(sizes);
-  }
-  for (RedOp op : {RedOp::kProd, RedOp::kMax, RedOp::kMin})
-    benchmark::RegisterBenchmark(("reduce/float/" + std::string(op_name(op))).c_str(), BM_Reduce,
-                                 DataType::kFloat32, op, nullptr)
-        ->Apply(sizes);
-  benchmark::RegisterBenchmark("reduce/bfloat16/max", BM_Reduce, DataType::kBfloat16, RedOp::kMax, nullptr)
-      ->Apply(sizes);
-  for (RedOp op : {RedOp::kProd, RedOp::kMax})  // fp8 max/min stay in bytes; sum/prod widen
-    benchmark::RegisterBenchmark(("reduce/f8e4m3/" + std::string(op_name(op))).c_str(), BM_Reduce,
-                                 DataType::kFloat8e4m3, op, nullptr)
-        ->Apply(sizes);
+  // Every type and op of the active table (avg is sum's kernel and then divide_by's).
+  for (int t = 0; t < kNumDataTypes; ++t)
+    for (RedOp op : {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin}) {
+      const DataType type = static_cast<DataType>(t);
+      benchmark::RegisterBenchmark(("reduce/" + std::string(dtype_name(type)) + "/" + std::string(op_name(op))).c_str(),
+                                   BM_Reduce, type, op, nullptr)
+          ->Apply(sizes);
+    }
   // The tables this CPU supports besides the active one (the last), side by side with it.
   const std::vector<const KernelTable*> tables = supported_kernels();
   for (size_t i = 0; i + 1 < tables.size(); ++i) {

@@ -61,8 +61,8 @@ constexpr const char* kUsage =
     "                   passes the best finished one of its size, and its row shows that bound\n"
     "  --csv            comma-separated output, one row per size and algorithm\n"
     "  --tuner          also print what weft's tuner picks at each size on this cluster (the model\n"
-    "                   with its margins and slices, no table; one node has the mailbox, but not\n"
-    "                   over tcp:N, as under WEFT_TRANSPORT=tcp)\n"
+    "                   with its margins and slices, no table; one node whose ranks share memory\n"
+    "                   has the mailbox: not tcp:N, nor a cluster with shm=0)\n"
     "  -h, --help       this help\n"
     "presets:\n";
 
@@ -310,14 +310,14 @@ class JobPool {
 
 // "# tuner: 8:oneshot ... 2M:rabenseifner 64M:ring@1M": what the tuner picks for each size's call,
 // with the slice where it is not the default. Without --algo it weighs every algorithm. One node
-// has the shared mailbox (oneshot weighed first) unless the cluster is the tcp:N preset, as a
-// communicator has it unless WEFT_TRANSPORT=tcp.
+// whose ranks share memory has the mailbox (oneshot weighed first), as a communicator on one node
+// has it unless WEFT_TRANSPORT=tcp (the tcp:N preset and shm=0 say no shared memory).
 void print_tuner_picks(const Options& o, const weft::algorithms::Layout& layout, const weft::topology::Cluster& cluster,
                        const std::vector<Size>& sizes) {
   auto filter = weft::algorithms::AlgoFilter::parse(o.algo_list);  // parse_args checked the names
   const weft::algorithms::Tuner tuner(layout, filter.ok() ? *filter : weft::algorithms::AlgoFilter(), cluster,
                                       weft::algorithms::TuneTable(),
-                                      layout.node_count() == 1 && !cluster.spec().name.starts_with("tcp:"));
+                                      layout.node_count() == 1 && cluster.spec().shared_memory);
   std::printf("# tuner:");
   for (const Size& s : sizes) {
     CollectiveArgs a = s.a;

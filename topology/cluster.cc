@@ -170,6 +170,7 @@ Status apply_preset(std::string_view token, ClusterSpec* s, Given* given) {
     WEFT_TRY(apply_all(calibrated(name)).with_context("calibration line '" + std::string(name) + "'"));
     s->nodes = 1;
     s->ranks_per_node = ranks;
+    s->shared_memory = name == "shm";
     return Status();
   }
   std::string known;
@@ -229,6 +230,11 @@ Status apply_token(std::string_view token, ClusterSpec* s, Given* given, bool fi
     s->spill = x;
     return Status();
   }
+  if (key == "shm") {
+    if (value != "0" && value != "1") return token_error(token, "'" + std::string(value) + "' is not 0 or 1");
+    s->shared_memory = value == "1";
+    return Status();
+  }
   if (key == "torus") return given->torus = true, parse_dims(token, value, &s->torus);
   if (key == "fabric") {
     if (value == "none") s->fabric = Fabric::kNone;
@@ -248,7 +254,7 @@ Status apply_token(std::string_view token, ClusterSpec* s, Given* given, bool fi
   }
   return token_error(token, "unknown key '" + std::string(key) +
                                 "' (keys: nodes ranks intra nics nic fabric leaf oversub fabric_lat torus link reduce "
-                                "copy cores wake cache spill)");
+                                "copy cores wake cache spill shm)");
 }
 
 }  // namespace
@@ -650,6 +656,7 @@ std::string Cluster::describe() const {
   out += " reduce=" + format_bandwidth(s.reduce_bandwidth) + " copy=" + format_bandwidth(s.copy_bandwidth);
   if (s.cores > 0) out += " cores=" + std::to_string(s.cores) + " wake=" + format_latency(s.wake_latency);
   if (s.cache_bytes > 0) out += " cache=" + fmt(s.cache_bytes / 1048576.0) + "MiB spill=" + fmt(s.spill);
+  if (!s.shared_memory) out += " shm=0";
   return out;
 }
 

@@ -23,6 +23,9 @@
 //     port bandwidth, shared equally by the messages on it): the cores go where the work is, so
 //     two messages among four ranks on two cores each run at the full port rate, and four
 //     (a ring) at half of it.
+//   - Shared memory: whether a node's ranks share memory (weft's shm transport, and with it the
+//     one-node mailbox that oneshot uses); TCP loopback (tcp:N) does not. The model's links do not
+//     change with it; weft's tuner reads it (weft-sim --tuner).
 //   - Memory: when the buffers a call touches on a node (all its ranks' IN, OUT and scratch) exceed
 //     `cache` bytes, that node's compute and port bandwidths are multiplied by `spill` (the data
 //     streams from memory instead of the caches). cache=0: no such effect.
@@ -33,6 +36,7 @@
 //   shm:4 / tcp:4                 this machine's shared-memory / TCP loopback model (calibrated)
 //   nodes=N ranks=R intra=BW,LAT nics=K nic=BW,LAT fabric=none|rail|fattree leaf=N oversub=X[:1]
 //   fabric_lat=LAT torus=XxYxZ link=BW,LAT reduce=BW copy=BW cores=N wake=LAT cache=SIZE spill=X
+//   shm=1|0
 // Bandwidths in B/s, KB/s, MB/s, GB/s, TB/s (powers of 1000), KiB/s, MiB/s, GiB/s, or bits: Kb/s,
 // Mb/s, Gb/s, Tb/s; latencies in ns, us, ms, s; sizes in B, KB, MB, GB, KiB, MiB, GiB. describe()
 // prints the canonical key=value form.
@@ -91,6 +95,7 @@ struct ClusterSpec {
   double wake_latency = 0;
   double cache_bytes = 0;  // per node; 0: none
   double spill = 1;        // bandwidth factor past the cache
+  bool shared_memory = true;  // a node's ranks share memory (tcp:N: false)
 };
 
 struct Link {

@@ -57,6 +57,8 @@ grep -q '^# tuner: 8:oneshot ' "$TMP/out" || fail "shm:4 at 8 B: not oneshot on 
 "$SIM" --cluster tcp:4 -b 8 -e 8 --tuner >"$TMP/out" 2>"$TMP/err" || fail "tcp:4 --tuner exited $?"
 grep -q '^# tuner: 8:' "$TMP/out" || fail "tcp:4: no tuner line"
 grep -q '^# tuner: 8:oneshot' "$TMP/out" && fail "tcp:4 weighed oneshot: $(grep tuner "$TMP/out")"
+"$SIM" --cluster 'shm:4 shm=0' -b 8 -e 8 --tuner >"$TMP/out" 2>"$TMP/err" || fail "shm=0 --tuner exited $?"
+grep -q '^# tuner: 8:oneshot' "$TMP/out" && fail "shm:4 shm=0 weighed oneshot: $(grep tuner "$TMP/out")"
 
 # Bad input exits 2 and says what was wrong.
 "$SIM" --cluster shm:4 --jobs 0 >"$TMP/out" 2>"$TMP/err"

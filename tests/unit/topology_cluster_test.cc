@@ -78,6 +78,7 @@ TEST(ClusterParse, ErrorsNameTheTokenAndTheProblem) {
       {"shm:2 cache=12", {"'cache=12'", "no unit"}},
       {"shm:2 cache=12MiBs", {"unknown size unit 'MiBs'"}},
       {"shm:2 spill=1.5", {"'spill=1.5'", "(0, 1]"}},
+      {"shm:2 shm=yes", {"'shm=yes'", "not 0 or 1"}},
   };
   for (const Case& c : cases) {
     auto r = Cluster::parse(c.text);
@@ -93,7 +94,7 @@ TEST(ClusterParse, DescribeRoundTrips) {
   for (const char* text : {"dgx-h100:4", "dgx-h100:64 oversub=2:1 leaf=16", "torus:4x4x8", "torus:8", "shm:4",
                            "tcp:2", "nodes=3 ranks=2 intra=20GB/s,2us nics=1 nic=100Gb/s,5us fabric=fattree",
                            "nodes=1 ranks=4 intra=10GB/s,1us reduce=5GB/s copy=9GB/s cores=2 wake=50us",
-                           "nodes=1 ranks=2 cache=24MiB spill=0.55"}) {
+                           "nodes=1 ranks=2 cache=24MiB spill=0.55", "shm:4 shm=0"}) {
     const Cluster a = must_parse(text);
     const Cluster b = must_parse(a.describe());
     EXPECT_EQ(a.describe(), b.describe()) << text;
@@ -158,6 +159,15 @@ TEST(ClusterPresets, LocalMachineIsOversubscribed) {
     EXPECT_EQ(route, (std::vector<uint32_t>{shm.intra_out_link(0), shm.intra_in_link(1), shm.node_cpu_link(0)}));
   }
   EXPECT_TRUE(Cluster::parse("tcp:4").ok());
+}
+
+TEST(ClusterPresets, TcpLoopbackSharesNoMemory) {
+  EXPECT_TRUE(must_parse("shm:4").spec().shared_memory);
+  EXPECT_TRUE(must_parse("dgx-h100:2").spec().shared_memory);
+  EXPECT_FALSE(must_parse("tcp:4").spec().shared_memory);
+  EXPECT_NE(must_parse("tcp:4").describe().find(" shm=0"), std::string::npos);
+  EXPECT_FALSE(must_parse("shm:4 shm=0").spec().shared_memory);
+  EXPECT_TRUE(must_parse("tcp:4 shm=1").spec().shared_memory);
 }
 
 std::vector<uint32_t> route_of(const Cluster& c, int a, int b, double* latency) {
