@@ -9,17 +9,19 @@
 //            bf16: one lookup gives the low bytes, one the high bytes, and the sign is ORed back;
 //            unpacking the two gives 16-bit lanes. For sum x's and y's bytes are interleaved
 //            first (one unpack each way), so those lanes are already the pairs [x, y] the dot
-//            takes (10 shuffles for 64 pairs; widening x and y apart and then pairing them took
-//            12, and the sum ran 1.1x slower in L2). For prod they are widened apart and unpacked with
-//            zeros ([x, -0], [y, +0]): pairing them by masks and shifts instead ran 3% slower.
+//            takes: 10 shuffles for 64 pairs (widening x and y apart and then pairing them took
+//            12, and the sum ran 1.1x slower in L2). For prod they are widened apart and
+//            unpacked with zeros, [x, -0] and [y, +0] (pairing them by masks and shifts from
+//            interleaved lookups ran 3% slower).
 //   combine  vdpbf16ps: acc + a.hi * b.hi + a.lo * b.lo in fp32, acc = -0 (the identity of +,
 //            so that -0 + -0 stays -0): sum [x, y] . [s, s], prod [x r, -0] . [y r, +0], where
 //            prod's table holds values times r and r * r = s, the scale Fmt::narrow expects
-//            (e4m3 2^-8, e5m2 1; avx512_loops.h).
-//            Each product and the sum of two is exact in fp32 (e5m2 sums far apart round once,
-//            which the later roundings keep), so the result is the fp32 value the AVX-512
-//            table's step rounds, whatever order the instruction adds in; the bf16 inputs are
-//            never subnormal, so its denormals-are-zero never applies.
+//            (e4m3 2^-8, e5m2 1; avx512_loops.h). Each product is exact in fp32, and so is
+//            each sum but e5m2's of magnitudes more than 2^20 apart, which rounds once (fp32's
+//            24 bits are at least 2p + 2 for e5m2's p = 3, so the later roundings keep the
+//            correct result); so the result is the fp32 value the AVX-512 table's step
+//            rounds, whatever order the instruction adds in. The bf16 inputs are never
+//            subnormal, so its denormals-are-zero never applies.
 //   narrow   the AVX-512 table's: vcvtps2ph, Fmt::narrow and Fmt::fix; one vpermi2b puts the
 //            result bytes back in input order.
 // The same bits as every other table: the unit tests run every pair of fp8 bytes on each.
