@@ -3,16 +3,15 @@
 // have BF16 and VBMI have FP16 too, and its table wins).
 //
 // The AVX-512 table's fp8 step widens the bytes to fp16 by shifts, the fp16 to fp32 (vcvtph2ps),
-// combines, and rounds to fp16 and then to fp8: about 60 vector instructions per 64 elements,
-// which bound it, not memory. Here the widening is cheaper:
+// combines, and rounds to fp16 and then to fp8: the widening and the conversions are most of its
+// vector instructions, which bound it, not memory. Here the widening is cheaper:
 //   widen    vpermi2b looks each byte's magnitude (its low 7 bits) up in a 128-entry table of
 //            bf16: one lookup gives the low bytes, one the high bytes, and the sign is ORed back;
 //            unpacking the two gives 16-bit lanes. For sum x's and y's bytes are interleaved
 //            first (one unpack each way), so those lanes are already the pairs [x, y] the dot
-//            takes: 10 shuffles for 64 pairs (widening x and y apart and then pairing them took
-//            12, and the sum ran 1.1x slower in L2). For prod they are widened apart and
-//            unpacked with zeros, [x, -0] and [y, +0] (pairing them by masks and shifts from
-//            interleaved lookups ran 3% slower).
+//            takes: 10 shuffles for 64 pairs (widening x and y apart and then pairing them takes
+//            12). For prod they are widened apart and unpacked with zeros, [x, -0] and [y, +0]
+//            (pairing them by masks and shifts from interleaved lookups, tried, was no faster).
 //   combine  vdpbf16ps: acc + a.hi * b.hi + a.lo * b.lo in fp32, acc = -0 (the identity of +,
 //            so that -0 + -0 stays -0): sum [x, y] . [s, s], prod [x r, -0] . [y r, +0], where
 //            prod's table holds values times r and r * r = s, the scale Fmt::narrow expects
