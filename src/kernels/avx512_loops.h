@@ -136,6 +136,11 @@ struct E4m3x8 {
     const __m512i t = _mm512_min_epu16(_mm512_slli_epi16(h, 1), _mm512_set1_epi16(0x7E00));
     return _mm512_ternarylogic_epi32(round_to_high_byte(t), h, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
   }
+  // narrow() where the caller sets the lanes of special inputs: here, of a positive finite result
+  // (no sign to put back).
+  static __m512i narrow_fast(__m512i h) {
+    return round_to_high_byte(_mm512_min_epu16(_mm512_slli_epi16(h, 1), _mm512_set1_epi16(0x7E00)));
+  }
   static __m512i fix(__m512i c, __mmask64 m) { return _mm512_mask_mov_epi8(c, m, _mm512_set1_epi8(0x7F)); }
 };
 
@@ -152,6 +157,9 @@ struct E5m2x8 {
     return _mm512_mask_mov_epi16(round_to_high_byte(h), _mm512_cmpgt_epu16_mask(a, _mm512_set1_epi16(0x7C00)),
                                  _mm512_set1_epi16(0x7E00));
   }
+  // narrow() where the caller sets the lanes of special inputs: here, of any result (a NaN's code
+  // left to the caller: its high byte rounded, 0x7E or 0xFE for the NaNs fp32 rounds to fp16).
+  static __m512i narrow_fast(__m512i h) { return round_to_high_byte(h); }
   // With no inf or NaN input a result past 57344 (an fp16 overflow to inf, or rounding up to
   // 0x7C) saturates to 0x7B: a signed min caps the positive codes, an unsigned one the negative
   // (0x80 and up). Lanes with an inf or NaN input keep narrow()'s inf or NaN.

@@ -4,25 +4,31 @@
 //
 // The AVX-512 table's fp8 step widens the bytes to fp16 by shifts, the fp16 to fp32 (vcvtph2ps),
 // combines, and rounds to fp16 and then to fp8: the widening and the conversions are most of its
-// vector instructions, which bound it, not memory. Here the widening is cheaper:
+// vector instructions, which bound it, not memory (on Zen 4 about two 512-bit operations a cycle,
+// of any kind, so what counts is how many). Here the widening is cheaper:
 //   widen    vpermi2b looks each byte's magnitude (its low 7 bits) up in a 128-entry table of
-//            bf16: one lookup gives the low bytes, one the high bytes, and the sign is ORed back;
-//            unpacking the two gives 16-bit lanes. For sum x's and y's bytes are interleaved
+//            bf16: one lookup gives the low bytes, one the high bytes; unpacking the two gives
+//            16-bit lanes. For sum the sign is ORed back, and x's and y's bytes are interleaved
 //            first (one unpack each way), so those lanes are already the pairs [x, y] the dot
-//            takes: 10 shuffles for 64 pairs (widening x and y apart and then pairing them takes
-//            12). For prod they are widened apart and unpacked with zeros, [x, -0] and [y, +0]
-//            (pairing them by masks and shifts from interleaved lookups, tried, was no faster).
+//            takes. For prod x and y are widened apart, magnitudes only, from a table with
+//            no inf or NaN (NaN -> 0, e5m2's inf -> 2^32); y's 32-bit lanes [a, b] are unpacked
+//            as [a, +0] and [+0, b] (zero-masked unpacks), so with x's pair one dot gives the
+//            even element's product and one the odd one's (the other element times +0 adds
+//            +0, never NaN), and the sign, x's xor y's, is put in the result byte.
 //   combine  vdpbf16ps: acc + a.hi * b.hi + a.lo * b.lo in fp32, acc = -0 (the identity of +,
-//            so that -0 + -0 stays -0): sum [x, y] . [s, s], prod [x r, -0] . [y r, +0], where
-//            prod's table holds values times r and r * r = s, the scale Fmt::narrow expects
-//            (e4m3 2^-8, e5m2 1; avx512_loops.h). Each product is exact in fp32, and so is
-//            each sum but e5m2's of magnitudes more than 2^20 apart, which rounds once (fp32's
+//            so that -0 + -0 stays -0): sum [x, y] . [s, s], prod [x r, x' r] . [y r, +0],
+//            where prod's table holds values times r and r * r = s, the scale Fmt::narrow
+//            expects (e4m3 2^-8, e5m2 1; avx512_loops.h). Each product is exact in fp32, and so
+//            is each sum but e5m2's of magnitudes more than 2^20 apart, which rounds once (fp32's
 //            24 bits are at least 2p + 2 for e5m2's p = 3, so the later roundings keep the
 //            correct result); so the result is the fp32 value the AVX-512 table's step
 //            rounds, whatever order the instruction adds in. The bf16 inputs are never
 //            subnormal, so its denormals-are-zero never applies.
-//   narrow   the AVX-512 table's: vcvtps2ph, Fmt::narrow and Fmt::fix; one vpermi2b puts the
-//            result bytes back in input order.
+//   narrow   vcvtps2ph, then Fmt::narrow (e4m3 sum) or Fmt::narrow_fast, which leaves the lanes
+//            of special inputs to the step (e4m3 prod: no sign to put back; e5m2: no NaN
+//            test, a special lane's NaN found on the bytes: sum, inf's code has no low bit set;
+//            prod, the stand-ins give 0 where the reference gives NaN); one vpermi2b puts the
+//            result bytes back in input order; Fmt::fix.
 // The same bits as every other table: the unit tests run every pair of fp8 bytes on each.
 // docs/PERFORMANCE.md, "CPU kernels".
 #include "src/kernels/dispatch.h"
@@ -30,6 +36,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <array>
+#include <cmath>
 #include <type_traits>
 
 // Everything up to the matching pop_options is built for AVX-512 F + BW + VBMI + BF16; the code
@@ -62,16 +69,20 @@ static_assert(kProdTableScale<E5m2x8> * kProdTableScale<E5m2x8> == kNarrowScale<
 
 // The bf16 of every magnitude code (0..127) times a power of two, split into low and high bytes
 // as vpermi2b's two 64-byte tables each want them: the scalar decoder's value (convert.h), exact in
-// bf16 at any scale used here, NaN staying NaN.
+// bf16 at any scale used here, NaN staying NaN. With finite_only (the products' table) NaN becomes
+// 0 and e5m2's inf 2^32, which times e5m2's smallest value (2^-16) still overflows e5m2.
 struct alignas(64) Bf16Table {
   std::array<uint8_t, 128> lo, hi;
 };
 
 template <typename Fmt>
-Bf16Table make_bf16_table(float scale) {
+Bf16Table make_bf16_table(float scale, bool finite_only) {
   Bf16Table t{};
   for (int code = 0; code < 128; ++code) {
-    const uint16_t b = float_to_bf16(Fmt::Scalar::widen(static_cast<uint8_t>(code)) * scale);
+    float v = Fmt::Scalar::widen(static_cast<uint8_t>(code)) * scale;
+    if (finite_only && std::isnan(v)) v = 0;
+    if (finite_only && std::isinf(v)) v = 0x1p32f;
+    const uint16_t b = float_to_bf16(v);
     t.lo[code] = static_cast<uint8_t>(b & 0xFF);
     t.hi[code] = static_cast<uint8_t>(b >> 8);
   }
@@ -81,23 +92,31 @@ Bf16Table make_bf16_table(float scale) {
 // Built once, on a call's first use (C++ runs the initialisation once).
 template <typename Fmt, bool kProd>
 const Bf16Table& bf16_table() {
-  static const Bf16Table t = make_bf16_table<Fmt>(kProd ? kProdTableScale<Fmt> : 1.0f);
+  static const Bf16Table t =
+      kProd ? make_bf16_table<Fmt>(kProdTableScale<Fmt>, true) : make_bf16_table<Fmt>(1.0f, false);
   return t;
 }
 
 // Where each result byte sits in the two vectors of 16-bit codes (the word's high byte, where
 // Fmt::narrow leaves it; 64 and up: the second vector), for vpermi2b to put them back in input
-// order. The unpacks put element 16k + 4g + i (128-bit lane k) in fp32 vector g at lane 4k + i;
-// vectors 0 and 1 become the first vector of codes (1 in its upper half), 2 and 3 the second.
+// order. Element j = 16k + r of 128-bit lane k ends in fp32 vector g at lane 4k + i:
+//   sum   g = r / 4, i = r % 4 (the unpacks with y, then widen's, keep four elements a lane);
+//   prod  g = 2 (r / 8) + r % 2, i = r % 8 / 2 (widen's unpacks put r in vector r / 8 at 16-bit
+//         lane 8k + r % 8, and the masks split each 32-bit lane's even and odd elements).
+// Vectors 0 and 1 become the first vector of codes (1 in its upper half), 2 and 3 the second.
+template <bool kProd>
 constexpr std::array<uint8_t, 64> make_result_order() {
   std::array<uint8_t, 64> order{};
   for (int j = 0; j < 64; ++j) {
-    const int k = j / 16, g = j % 16 / 4, lane = 4 * k + j % 4;
-    order[j] = static_cast<uint8_t>((g >= 2 ? 64 : 0) + 2 * (g % 2 * 16 + lane) + 1);
+    const int k = j / 16, r = j % 16;
+    const int g = kProd ? 2 * (r / 8) + r % 2 : r / 4;
+    const int i = kProd ? r % 8 / 2 : r % 4;
+    order[j] = static_cast<uint8_t>((g >= 2 ? 64 : 0) + 2 * (g % 2 * 16 + 4 * k + i) + 1);
   }
   return order;
 }
-alignas(64) constexpr std::array<uint8_t, 64> kResultOrder = make_result_order();
+template <bool kProd>
+alignas(64) constexpr std::array<uint8_t, 64> kResultOrder = make_result_order<kProd>();
 
 template <typename Fmt, bool kProd>
 struct DotStep {
@@ -115,15 +134,16 @@ struct DotStep {
     hi1 = _mm512_load_si512(t.hi.data() + 64);
     const uint32_t b = float_to_bf16(kNarrowScale<Fmt>);
     sum_scale = _mm512_set1_epi32(static_cast<int>(b | b << 16));
-    order = _mm512_load_si512(kResultOrder.data());
+    order = _mm512_load_si512(kResultOrder<kProd>.data());
   }
 
   // The bf16 of 64 codes as two vectors of 16-bit lanes (unpack order: lane k of w0 holds
-  // codes 16k..16k+7, of w1 16k+8..16k+15).
+  // codes 16k..16k+7, of w1 16k+8..16k+15); for products their magnitudes.
   [[gnu::always_inline]] inline void widen(__m512i v, __m512i& w0, __m512i& w1) const {
     const __m512i lo = _mm512_permutex2var_epi8(lo0, v, lo1);
-    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, v, hi1), v,
-                                                 _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // | sign
+    __m512i hi = _mm512_permutex2var_epi8(hi0, v, hi1);
+    if constexpr (!kProd)
+      hi = _mm512_ternarylogic_epi32(hi, v, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);  // | sign
     w0 = _mm512_unpacklo_epi8(lo, hi);
     w1 = _mm512_unpackhi_epi8(lo, hi);
   }
@@ -138,29 +158,52 @@ struct DotStep {
   }
 
   [[gnu::always_inline]] inline __m512i apply(__m512i x, __m512i y) const {
-    __m512 r0, r1, r2, r3;  // elements 16k + 4g + i at lane 4k + i of r_g
     if constexpr (kProd) {
-      __m512i x0, x1, y0, y1;
+      // Magnitudes (the lookups ignore the sign bit), from the table without inf or NaN. y's
+      // 32-bit lanes [a, b] are unpacked as [a, +0] and [+0, b] (zero-masked): one dot gives the
+      // even element's product, the other the odd one's (x's other element times +0 adds +0).
+      __m512i x0, x1;
       widen(x, x0, x1);
-      widen(y, y0, y1);
-      const __m512i neg_zero = _mm512_set1_epi16(static_cast<short>(0x8000)), zero = _mm512_setzero_si512();
-      r0 = dot(_mm512_unpacklo_epi16(x0, neg_zero), _mm512_unpacklo_epi16(y0, zero));
-      r1 = dot(_mm512_unpackhi_epi16(x0, neg_zero), _mm512_unpackhi_epi16(y0, zero));
-      r2 = dot(_mm512_unpacklo_epi16(x1, neg_zero), _mm512_unpacklo_epi16(y1, zero));
-      r3 = dot(_mm512_unpackhi_epi16(x1, neg_zero), _mm512_unpackhi_epi16(y1, zero));
+      const __m512i ylo = _mm512_permutex2var_epi8(lo0, y, lo1), yhi = _mm512_permutex2var_epi8(hi0, y, hi1);
+      constexpr __mmask64 kEven = 0x3333333333333333, kOdd = ~kEven;  // the bytes of even, odd 16-bit lanes
+      const __m512 r0 = dot(x0, _mm512_maskz_unpacklo_epi8(kEven, ylo, yhi));
+      const __m512 r1 = dot(x0, _mm512_maskz_unpacklo_epi8(kOdd, ylo, yhi));
+      const __m512 r2 = dot(x1, _mm512_maskz_unpackhi_epi8(kEven, ylo, yhi));
+      const __m512 r3 = dot(x1, _mm512_maskz_unpackhi_epi8(kOdd, ylo, yhi));
+      const __m512i magnitude = _mm512_permutex2var_epi8(Fmt::narrow_fast(to_half(r0, r1)), order,
+                                                         Fmt::narrow_fast(to_half(r2, r3)));
+      // The sign is x's xor y's.
+      __m512i codes = _mm512_ternarylogic_epi32(magnitude, _mm512_xor_si512(x, y),
+                                                _mm512_set1_epi8(static_cast<char>(0x80)), 0xD8);
+      const __mmask64 special = Fmt::special(x, y);
+      // e4m3's special lanes are NaN, which fix sets. e5m2's: a NaN input (its stand-in 0) or
+      // inf times zero gives 0 here and NaN (0x7E, unsigned) in the reference; inf times the
+      // rest overflowed to inf, signed.
+      if constexpr (std::is_same_v<Fmt, E5m2x8>)
+        codes = _mm512_mask_mov_epi8(codes, _mm512_mask_testn_epi8_mask(special, magnitude, magnitude),
+                                     _mm512_set1_epi8(0x7E));
+      return Fmt::fix(codes, special);
     } else {
       // Interleaved first, byte 2j of lane k is x's element 16k + j and byte 2j + 1 is y's
       // (unpackhi: 16k + 8 + j), so widen's unpacks make the pairs.
       __m512i p0, p1, p2, p3;
       widen(_mm512_unpacklo_epi8(x, y), p0, p1);
       widen(_mm512_unpackhi_epi8(x, y), p2, p3);
-      r0 = dot(p0, sum_scale);
-      r1 = dot(p1, sum_scale);
-      r2 = dot(p2, sum_scale);
-      r3 = dot(p3, sum_scale);
+      const __m512 r0 = dot(p0, sum_scale), r1 = dot(p1, sum_scale), r2 = dot(p2, sum_scale), r3 = dot(p3, sum_scale);
+      const __mmask64 special = Fmt::special(x, y);
+      if constexpr (std::is_same_v<Fmt, E5m2x8>) {
+        // The special lanes hold inf (0x7C, 0xFC) or NaN (0x7E, 0xFE): NaN becomes 0x7E, as in
+        // the reference.
+        const __m512i codes =
+            _mm512_permutex2var_epi8(Fmt::narrow_fast(to_half(r0, r1)), order, Fmt::narrow_fast(to_half(r2, r3)));
+        return Fmt::fix(_mm512_mask_mov_epi8(codes, _mm512_mask_test_epi8_mask(special, codes, _mm512_set1_epi8(3)),
+                                             _mm512_set1_epi8(0x7E)),
+                        special);
+      } else {
+        return Fmt::fix(_mm512_permutex2var_epi8(Fmt::narrow(to_half(r0, r1)), order, Fmt::narrow(to_half(r2, r3))),
+                        special);
+      }
     }
-    const __m512i codes = _mm512_permutex2var_epi8(Fmt::narrow(to_half(r0, r1)), order, Fmt::narrow(to_half(r2, r3)));
-    return Fmt::fix(codes, Fmt::special(x, y));
   }
 };
 
