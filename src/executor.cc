@@ -217,6 +217,11 @@ Status Executor::do_local(uint32_t i) {
   return Status();
 }
 
+bool Executor::stream_into(const algorithms::Step& s) const {
+  return !spec_->device && s.dst.buffer == algorithms::kOut &&
+         algorithms::out_count(spec_->args, spec_->program->rank) * elem_ >= kStreamOutputBytes;
+}
+
 Status Executor::post(Queue& q) {
   const algorithms::Program& p = *spec_->program;
   const bool group = spec_->args.coll == Collective::kSendRecv;
@@ -262,6 +267,7 @@ Status Executor::post(Queue& q) {
     }
     transport::RecvSink sink;
     sink.dst = address(s.dst);
+    sink.stream = stream_into(s);
     if (s.kind == StepKind::kRecvReduce && spec_->device) {
       device_reduce_[i] = transport::DeviceReduce{address(s.src), p.dtype, p.op};
       sink.device_reduce = &device_reduce_[i];

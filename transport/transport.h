@@ -59,6 +59,10 @@ struct RecvSink {
   void (*reduce)(void* ctx, size_t offset, const void* src, size_t bytes) = nullptr;
   void* ctx = nullptr;
   const DeviceReduce* device_reduce = nullptr;  // device memory: see DeviceReduce
+  // A hint: the receiver will not read these bytes again soon, so the copy or reduce that writes
+  // them may stream its stores past the caches (kernels::StreamStores). The shm transport's
+  // in-ring pieces honour it; other routes ignore it.
+  bool stream = false;
 };
 
 inline constexpr size_t kNoteBytes = 64;

@@ -5,7 +5,7 @@
 //
 //   reduce16<Combine>   16-bit elements (fp16, bf16), 32 a vector: masked head and tail, and
 //                       large out-of-place calls stream their output past the caches
-//                       (dispatch.h's kStreamReduceBytes). Combine::apply(x, y) gives 32 results.
+//                       (dispatch.h's streams()). Combine::apply(x, y) gives 32 results.
 //   reduce8<Step>       fp8 sum and prod, 64 elements a step: Step::apply(x, y) gives 64 result
 //                       bytes. HalfStep<Fmt, Half> is the step of the tables without
 //                       reduce_avx512bf16.cc's: each byte becomes an fp16 by shifts alone
@@ -85,7 +85,7 @@ void reduce16(void* dst, const void* a, const void* b, size_t count) {
   const char* y = static_cast<const char*>(b);
   size_t i = 0;
   const size_t bytes = 2 * count;
-  if (bytes >= kStreamReduceBytes && reinterpret_cast<uintptr_t>(d) % 2 == 0 && !overlaps(d, x, bytes) &&
+  if (streams(bytes) && reinterpret_cast<uintptr_t>(d) % 2 == 0 && !overlaps(d, x, bytes) &&
       !overlaps(d, y, bytes)) {
     i = (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64 / 2;  // elements to 64-byte alignment
     if (i > 0) store(d, Combine::apply(load(x, first(i)), load(y, first(i))), first(i));
@@ -213,7 +213,7 @@ void reduce8(void* dst, const void* a, const void* b, size_t count) {
   const char* xs = static_cast<const char*>(a);
   const char* ys = static_cast<const char*>(b);
   size_t i = 0;
-  if (count >= kStreamReduceBytes && !overlaps(d, xs, count) && !overlaps(d, ys, count)) {
+  if (streams(count) && !overlaps(d, xs, count) && !overlaps(d, ys, count)) {
     i = (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64;  // elements to 64-byte alignment
     scalar::reduce_small_loop<typename Step::Scalar, typename Step::ScalarOp>(d, xs, ys, i);
     i = reduce8_vectors<Step, true>(step, d, xs, ys, i, count);

@@ -25,6 +25,17 @@ using CopyFn = void (*)(void* dst, const void* src, size_t bytes);
 // (the same-width types, fp16 and bf16 on every vector table, fp8 sum and prod on the AVX-512 ones).
 inline constexpr size_t kStreamReduceBytes = size_t{4} << 20;
 
+// Set while a StreamStores (reduce.h) with `on` lives on this thread.
+extern thread_local bool t_stream_every_store;
+// Under StreamStores, calls of at least this many output bytes stream: each streaming loop first
+// writes up to 64 bytes normally to reach an aligned line (which must not pass the end) and
+// ends with a fence, neither worth it for less.
+inline constexpr size_t kStreamMinBytes = 4096;
+// Whether an out-of-place kernel writing `bytes` streams its stores.
+inline bool streams(size_t bytes) {
+  return bytes >= kStreamReduceBytes || (t_stream_every_store && bytes >= kStreamMinBytes);
+}
+
 // The vector tables' 32-bit integer divide through fp64, q = floor(|x| * fl(1/d) + 2^-18) with x's
 // sign, is exact for these divisors (the proof: reduce_avx2.cc); others take the scalar loop.
 inline bool int_quotient_is_exact(int divisor) { return divisor >= 1 && divisor <= (1 << 16); }

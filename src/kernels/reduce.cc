@@ -31,4 +31,9 @@ void copy(void* dst, const void* src, size_t bytes) { active_kernels().copy(dst,
 
 const char* reduce_isa() { return active_kernels().isa; }
 
+thread_local bool t_stream_every_store = false;
+
+StreamStores::StreamStores(bool on) : was_(t_stream_every_store) { t_stream_every_store = was_ || on; }
+StreamStores::~StreamStores() { t_stream_every_store = was_; }
+
 }  // namespace weft::kernels

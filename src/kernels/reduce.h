@@ -55,6 +55,22 @@ inline void reduce(void* dst, const void* a, const void* b, size_t count, DataTy
 // REQUIRES: dtype_valid(type); divisor >= 1 (for floats, exact in fp32: divisor <= 2^24).
 void divide_by(void* dst, const void* src, size_t count, DataType type, int divisor);
 
+// While one with `on` lives on a thread, the out-of-place reduces and the copies (copy.h) that
+// thread runs stream their stores past the caches (non-temporal, as calls of 4 MiB and more
+// always do) from 4 KiB up: for writes into memory the caller will not read again soon, which
+// would otherwise first be read for ownership and then evict what will be. Each kernel call still
+// completes its stores (sfence) before it returns. Scopes nest. (The scalar table never streams.)
+class StreamStores {
+ public:
+  explicit StreamStores(bool on);
+  ~StreamStores();
+  StreamStores(const StreamStores&) = delete;
+  StreamStores& operator=(const StreamStores&) = delete;
+
+ private:
+  bool was_;
+};
+
 // Name of the instruction set the dispatcher chose ("avx512fp16", "avx512", "avx2" or
 // "scalar"), for logs and benches.
 const char* reduce_isa();

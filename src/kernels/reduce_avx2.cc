@@ -194,7 +194,8 @@ WEFT_AVX2 inline void stream(char* p, __m256d v) { _mm256_stream_pd(reinterpret_
 // Out-of-place reduces of at least kStreamReduceBytes (dispatch.h) of output stream dst past the
 // caches: the result is too big to stay cached for its next reader, and a normal store would
 // first read each destination line (4 memory streams instead of 3). Collectives reduce slice by
-// slice (512 KiB by default, in cache), so this serves large single calls. Of the small floats
+// slice (512 KiB by default, in cache), so this serves large single calls, and the pieces a
+// transport writes under kernels::StreamStores (dispatch.h's streams()). Of the small floats
 // (widened to fp32 and narrowed back), fp16 and bf16 stream too (reduce_small_kernel); fp8 sum and
 // prod keep normal stores here (their conversions bound them; the AVX-512 tables stream them);
 // fp8 max and min never widen
@@ -240,7 +241,7 @@ WEFT_AVX2 void reduce_kernel(void* dst, const void* a, const void* b, size_t cou
   const char* y = static_cast<const char*>(b);
   size_t i = 0;
   const size_t bytes = count * sizeof(T);
-  if (bytes >= kStreamReduceBytes && reinterpret_cast<uintptr_t>(d) % sizeof(T) == 0 && !overlaps(d, x, bytes) &&
+  if (streams(bytes) && reinterpret_cast<uintptr_t>(d) % sizeof(T) == 0 && !overlaps(d, x, bytes) &&
       !overlaps(d, y, bytes)) {
     i = (32 - reinterpret_cast<uintptr_t>(d) % 32) % 32 / sizeof(T);  // elements to 32-byte alignment
     scalar::reduce_loop<T, ScalarOp>(d, x, y, i);
@@ -292,7 +293,7 @@ WEFT_AVX2 void reduce_small_kernel(void* dst, const void* a, const void* b, size
   const char* y = static_cast<const char*>(b);
   size_t i = 0;
   const size_t bytes = count * kBytes;
-  if (kBytes == 2 && bytes >= kStreamReduceBytes && reinterpret_cast<uintptr_t>(d) % kBytes == 0 &&
+  if (kBytes == 2 && streams(bytes) && reinterpret_cast<uintptr_t>(d) % kBytes == 0 &&
       !overlaps(d, x, bytes) && !overlaps(d, y, bytes)) {
     i = (32 - reinterpret_cast<uintptr_t>(d) % 32) % 32 / kBytes;  // elements to 32-byte alignment
     scalar::reduce_small_loop<Scalar, ScalarOp>(d, x, y, i);
@@ -419,7 +420,8 @@ WEFT_AVX2 void divide_small(void* dst, const void* src, size_t count, int diviso
 
 // copy.h: 256-bit loads and 32-byte aligned stores, four a step. The first and last 32 bytes go
 // as unaligned stores that may overlap the aligned part (with the same bytes). From
-// kStreamReduceBytes up the stores stream past the caches, as the reduce kernels' do.
+// kStreamReduceBytes up (or under StreamStores) the stores stream past the caches, as the reduce
+// kernels' do.
 template <bool kStream>
 WEFT_AVX2 void copy_aligned_body(char* d, const char* s, size_t i, size_t bytes) {
   for (; i + 128 <= bytes; i += 128) {
@@ -455,7 +457,7 @@ WEFT_AVX2 void copy_kernel(void* dst, const void* src, size_t bytes) {
   const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
   const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + bytes - 32));
   const size_t first = 32 - reinterpret_cast<uintptr_t>(d) % 32;  // 1..32: d + first is aligned
-  if (bytes >= kStreamReduceBytes) {
+  if (streams(bytes)) {
     copy_aligned_body<true>(d, s, first, bytes);
     _mm_sfence();  // streamed stores are weakly ordered: complete them before the edges and return
   } else {

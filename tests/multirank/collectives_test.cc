@@ -13,6 +13,7 @@
 #include "algorithms/algo_filter.h"
 #include "algorithms/collective.h"
 #include "src/comm_state.h"
+#include "src/executor.h"
 #include "bench/reference.h"
 #include "tests/multirank/rank_env.h"
 
@@ -137,6 +138,29 @@ TEST(Collectives, Scatter) { sweep(Collective::kScatter); }
 // Calls of no elements between small ones (the mailbox's slots alternate between calls: an empty
 // call must not count, or a rank refills a slot its peer has not read yet, and both wait out the
 // timeout). Allgather and allreduce, 300 times each way.
+// Calls whose OUT holds kStreamOutputBytes or more take their receives into OUT with streamed
+// stores (src/executor.h; the shm transport honours it): the same bits, out of place and in place.
+TEST(Collectives, LargeOutputsGiveTheSameResult) {
+  Communicator& c = world();
+  const size_t n = static_cast<size_t>(c.size());
+  for (Collective coll : {Collective::kAllReduce, Collective::kAllGather}) {
+    CollectiveArgs a;
+    a.coll = coll;
+    a.nranks = c.size();
+    a.dtype = DataType::kFloat32;
+    a.op = RedOp::kSum;
+    const size_t out_share = coll == Collective::kAllGather ? n : 1;  // OUT's elements per count
+    a.count = kStreamOutputBytes / (4 * out_share) + 3;
+    for (bool in_place : {false, true}) {
+      a.in_place = in_place;
+      ASSERT_GE(algorithms::out_count(a, c.rank()) * 4, kStreamOutputBytes);
+      SCOPED_TRACE(algorithms::describe(a) + (in_place ? " in place" : " out of place"));
+      run_case(a);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(Collectives, EmptyCallsBetweenSmallOnes) {
   Communicator& c = world();
   const int n = c.size();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "src/kernels/dispatch.h"
+#include "src/kernels/reduce.h"
 
 namespace weft::kernels {
 namespace {
@@ -52,6 +53,25 @@ TEST(CopyTest, EverySizeClassAndAlignmentOnEveryTable) {
     for (size_t dst_off : {size_t{0}, size_t{8}, size_t{31}}) {
       check(t->copy, src, large, 5, dst_off, dst, std::string(t->isa) + " streamed, dst+" + std::to_string(dst_off));
       if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Under StreamStores the pieces from kStreamMinBytes up stream (below they do not): the same bytes,
+// at every destination alignment within 32 bytes.
+TEST(CopyTest, StreamedPiecesCopyTheSameBytes) {
+  const StreamStores streaming(true);
+  std::vector<uint8_t> src(65536 + 2 * kSlack);
+  std::mt19937 rng(5);
+  for (uint8_t& b : src) b = static_cast<uint8_t>(rng());
+  for (const KernelTable* t : supported_kernels()) {
+    for (size_t bytes : {kStreamMinBytes - 1, kStreamMinBytes, kStreamMinBytes + 33, size_t{65536} + 7}) {
+      std::vector<uint8_t> dst(bytes + 3 * kSlack);
+      for (size_t dst_off = 0; dst_off < 32; ++dst_off) {
+        check(t->copy, src, bytes, 3, dst_off, dst,
+              std::string(t->isa) + " streamed piece " + std::to_string(bytes) + " dst+" + std::to_string(dst_off));
+        if (HasFatalFailure()) return;
+      }
     }
   }
 }

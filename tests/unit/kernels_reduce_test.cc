@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "src/kernels/convert.h"
@@ -391,6 +392,59 @@ TEST_P(ReduceTest, LargeCallsStreamTheSameResult) {
       if (HasFatalFailure()) return;
     }
   }
+}
+
+// Pieces under StreamStores (what the shm transport writes into a large call's OUT): streamed
+// from kStreamMinBytes up whatever the call's size, with the same bits as the reference, with dst
+// aligned, one element and one byte off, just below and at the threshold, and nothing written
+// outside dst.
+TEST_P(ReduceTest, StreamedPiecesGiveTheSameResult) {
+  const auto [type, op] = GetParam();
+  if (op == RedOp::kAvg) GTEST_SKIP() << "kAvg runs kSum";
+  const size_t w = dtype_size(type);
+  const StreamStores streaming(true);
+  for (size_t n : {kStreamMinBytes / w - 1, kStreamMinBytes / w, 5000 / w + 3, 65536 / w + 5}) {
+    ASSERT_EQ(streams(n * w), n * w >= kStreamMinBytes);
+    const Inputs& in = cached_inputs(type, n);
+    const Bytes want = reference(type, op, in.a, in.b, n);
+    Layouts layouts(type, in, want);
+    for (const KernelTable* t : tables()) {
+      const ReduceFn fn = t->reduce[static_cast<int>(type)][kernel_op_index(op)];
+      for (size_t off : {size_t{0}, w, size_t{1}}) {
+        if (off == 1 && w == 1) continue;
+        layouts.check(fn, n, off, std::string(t->isa) + " n=" + std::to_string(n) + " dst offset " + std::to_string(off));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(StreamStoresTest, ScopesNestAndEnd) {
+  const size_t piece = kStreamMinBytes;
+  EXPECT_FALSE(streams(piece));
+  EXPECT_TRUE(streams(kStreamReduceBytes));
+  {
+    const StreamStores on(true);
+    EXPECT_TRUE(streams(piece));
+    EXPECT_FALSE(streams(piece - 1));
+    {
+      const StreamStores off(false);  // an inner scope without the request keeps the outer one's
+      EXPECT_TRUE(streams(piece));
+    }
+    EXPECT_TRUE(streams(piece));
+  }
+  EXPECT_FALSE(streams(piece));
+  {
+    const StreamStores off(false);
+    EXPECT_FALSE(streams(piece));
+  }
+  // Per thread: another thread's scope does not reach this one.
+  bool other = false;
+  {
+    const StreamStores on(true);
+    std::thread([&] { other = streams(piece); }).join();
+  }
+  EXPECT_FALSE(other);
 }
 
 // a (op) b and b (op) a are the same bits on every path (NaN, signed zeros and infinities

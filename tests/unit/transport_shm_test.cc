@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/kernels/dispatch.h"
 #include "transport/shm/connection.h"
 #include "transport/transport.h"
 
@@ -456,6 +457,59 @@ TEST_P(ShmModeTest, ReduceSinkSumsInt32) {
       EXPECT_GE(sink.pieces, n * 4 / (256 * 1024));  // staged in cache-sized chunks
     }
   }
+}
+
+// RecvSink::stream: each piece out of the ring is reduced (or copied) under kernels::StreamStores
+// when the sink asks for it, and only then; the bytes are the same either way.
+struct StreamProbe {
+  std::vector<uint8_t>* dst;
+  size_t pieces_streamed = 0;
+  size_t pieces = 0;
+};
+
+void probe_copy(void* ctx, size_t offset, const void* src, size_t bytes) {
+  auto* p = static_cast<StreamProbe*>(ctx);
+  ++p->pieces;
+  if (weft::kernels::streams(weft::kernels::kStreamMinBytes)) ++p->pieces_streamed;
+  std::memcpy(p->dst->data() + offset, src, bytes);
+}
+
+TEST_F(ShmTest, StreamedSinksReduceUnderStreamStores) {
+  const Config cfg = small_config(false, 64 << 10, 64 << 10);
+  const size_t n = 300000;
+  start(cfg, cfg, [&](Connection& c, int) {
+    const auto a = pattern(n, 41), b = pattern(n, 42), d = pattern(n, 43);
+    uint64_t t = 0;
+    for (const auto* v : {&a, &b, &d}) {
+      auto r = c.post_send(v->data(), n);
+      if (!r.ok()) child_fail("post_send: %s", r.status().to_string().c_str());
+      t = *r;
+    }
+    Status s = drive(c, t, 0);
+    if (!s.ok()) child_fail("%s", s.to_string().c_str());
+    return 0;
+  });
+  std::vector<uint8_t> got_a(n), got_b(n), got_d(n);
+  StreamProbe streamed{&got_a}, plain{&got_b};
+  RecvSink sa{got_a.data(), probe_copy, &streamed};
+  sa.stream = true;
+  RecvSink sb{got_b.data(), probe_copy, &plain};
+  RecvSink sd{got_d.data()};
+  sd.stream = true;  // a copy sink: kernels::copy under the scope
+  ASSERT_TRUE(conn().post_recv(sa, n).ok());
+  ASSERT_TRUE(conn().post_recv(sb, n).ok());
+  auto r = conn().post_recv(sd, n);
+  ASSERT_TRUE(r.ok());
+  Status s = drive(conn(), 0, *r);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(mismatch(got_a.data(), n, 41), -1);
+  EXPECT_EQ(mismatch(got_b.data(), n, 42), -1);
+  EXPECT_EQ(mismatch(got_d.data(), n, 43), -1);
+  EXPECT_GT(streamed.pieces, 1u);
+  EXPECT_EQ(streamed.pieces_streamed, streamed.pieces);
+  EXPECT_GT(plain.pieces, 1u);
+  EXPECT_EQ(plain.pieces_streamed, 0u);
+  EXPECT_FALSE(weft::kernels::streams(weft::kernels::kStreamMinBytes));  // the scope ended
 }
 
 INSTANTIATE_TEST_SUITE_P(

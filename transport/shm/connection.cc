@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "src/kernels/copy.h"
+#include "src/kernels/reduce.h"
 
 namespace weft::transport::shm {
 namespace {
@@ -543,6 +544,7 @@ Status ShmConnection::pump_recvs(bool* moved) {
         size_t n = std::min({avail, op.padded - op.done, fifo_bytes_ - rx_offset_, kSlice});
         if (op.done < op.bytes) {
           size_t real = std::min(n, op.bytes - op.done);
+          const kernels::StreamStores streaming(op.sink.stream);
           if (op.sink.reduce != nullptr) {
             op.sink.reduce(op.sink.ctx, op.done, at, real);
           } else {
