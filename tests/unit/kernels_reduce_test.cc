@@ -370,6 +370,23 @@ TEST_P(ReduceTest, MatchesReferenceOnEveryPathCountAndLayout) {
   }
 }
 
+// n elements of type (op) on each of `ts`, with dst aligned, one element off alignment and one byte
+// off: the reference's bits, and nothing written outside dst (Layouts::check).
+void check_every_offset(DataType type, RedOp op, size_t n, const std::vector<const KernelTable*>& ts) {
+  const size_t w = dtype_size(type);
+  const Inputs& in = cached_inputs(type, n);
+  const Bytes want = reference(type, op, in.a, in.b, n);
+  Layouts layouts(type, in, want);
+  for (const KernelTable* t : ts) {
+    const ReduceFn fn = t->reduce[static_cast<int>(type)][kernel_op_index(op)];
+    for (size_t off : {size_t{0}, w, size_t{1}}) {
+      if (off == 1 && w == 1) continue;
+      layouts.check(fn, n, off, std::string(t->isa) + " n=" + std::to_string(n) + " dst offset " + std::to_string(off));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 // Large out-of-place calls (kStreamReduceBytes and up; the same-width types, fp16/bf16, and fp8
 // sum/prod on the AVX-512 tables stream their output):
 // the same bits as the reference, with dst aligned, one element off alignment (a head before the
@@ -381,17 +398,7 @@ TEST_P(ReduceTest, LargeCallsStreamTheSameResult) {
   if (op == RedOp::kAvg || vector_tables.empty()) GTEST_SKIP() << "kAvg runs kSum; no vector table here";
   const size_t w = dtype_size(type);
   const size_t n = kStreamReduceBytes / w + 1000 + 7;
-  const Inputs& in = cached_inputs(type, n);
-  const Bytes want = reference(type, op, in.a, in.b, n);
-  Layouts layouts(type, in, want);
-  for (const KernelTable* t : vector_tables) {
-    const ReduceFn fn = t->reduce[static_cast<int>(type)][kernel_op_index(op)];
-    for (size_t off : {size_t{0}, w, size_t{1}}) {
-      if (off == 1 && w == 1) continue;
-      layouts.check(fn, n, off, std::string(t->isa) + " n=" + std::to_string(n) + " dst offset " + std::to_string(off));
-      if (HasFatalFailure()) return;
-    }
-  }
+  check_every_offset(type, op, n, vector_tables);
 }
 
 // Pieces under StreamStores (what the shm transport writes into a large call's OUT): streamed
@@ -405,17 +412,8 @@ TEST_P(ReduceTest, StreamedPiecesGiveTheSameResult) {
   const StreamStores streaming(true);
   for (size_t n : {kStreamMinBytes / w - 1, kStreamMinBytes / w, 5000 / w + 3, 65536 / w + 5}) {
     ASSERT_EQ(streams(n * w), n * w >= kStreamMinBytes);
-    const Inputs& in = cached_inputs(type, n);
-    const Bytes want = reference(type, op, in.a, in.b, n);
-    Layouts layouts(type, in, want);
-    for (const KernelTable* t : tables()) {
-      const ReduceFn fn = t->reduce[static_cast<int>(type)][kernel_op_index(op)];
-      for (size_t off : {size_t{0}, w, size_t{1}}) {
-        if (off == 1 && w == 1) continue;
-        layouts.check(fn, n, off, std::string(t->isa) + " n=" + std::to_string(n) + " dst offset " + std::to_string(off));
-        if (HasFatalFailure()) return;
-      }
-    }
+    check_every_offset(type, op, n, tables());
+    if (HasFatalFailure()) return;
   }
 }
 
