@@ -136,11 +136,9 @@ struct E4m3x8 {
     const __m512i t = _mm512_min_epu16(_mm512_slli_epi16(h, 1), _mm512_set1_epi16(0x7E00));
     return _mm512_ternarylogic_epi32(round_to_high_byte(t), h, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xF8);
   }
-  // narrow() where the caller sets the lanes of special inputs: here, of a positive finite result
-  // (no sign to put back).
-  static __m512i narrow_fast(__m512i h) {
-    return round_to_high_byte(_mm512_min_epu16(_mm512_slli_epi16(h, 1), _mm512_set1_epi16(0x7E00)));
-  }
+  // narrow() where the caller sets the lanes of special inputs and saturates: here, of a
+  // positive result (no sign to put back), past 448 left above 0x7E (fp16's inf: 0xF8).
+  static __m512i narrow_fast(__m512i h) { return round_to_high_byte(_mm512_slli_epi16(h, 1)); }
   static __m512i fix(__m512i c, __mmask64 m) { return _mm512_mask_mov_epi8(c, m, _mm512_set1_epi8(0x7F)); }
 };
 

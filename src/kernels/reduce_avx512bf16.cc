@@ -11,7 +11,7 @@
 //            16-bit lanes. For sum the sign is ORed back, and x's and y's bytes are interleaved
 //            first (one unpack each way), so those lanes are already the pairs [x, y] the dot
 //            takes. For prod x and y are widened apart, magnitudes only, from a table with
-//            no inf or NaN (NaN -> 0, e5m2's inf -> 2^32); y's 32-bit lanes [a, b] are unpacked
+//            no inf or NaN (stand-ins: make_bf16_table); y's 32-bit lanes [a, b] are unpacked
 //            as [a, +0] and [+0, b] (zero-masked unpacks), so with x's pair one dot gives the
 //            even element's product and one the odd one's (the other element times +0 adds
 //            +0, never NaN), and the sign, x's xor y's, is put in the result byte.
@@ -25,10 +25,12 @@
 //            rounds, whatever order the instruction adds in. The bf16 inputs are never
 //            subnormal, so its denormals-are-zero never applies.
 //   narrow   vcvtps2ph, then Fmt::narrow (e4m3 sum) or Fmt::narrow_fast, which leaves the lanes
-//            of special inputs to the step (e4m3 prod: no sign to put back; e5m2: no NaN
-//            test, a special lane's NaN found on the bytes: sum, inf's code has no low bit set;
-//            prod, the stand-ins give 0 where the reference gives NaN); one vpermi2b puts the
-//            result bytes back in input order; Fmt::fix.
+//            of special inputs to the step; one vpermi2b puts the result bytes back in input
+//            order. e4m3 prod: no sign to put back, and the NaN lanes and the saturation found on
+//            the result bytes (a NaN input's stand-in overflows to fp16's inf); e5m2: no NaN test,
+//            a special lane's NaN found on the bytes (sum: inf's code has no low bit set; prod:
+//            the stand-ins give 0 where the reference gives NaN), then Fmt::fix; e4m3 sum:
+//            Fmt::fix.
 // The same bits as every other table: the unit tests run every pair of fp8 bytes on each.
 // docs/PERFORMANCE.md, "CPU kernels".
 #include "src/kernels/dispatch.h"
@@ -69,19 +71,29 @@ static_assert(kProdTableScale<E5m2x8> * kProdTableScale<E5m2x8> == kNarrowScale<
 
 // The bf16 of every magnitude code (0..127) times a power of two, split into low and high bytes
 // as vpermi2b's two 64-byte tables each want them: the scalar decoder's value (convert.h), exact in
-// bf16 at any scale used here, NaN staying NaN. With finite_only (the products' table) NaN becomes
-// 0 and e5m2's inf 2^32, which times e5m2's smallest value (2^-16) still overflows e5m2.
+// bf16 at any scale used here, NaN staying NaN. The products' table (products = true) holds no inf
+// or NaN, and its stand-ins mark the special lanes in the result (DotStep::apply):
+//   e4m3  NaN -> 2^64 and zero -> 2^-40: a product with a NaN overflows fp16 (2^64 times the
+//         smallest table value, 2^-13, is 2^51; times 2^-40, 2^24), one with a zero but no NaN
+//         still rounds to zero (2^-40 times the largest, 28, is under 2^-35), and the largest
+//         finite product (784 at the table's scale) stays far from fp16's 65504.
+//   e5m2  NaN -> 0 and inf -> 2^32, which times e5m2's smallest value (2^-16) still overflows.
 struct alignas(64) Bf16Table {
   std::array<uint8_t, 128> lo, hi;
 };
 
 template <typename Fmt>
-Bf16Table make_bf16_table(float scale, bool finite_only) {
+Bf16Table make_bf16_table(float scale, bool products) {
   Bf16Table t{};
   for (int code = 0; code < 128; ++code) {
     float v = Fmt::Scalar::widen(static_cast<uint8_t>(code)) * scale;
-    if (finite_only && std::isnan(v)) v = 0;
-    if (finite_only && std::isinf(v)) v = 0x1p32f;
+    if (products && std::is_same_v<Fmt, E4m3x8>) {
+      if (std::isnan(v)) v = 0x1p64f;
+      if (v == 0) v = 0x1p-40f;
+    } else if (products) {
+      if (std::isnan(v)) v = 0;
+      if (std::isinf(v)) v = 0x1p32f;
+    }
     const uint16_t b = float_to_bf16(v);
     t.lo[code] = static_cast<uint8_t>(b & 0xFF);
     t.hi[code] = static_cast<uint8_t>(b >> 8);
@@ -170,19 +182,26 @@ struct DotStep {
       const __m512 r1 = dot(x0, _mm512_maskz_unpacklo_epi8(kOdd, ylo, yhi));
       const __m512 r2 = dot(x1, _mm512_maskz_unpackhi_epi8(kEven, ylo, yhi));
       const __m512 r3 = dot(x1, _mm512_maskz_unpackhi_epi8(kOdd, ylo, yhi));
-      const __m512i magnitude = _mm512_permutex2var_epi8(Fmt::narrow_fast(to_half(r0, r1)), order,
-                                                         Fmt::narrow_fast(to_half(r2, r3)));
-      // The sign is x's xor y's.
-      __m512i codes = _mm512_ternarylogic_epi32(magnitude, _mm512_xor_si512(x, y),
-                                                _mm512_set1_epi8(static_cast<char>(0x80)), 0xD8);
-      const __mmask64 special = Fmt::special(x, y);
-      // e4m3's special lanes are NaN, which fix sets. e5m2's: a NaN input (its stand-in 0) or
-      // inf times zero gives 0 here and NaN (0x7E, unsigned) in the reference; inf times the
-      // rest overflowed to inf, signed.
-      if constexpr (std::is_same_v<Fmt, E5m2x8>)
+      __m512i magnitude = _mm512_permutex2var_epi8(Fmt::narrow_fast(to_half(r0, r1)), order,
+                                                   Fmt::narrow_fast(to_half(r2, r3)));
+      const __m512i sign = _mm512_xor_si512(x, y), sign_bit = _mm512_set1_epi8(static_cast<char>(0x80));
+      if constexpr (std::is_same_v<Fmt, E4m3x8>) {
+        // A NaN input's stand-in made the product fp16's inf, code 0xF8 here (finite products
+        // end at 0xC5): NaN, 0x7F unsigned. The rest saturate at 0x7E and take x's xor y's sign.
+        const __mmask64 nan = _mm512_cmpeq_epi8_mask(magnitude, _mm512_set1_epi8(static_cast<char>(0xF8)));
+        magnitude = _mm512_min_epu8(magnitude, _mm512_set1_epi8(0x7E));
+        return _mm512_mask_mov_epi8(_mm512_ternarylogic_epi32(magnitude, sign, sign_bit, 0xD8), nan,
+                                    _mm512_set1_epi8(0x7F));
+      } else {
+        __m512i codes = _mm512_ternarylogic_epi32(magnitude, sign, sign_bit, 0xD8);
+        // The special lanes (an inf or NaN input): a NaN input (its stand-in 0) or inf times zero
+        // gives 0 here and NaN (0x7E, unsigned) in the reference; inf times the rest overflowed
+        // to inf, signed.
+        const __mmask64 special = Fmt::special(x, y);
         codes = _mm512_mask_mov_epi8(codes, _mm512_mask_testn_epi8_mask(special, magnitude, magnitude),
                                      _mm512_set1_epi8(0x7E));
-      return Fmt::fix(codes, special);
+        return Fmt::fix(codes, special);
+      }
     } else {
       // Interleaved first, byte 2j of lane k is x's element 16k + j and byte 2j + 1 is y's
       // (unpackhi: 16k + 8 + j), so widen's unpacks make the pairs.
