@@ -26,6 +26,7 @@ Status Executor::prepare(const RunSpec& spec) {
   const algorithms::ProgramIndex& index = *spec.index;
   const size_t n = p.steps.size();
   elem_ = dtype_size(p.dtype);
+  stream_out_ = !spec.device && algorithms::out_count(spec.args, p.rank) * elem_ >= kStreamOutputBytes;
   const bool one_round = index.one_round && !spec.device;
   if (!one_round) {
     remaining_.resize(n);
@@ -217,11 +218,6 @@ Status Executor::do_local(uint32_t i) {
   return Status();
 }
 
-bool Executor::stream_into(const algorithms::Step& s) const {
-  return !spec_->device && s.dst.buffer == algorithms::kOut &&
-         algorithms::out_count(spec_->args, spec_->program->rank) * elem_ >= kStreamOutputBytes;
-}
-
 Status Executor::post(Queue& q) {
   const algorithms::Program& p = *spec_->program;
   const bool group = spec_->args.coll == Collective::kSendRecv;
@@ -267,7 +263,7 @@ Status Executor::post(Queue& q) {
     }
     transport::RecvSink sink;
     sink.dst = address(s.dst);
-    sink.stream = stream_into(s);
+    sink.stream = stream_out_ && s.dst.buffer == algorithms::kOut;
     if (s.kind == StepKind::kRecvReduce && spec_->device) {
       device_reduce_[i] = transport::DeviceReduce{address(s.src), p.dtype, p.op};
       sink.device_reduce = &device_reduce_[i];

@@ -88,7 +88,7 @@ class ConnectionSource {
 };
 
 // From this many bytes of OUT up, a call's receives into OUT stream their stores past the caches
-// (Executor::stream_into): OUT then outgrows the caches, and a normal store would first read
+// (RecvSink::stream): OUT then outgrows the caches, and a normal store would first read
 // each line for ownership and evict lines the call reads next.
 inline constexpr size_t kStreamOutputBytes = size_t{32} << 20;
 
@@ -174,9 +174,6 @@ class Executor {
   // Step `i`, a receive on q, takes its data from the header that just checked out.
   Status take_inline(const Queue& q, uint32_t i);
   CollHeader make_header(const Queue& q, uint32_t step) const;
-  // Whether receive step `s` should ask its transport to stream what it writes
-  // (RecvSink::stream): host memory, into OUT, of a call whose OUT holds kStreamOutputBytes or more.
-  bool stream_into(const algorithms::Step& s) const;
   void complete(uint32_t step);
   std::string pending_report() const;
   // Sleeps in poll() on the connections' descriptors (up to 2 ms) when every active connection
@@ -187,6 +184,9 @@ class Executor {
   ConnectionSource& connections_;
   const RunSpec* spec_ = nullptr;
   size_t elem_ = 1;
+  // This run's receives into OUT ask their transport to stream what they write
+  // (RecvSink::stream): host memory, and OUT holds kStreamOutputBytes or more.
+  bool stream_out_ = false;
   std::vector<uint32_t> remaining_;     // unmet dependencies per step
   std::vector<uint8_t> deps_met_;       // comm steps whose dependencies are met
   std::vector<uint64_t> tickets_;       // comm steps: the connection's ticket once posted

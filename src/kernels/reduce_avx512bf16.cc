@@ -69,10 +69,10 @@ constexpr float kProdTableScale = square_root_of(kNarrowScale<Fmt>);
 static_assert(kProdTableScale<E4m3x8> * kProdTableScale<E4m3x8> == kNarrowScale<E4m3x8>);
 static_assert(kProdTableScale<E5m2x8> * kProdTableScale<E5m2x8> == kNarrowScale<E5m2x8>);
 
-// The bf16 of every magnitude code (0..127) times a power of two, split into low and high bytes
-// as vpermi2b's two 64-byte tables each want them: the scalar decoder's value (convert.h), exact in
-// bf16 at any scale used here, NaN staying NaN. The products' table (products = true) holds no inf
-// or NaN, and its stand-ins mark the special lanes in the result (DotStep::apply):
+// The bf16 of every magnitude code (0..127), split into low and high bytes as vpermi2b's two
+// 64-byte tables each want them: the scalar decoder's value (convert.h), exact in bf16. The sums'
+// table holds it as it is, NaN staying NaN. The products' table holds it times kProdTableScale,
+// and no inf or NaN: its stand-ins mark the special lanes in the result (DotStep::apply):
 //   e4m3  NaN -> 2^64 and zero -> 2^-40: a product with a NaN overflows fp16 (2^64 times the
 //         smallest table value, 2^-13, is 2^51; times 2^-40, 2^24), one with a zero but no NaN
 //         still rounds to zero (2^-40 times the largest, 28, is under 2^-35), and the largest
@@ -82,19 +82,25 @@ struct alignas(64) Bf16Table {
   std::array<uint8_t, 128> lo, hi;
 };
 
-template <typename Fmt>
-Bf16Table make_bf16_table(float scale, bool products) {
+template <typename Fmt, bool kProd>
+float table_value(uint8_t code) {
+  const float v = Fmt::Scalar::widen(code);
+  if constexpr (!kProd) return v;
+  if constexpr (std::is_same_v<Fmt, E4m3x8>) {
+    if (std::isnan(v)) return 0x1p64f;
+    if (v == 0) return 0x1p-40f;
+  } else {
+    if (std::isnan(v)) return 0;
+    if (std::isinf(v)) return 0x1p32f;
+  }
+  return v * kProdTableScale<Fmt>;
+}
+
+template <typename Fmt, bool kProd>
+Bf16Table make_bf16_table() {
   Bf16Table t{};
   for (int code = 0; code < 128; ++code) {
-    float v = Fmt::Scalar::widen(static_cast<uint8_t>(code)) * scale;
-    if (products && std::is_same_v<Fmt, E4m3x8>) {
-      if (std::isnan(v)) v = 0x1p64f;
-      if (v == 0) v = 0x1p-40f;
-    } else if (products) {
-      if (std::isnan(v)) v = 0;
-      if (std::isinf(v)) v = 0x1p32f;
-    }
-    const uint16_t b = float_to_bf16(v);
+    const uint16_t b = float_to_bf16(table_value<Fmt, kProd>(static_cast<uint8_t>(code)));
     t.lo[code] = static_cast<uint8_t>(b & 0xFF);
     t.hi[code] = static_cast<uint8_t>(b >> 8);
   }
@@ -104,8 +110,7 @@ Bf16Table make_bf16_table(float scale, bool products) {
 // Built once, on a call's first use (C++ runs the initialisation once).
 template <typename Fmt, bool kProd>
 const Bf16Table& bf16_table() {
-  static const Bf16Table t =
-      kProd ? make_bf16_table<Fmt>(kProdTableScale<Fmt>, true) : make_bf16_table<Fmt>(1.0f, false);
+  static const Bf16Table t = make_bf16_table<Fmt, kProd>();
   return t;
 }
 
@@ -169,6 +174,12 @@ struct DotStep {
                               _mm512_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
   }
 
+  // A product's code: its magnitude's bits with x's xor y's sign.
+  [[gnu::always_inline]] static inline __m512i with_sign(__m512i magnitude, __m512i x, __m512i y) {
+    return _mm512_ternarylogic_epi32(magnitude, _mm512_xor_si512(x, y), _mm512_set1_epi8(static_cast<char>(0x80)),
+                                     0xD8);  // C ? B : A
+  }
+
   [[gnu::always_inline]] inline __m512i apply(__m512i x, __m512i y) const {
     if constexpr (kProd) {
       // Magnitudes (the lookups ignore the sign bit), from the table without inf or NaN. y's
@@ -182,25 +193,21 @@ struct DotStep {
       const __m512 r1 = dot(x0, _mm512_maskz_unpacklo_epi8(kOdd, ylo, yhi));
       const __m512 r2 = dot(x1, _mm512_maskz_unpackhi_epi8(kEven, ylo, yhi));
       const __m512 r3 = dot(x1, _mm512_maskz_unpackhi_epi8(kOdd, ylo, yhi));
-      __m512i magnitude = _mm512_permutex2var_epi8(Fmt::narrow_fast(to_half(r0, r1)), order,
-                                                   Fmt::narrow_fast(to_half(r2, r3)));
-      const __m512i sign = _mm512_xor_si512(x, y), sign_bit = _mm512_set1_epi8(static_cast<char>(0x80));
+      const __m512i magnitude = _mm512_permutex2var_epi8(Fmt::narrow_fast(to_half(r0, r1)), order,
+                                                         Fmt::narrow_fast(to_half(r2, r3)));
       if constexpr (std::is_same_v<Fmt, E4m3x8>) {
         // A NaN input's stand-in made the product fp16's inf, code 0xF8 here (finite products
-        // end at 0xC5): NaN, 0x7F unsigned. The rest saturate at 0x7E and take x's xor y's sign.
+        // end at 0xC5): NaN, 0x7F unsigned. The rest saturate at 0x7E.
         const __mmask64 nan = _mm512_cmpeq_epi8_mask(magnitude, _mm512_set1_epi8(static_cast<char>(0xF8)));
-        magnitude = _mm512_min_epu8(magnitude, _mm512_set1_epi8(0x7E));
-        return _mm512_mask_mov_epi8(_mm512_ternarylogic_epi32(magnitude, sign, sign_bit, 0xD8), nan,
+        return _mm512_mask_mov_epi8(with_sign(_mm512_min_epu8(magnitude, _mm512_set1_epi8(0x7E)), x, y), nan,
                                     _mm512_set1_epi8(0x7F));
       } else {
-        __m512i codes = _mm512_ternarylogic_epi32(magnitude, sign, sign_bit, 0xD8);
         // The special lanes (an inf or NaN input): a NaN input (its stand-in 0) or inf times zero
         // gives 0 here and NaN (0x7E, unsigned) in the reference; inf times the rest overflowed
         // to inf, signed.
         const __mmask64 special = Fmt::special(x, y);
-        codes = _mm512_mask_mov_epi8(codes, _mm512_mask_testn_epi8_mask(special, magnitude, magnitude),
-                                     _mm512_set1_epi8(0x7E));
-        return Fmt::fix(codes, special);
+        const __mmask64 nan = _mm512_mask_testn_epi8_mask(special, magnitude, magnitude);
+        return Fmt::fix(_mm512_mask_mov_epi8(with_sign(magnitude, x, y), nan, _mm512_set1_epi8(0x7E)), special);
       }
     } else {
       // Interleaved first, byte 2j of lane k is x's element 16k + j and byte 2j + 1 is y's

@@ -43,6 +43,7 @@ class WireConnection final : public transport::Connection {
     return ++sends_;
   }
   Result<uint64_t> post_recv(const transport::RecvSink& sink, size_t bytes) override {
+    if (sink.stream) ++streamed_recvs;
     recvs_.push_back({sink, bytes});
     return ++recvs_posted_;
   }
@@ -69,6 +70,7 @@ class WireConnection final : public transport::Connection {
   bool idle() const override { return recvs_.empty(); }
   void abort(std::string_view) override {}
   std::string describe() const override { return "wire"; }
+  size_t streamed_recvs = 0;  // receives posted with RecvSink::stream
 
  private:
   struct Posted {
@@ -124,6 +126,7 @@ RunSpec collective_spec(const algorithms::Plan& plan, const CollectiveArgs& a, v
 struct AllreduceOutcome {
   size_t sent[2];
   std::vector<float> result;
+  size_t streamed_recvs[2];
 };
 AllreduceOutcome allreduce(size_t count) {
   CollectiveArgs a;
@@ -144,7 +147,20 @@ AllreduceOutcome allreduce(size_t count) {
   EXPECT_TRUE(s[0].ok()) << s[0].message();
   EXPECT_TRUE(s[1].ok()) << s[1].message();
   EXPECT_EQ(out0, out1);
-  return {{w.lane[0].sent, w.lane[1].sent}, out0};
+  return {{w.lane[0].sent, w.lane[1].sent}, out0, {w.conn0.streamed_recvs, w.conn1.streamed_recvs}};
+}
+
+// Receives into OUT ask for streamed stores from kStreamOutputBytes of OUT up, and only then; the
+// result is the same.
+TEST(ExecutorTest, ReceivesIntoALargeOutStream) {
+  const size_t large = kStreamOutputBytes / sizeof(float);
+  const AllreduceOutcome below = allreduce(large - 1);
+  EXPECT_EQ(below.streamed_recvs[0], 0u);
+  EXPECT_EQ(below.streamed_recvs[1], 0u);
+  const AllreduceOutcome at = allreduce(large);
+  EXPECT_GT(at.streamed_recvs[0], 0u);
+  EXPECT_GT(at.streamed_recvs[1], 0u);
+  EXPECT_EQ(at.result[large - 1], static_cast<float>(large - 1) + 100.0f * static_cast<float>(large));
 }
 
 TEST(ExecutorTest, SmallFirstMessageRidesInItsHeader) {
