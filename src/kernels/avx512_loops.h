@@ -14,7 +14,7 @@
 //                       those to the format and Fmt::fix sets the lanes of NaN (and e5m2 inf)
 //                       inputs, found on the bytes. Large out-of-place calls stream their output
 //                       as reduce16 does; a masked step does the ragged end.
-// Both read their inputs kPrefetchBytes ahead (dispatch.h).
+// reduce16 reads its inputs kPrefetchBytes ahead, reduce8 kPrefetchBytesSlowSteps (dispatch.h).
 // The formats' widening and narrowing are fp8_avx2.h's in 512-bit vectors: bytes unpacked into
 // the high halves of 16-bit lanes and packed back (vpunpck*bw, vpackuswb: in-lane order, undone
 // by the pack), NaN and saturation lanes fixed on the bytes with mask registers. Every table gives
@@ -191,8 +191,8 @@ struct HalfStep {
 template <typename Step, bool kStream>
 size_t reduce8_vectors(const Step& step, char* d, const char* xs, const char* ys, size_t i, size_t count) {
   for (; i + 64 <= count; i += 64) {
-    prefetch_ahead(xs + i);
-    prefetch_ahead(ys + i);
+    prefetch_ahead<kPrefetchBytesSlowSteps>(xs + i);
+    prefetch_ahead<kPrefetchBytesSlowSteps>(ys + i);
     const __m512i r = step.apply(load(xs + i), load(ys + i));
     if constexpr (kStream)
       _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i), r);

@@ -47,9 +47,14 @@ inline bool int_quotient_is_exact(int divisor) { return divisor >= 1 && divisor 
 // 32 MiB moved 0.5 of memcpy's traffic without, 0.75-0.8 with (PERFORMANCE.md, "CPU kernels").
 // copy() does not: it measured slower with them.
 inline constexpr size_t kPrefetchBytes = 2048;
-// Asks for the cache line kPrefetchBytes past p (a hint: it never faults, wherever that is).
+// The AVX-512 fp8 steps (avx512_loops.h's reduce8), about 17 cycles a 64-byte line, read twice as
+// far ahead: at 32 MiB they ran 1.10-1.15x faster so, the same at 1 MiB. The faster loops lost
+// 3-11% at 1 MiB with it (PERFORMANCE.md, "Prefetching 4 KiB ahead").
+inline constexpr size_t kPrefetchBytesSlowSteps = 4096;
+// Asks for the cache line kAhead bytes past p (a hint: it never faults, wherever that is).
+template <size_t kAhead = kPrefetchBytes>
 inline void prefetch_ahead(const char* p) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kPrefetchBytes));
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kAhead));
 }
 
 // Whether [d, d + bytes) and [s, s + bytes) share a byte (a streamed reduce may not alias).
