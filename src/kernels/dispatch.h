@@ -48,8 +48,9 @@ inline bool int_quotient_is_exact(int divisor) { return divisor >= 1 && divisor 
 // copy() does not: it measured slower with them.
 inline constexpr size_t kPrefetchBytes = 2048;
 // The AVX-512 fp8 steps (avx512_loops.h's reduce8), about 17 cycles a 64-byte line, read twice as
-// far ahead: at 32 MiB they ran 1.10-1.15x faster so, the same at 1 MiB. The faster loops lost
-// 3-11% at 1 MiB with it (PERFORMANCE.md, "Prefetching 4 KiB ahead").
+// far ahead: at 32 MiB their ratio to memcpy rose 1.04-1.09x so (medians of twelve alternating
+// runs), the same at 1 MiB. The faster loops lost 3-11% at 1 MiB with it (PERFORMANCE.md,
+// "Prefetching 4 KiB ahead").
 inline constexpr size_t kPrefetchBytesSlowSteps = 4096;
 // Asks for the cache line kAhead bytes past p (a hint: it never faults, wherever that is).
 template <size_t kAhead = kPrefetchBytes>
