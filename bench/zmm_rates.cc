@@ -10,12 +10,11 @@
 // same way, so the clock's rate need not be known. Pairs ("4 a + 4 b") show which instructions
 // compete for the same pipes: if the pair takes as long as 8 of the slower one alone, they share.
 //
-// x86 with AVX-512 BW, VBMI, BF16 and F16C only; elsewhere it says so and exits 0.
+// Built on x86-64 only (bench/CMakeLists.txt); on a CPU without AVX-512 BW, VBMI, BF16 or F16C it
+// says so and exits 0.
 // Run: build/bench/weft-zmm-rates
 #include <chrono>
 #include <cstdio>
-
-#if defined(__x86_64__)
 
 namespace {
 
@@ -36,7 +35,7 @@ constexpr long kIters = 20'000'000;
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kIters;    \
   } while (0)
 
-// One independent instruction writing register n.
+// One independent instruction writing register n (the tests write k2 whatever n is).
 #define ADD(n) "vpaddw %%zmm9,%%zmm10,%%zmm" #n "\n"
 #define UNPACK(n) "vpunpcklbw %%zmm9,%%zmm10,%%zmm" #n "\n"
 #define MINU(n) "vpminuw %%zmm9,%%zmm10,%%zmm" #n "\n"
@@ -84,10 +83,12 @@ double dot_latency() { TIMED_LOOP(DEP4("vdpbf16ps %%zmm9,%%zmm10,%%zmm1\n")); }
 double to_half_latency() { TIMED_LOOP(DEP4("vcvtps2ph $0,%%zmm1,%%ymm1\n")); }
 double test_add_latency() { TIMED_LOOP(DEP4("vptestmw %%zmm9,%%zmm1,%%k2\n vpaddw %%zmm9,%%zmm1,%%zmm1%{%%k2%}\n")); }
 
+// Instructions a throughput loop's iteration holds, and a latency loop's chain.
+constexpr int kIndependent = 8, kChain = 4;
+
 struct Row {
   const char* name;
   double (*fn)();
-  int count;  // instructions a loop iteration (throughput) or in the chain (latency)
 };
 
 // The faster of two runs, in cycles.
@@ -109,32 +110,23 @@ int main() {
   const double c1 = scalar_chain(), c2 = scalar_chain();
   const double cycle = c1 < c2 ? c1 : c2;
   std::printf("# one cycle = %.3f ns (%.2f GHz, from a chain of dependent scalar adds)\n", cycle * 1e9, 1e-9 / cycle);
-  std::printf("# %-34s %10s\n", "8 independent instructions", "per cycle");
-  const Row throughput[] = {{"vpaddw", add8, 8},          {"vpunpcklbw", unpack8, 8},
-                            {"vpminuw", minu8, 8},        {"vpternlogd", ternlog8, 8},
-                            {"vpaddw, masked", masked_add8, 8}, {"vpsllw", shift8, 8},
-                            {"vpermt2b", perm8, 8},       {"vdpbf16ps", dot8, 8},
-                            {"vcvtps2ph zmm -> ymm", to_half8, 8}, {"vinserti64x4", insert8, 8},
-                            {"vptestmw -> k", test8, 8},  {"4 vpermt2b + 4 vpaddw", perm_add, 8},
-                            {"4 vpermt2b + 4 vdpbf16ps", perm_dot, 8}, {"4 vdpbf16ps + 4 vpaddw", dot_add, 8},
-                            {"4 vpermt2b + 4 vptestmw", perm_test, 8}, {"4 vpermt2b + 4 vcvtps2ph", perm_to_half, 8},
-                            {"4 vcvtps2ph + 4 vpaddw", to_half_add, 8}};
-  for (const Row& r : throughput) std::printf("  %-34s %10.2f\n", r.name, r.count / cycles(r.fn, cycle));
-  std::printf("# %-34s %10s\n", "a chain of 4", "latency");
-  const Row latency[] = {{"vpaddw", add_latency, 4},
-                         {"vpermi2b", perm_latency, 4},
-                         {"vdpbf16ps (accumulator)", dot_latency, 4},
-                         {"vcvtps2ph", to_half_latency, 4},
-                         {"vptestmw -> k -> masked vpaddw", test_add_latency, 4}};
-  for (const Row& r : latency) std::printf("  %-34s %10.2f\n", r.name, cycles(r.fn, cycle) / r.count);
+  std::printf("# %-34s %10s\n", "independent instructions", "per cycle");
+  const Row throughput[] = {{"vpaddw", add8},          {"vpunpcklbw", unpack8},
+                            {"vpminuw", minu8},        {"vpternlogd", ternlog8},
+                            {"vpaddw, masked", masked_add8}, {"vpsllw", shift8},
+                            {"vpermt2b", perm8},       {"vdpbf16ps", dot8},
+                            {"vcvtps2ph zmm -> ymm", to_half8}, {"vinserti64x4", insert8},
+                            {"vptestmw -> k", test8},  {"4 vpermt2b + 4 vpaddw", perm_add},
+                            {"4 vpermt2b + 4 vdpbf16ps", perm_dot}, {"4 vdpbf16ps + 4 vpaddw", dot_add},
+                            {"4 vpermt2b + 4 vptestmw", perm_test}, {"4 vpermt2b + 4 vcvtps2ph", perm_to_half},
+                            {"4 vcvtps2ph + 4 vpaddw", to_half_add}};
+  for (const Row& r : throughput) std::printf("  %-34s %10.2f\n", r.name, kIndependent / cycles(r.fn, cycle));
+  std::printf("# %-34s %10s\n", "a dependent chain", "latency");
+  const Row latency[] = {{"vpaddw", add_latency},
+                         {"vpermi2b", perm_latency},
+                         {"vdpbf16ps (accumulator)", dot_latency},
+                         {"vcvtps2ph", to_half_latency},
+                         {"vptestmw -> k -> masked vpaddw", test_add_latency}};
+  for (const Row& r : latency) std::printf("  %-34s %10.2f\n", r.name, cycles(r.fn, cycle) / kChain);
   return 0;
 }
-
-#else
-
-int main() {
-  std::printf("weft-zmm-rates: x86-64 only; nothing to measure\n");
-  return 0;
-}
-
-#endif
