@@ -33,13 +33,44 @@ __device__ T from_first(T v) {
   return shared;
 }
 
+// Who may read what a block wrote: other blocks of this GPU, or also other GPUs and processes.
+enum class Scope { kGpu, kSystem };
+template <Scope S>
+__device__ inline void fence() {
+  if constexpr (S == Scope::kSystem) __threadfence_system();
+  else __threadfence();
+}
+
 // *p as thread 0 reads it (a counter or flag another block, GPU or process writes), for every
-// thread of the block.
+// thread of the block. load_acquire also fences, so that the block's later reads see what the
+// writer of *p wrote before it: thread 0 fences, and the barrier passes the order on.
 template <typename T>
 __device__ T read_by_first(const T* p) {
   T v{};
   if (threadIdx.x == 0) v = *reinterpret_cast<const volatile T*>(p);
   return from_first(v);
+}
+template <Scope S, typename T>
+__device__ T load_acquire(const T* p) {
+  T v{};
+  if (threadIdx.x == 0) {
+    v = *reinterpret_cast<const volatile T*>(p);
+    fence<S>();
+  }
+  return from_first(v);
+}
+
+// *p = v once every thread's writes so far are visible at scope S. One fence, by thread 0 after
+// the barrier (a fence orders what its thread has seen, the barrier's writes included), as NCCL's
+// kernels post a step, rather than a fence by every warp before the barrier: on an H200 that cost
+// the walker 12-18% of its bandwidth at 4 lanes in 1 MiB slots (docs/PERFORMANCE.md, "More bytes in flight").
+template <Scope S, typename T>
+__device__ void store_release(T* p, T v) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    fence<S>();
+    *reinterpret_cast<volatile T*>(p) = v;
+  }
 }
 
 // A load that bypasses L1: the bytes were written by another SM, GPU or process.
@@ -187,16 +218,8 @@ class GpuEnv {
       default: return nullptr;  // USER: refused at launch
     }
   }
-  __device__ bool done(uint32_t word) {
-    const uint32_t v = read_by_first(c_.done + word);
-    __threadfence();
-    return v == token_;
-  }
-  __device__ void set_done(uint32_t word) {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(c_.done + word) = token_;
-  }
+  __device__ bool done(uint32_t word) { return load_acquire<Scope::kGpu>(c_.done + word) == token_; }
+  __device__ void set_done(uint32_t word) { store_release<Scope::kGpu>(c_.done + word, token_); }
   __device__ uint64_t& next_chunk(uint32_t) { return chunk_; }
   __device__ void start_queue(uint32_t q) { chunk_ = c_.queues[q].first_chunk; }
   __device__ size_t slot_bytes(uint32_t q) { return c_.queues[q].slot_bytes; }
@@ -210,14 +233,10 @@ class GpuEnv {
     return f.slots + (n % f.slot_count) * f.slot_bytes;
   }
   __device__ void publish(uint32_t q, uint64_t n) {
-    __threadfence_system();
-    __syncthreads();
-    if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(counter(c_.queues[q].published)) = n + 1;
+    store_release<Scope::kSystem>(counter(c_.queues[q].published), n + 1);
   }
   __device__ bool can_recv(uint32_t q, uint64_t n) {
-    const uint64_t published = read_by_first(counter(c_.queues[q].published));
-    __threadfence_system();
-    return published > n;
+    return load_acquire<Scope::kSystem>(counter(c_.queues[q].published)) > n;
   }
   __device__ const char* recv_slot(uint32_t q, uint64_t n) {
     in_slot_ = send_slot(q, n);
@@ -225,9 +244,7 @@ class GpuEnv {
     return in_slot_;
   }
   __device__ void release(uint32_t q, uint64_t n) {
-    __threadfence_system();
-    __syncthreads();
-    if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(counter(c_.queues[q].released)) = n + 1;
+    store_release<Scope::kSystem>(counter(c_.queues[q].released), n + 1);
     in_slot_ = in_slot_end_ = nullptr;
   }
   __device__ const void* header_out(uint32_t) { return c_.header_out; }
