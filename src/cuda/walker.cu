@@ -108,8 +108,9 @@ __device__ void block_copy(char* dst, const char* src, size_t bytes, bool remote
     const size_t words = bytes / 16;
     auto* d = reinterpret_cast<uint4*>(dst);
     auto* s = reinterpret_cast<const uint4*>(src);
-    // Four loads in flight per thread before their stores, to hide the memory's latency.
-    constexpr size_t kUnroll = 4;
+    // kUnroll loads in flight per thread before their stores, to hide the memory's latency: a
+    // block of 512 threads keeps 64 KiB in flight.
+    constexpr size_t kUnroll = 8;
     size_t i = t;
     for (; i + (kUnroll - 1) * stride < words; i += kUnroll * stride) {
       uint4 v[kUnroll];
@@ -151,7 +152,7 @@ __device__ void block_reduce(char* dst, const char* a, const char* b, size_t n, 
   size_t done = 0;
   // 16 bytes at a time where the element work is small enough to repeat that often in the loop:
   // not fp8, which narrows in software (its 16 copies a word took this file from seconds to
-  // minutes to compile). Two words in flight a thread for the 4- and 8-byte types.
+  // minutes to compile). Four words of each operand in flight a thread for the 4- and 8-byte types.
   constexpr bool kWords = sizeof(B) >= 2 || std::is_integral<typename Fmt::Calc>::value;
   if constexpr (kWords) {
     if (aligned16(dst) && aligned16(a) && aligned16(b)) {
@@ -161,13 +162,18 @@ __device__ void block_reduce(char* dst, const char* a, const char* b, size_t n, 
       auto* yw = reinterpret_cast<const uint4*>(b);
       size_t i = t;
       if constexpr (sizeof(B) >= 4) {
-        // Both words' operands loaded before either store (dst may be a: each word is read before
+        // Every word's operands loaded before any store (dst may be a: each word is read before
         // it is written, and no thread touches another's words).
-        for (; i + stride < words; i += 2 * stride) {
-          const uint4 a0 = xw[i], a1 = xw[i + stride];
-          const uint4 b0 = load(yw + i, b_remote), b1 = load(yw + i + stride, b_remote);
-          dw[i] = combine<Fmt, Op>(a0, b0);
-          dw[i + stride] = combine<Fmt, Op>(a1, b1);
+        constexpr size_t kUnroll = 4;
+        for (; i + (kUnroll - 1) * stride < words; i += kUnroll * stride) {
+          uint4 x[kUnroll], y[kUnroll];
+#pragma unroll
+          for (size_t u = 0; u < kUnroll; ++u) {
+            x[u] = xw[i + u * stride];
+            y[u] = load(yw + i + u * stride, b_remote);
+          }
+#pragma unroll
+          for (size_t u = 0; u < kUnroll; ++u) dw[i + u * stride] = combine<Fmt, Op>(x[u], y[u]);
         }
       }
       for (; i < words; i += stride) dw[i] = combine<Fmt, Op>(xw[i], load(yw + i, b_remote));
