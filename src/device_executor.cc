@@ -13,8 +13,9 @@
 namespace weft {
 namespace {
 
-// Each way of a link: eight slots (of WEFT_DEVICE_WALKER_SLOT_BYTES, 1 MiB by default: a chunk
-// costs no host round trip here, unlike the cuda transport's, so slots need not be large).
+// Each way of a link: eight slots (of WEFT_DEVICE_WALKER_SLOT_BYTES, 4 MiB by default: each chunk
+// costs every lane a hand-over, so larger slots move more bytes a second, but a step of a few MiB
+// then fills one chunk and no longer pipelines; docs/PERFORMANCE.md, "More bytes in flight").
 constexpr uint32_t kSlotCount = 8;
 
 template <typename T>

@@ -58,12 +58,12 @@ struct Config {
   // WEFT_DEVICE_WALKER_LANES: the blocks each FIFO (and the local steps) of that kernel gets, each
   // moving its own part of every chunk; 1 to kMaxDeviceWalkerLanes. Every rank must set the same
   // (a call between ranks that differ fails on its header).
-  static constexpr int kMaxDeviceWalkerLanes = 8;
+  static constexpr int kMaxDeviceWalkerLanes = 16;
   int device_walker_lanes = 4;
   // WEFT_DEVICE_WALKER_SLOT_BYTES: the size of each of the 8 slots of that kernel's FIFOs, 64 KiB
   // to 64 MiB, a multiple of 4 KiB. Every rank must set the same (the link refuses a peer whose
   // FIFO differs).
-  size_t device_walker_slot_bytes = size_t{1} << 20;
+  size_t device_walker_slot_bytes = size_t{4} << 20;
   // WEFT_P2P_DISABLE (or NCCL_P2P_DISABLE): 1 sends device buffers between processes of one node
   // through host memory over shm instead of GPU to GPU over the cuda transport.
   bool p2p_disable = false;

@@ -233,9 +233,10 @@ int main() {
     check_case(w, c, ++seq);
   }
   // Back to back on the same FIFOs and done words, slots of 4 KiB, at the smallest, a middle and
-  // the largest (default) block, with one lane and with the most.
+  // the largest (default) block, with one lane and with eight (four ranks' kernels of up to seven
+  // walkers each must stay resident together: at 512 threads a block, an SM holds one).
   for (unsigned threads : {32u, 256u, cuda::kWalkerMaxThreads}) {
-    for (uint32_t lanes : {1u, device_walk::kMaxLanes}) {
+    for (uint32_t lanes : {1u, 8u}) {
       World w;
       w.slot_bytes = 4096;
       w.slots = 3;
@@ -250,6 +251,15 @@ int main() {
                    ++seq);
       }
     }
+  }
+  {  // the most lanes, at two ranks (2 x 3 walkers x 16 lanes stay resident), back to back
+    World w;
+    w.lanes = device_walk::kMaxLanes;
+    w.slot_bytes = device_walk::kMaxLanes * 1024;
+    w.slots = 3;
+    for (int round = 0; round < 3; ++round)
+      check_case(w, {walker_cases::args(algorithms::Collective::kAllReduce, 2, 300000), algorithms::Algorithm::kRing},
+                 ++seq);
   }
   {  // different calls: the header check fails somewhere, and every rank returns
     World w;

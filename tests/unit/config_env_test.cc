@@ -88,22 +88,22 @@ TEST_F(ConfigEnvTest, WalkerThreadsAreWarpMultiplesUpTo512) {
   EXPECT_NE(error().find("WEFT_DEVICE_WALKER_THREADS"), std::string::npos);
 }
 
-TEST_F(ConfigEnvTest, WalkerLanesFromOneToEight) {
+TEST_F(ConfigEnvTest, WalkerLanesFromOneToSixteen) {
   EXPECT_EQ(ok().device_walker_lanes, 4);
   ::setenv("WEFT_DEVICE_WALKER_LANES", "1", 1);
   EXPECT_EQ(ok().device_walker_lanes, 1);
-  ::setenv("WEFT_DEVICE_WALKER_LANES", "8", 1);
-  EXPECT_EQ(ok().device_walker_lanes, 8);
-  ::setenv("WEFT_DEVICE_WALKER_LANES", "9", 1);
-  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_LANES='9' is not from 1 to 8");
+  ::setenv("WEFT_DEVICE_WALKER_LANES", "16", 1);
+  EXPECT_EQ(ok().device_walker_lanes, 16);
+  ::setenv("WEFT_DEVICE_WALKER_LANES", "17", 1);
+  EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_LANES='17' is not from 1 to 16");
   ::setenv("WEFT_DEVICE_WALKER_LANES", "0", 1);
   EXPECT_NE(error().find("WEFT_DEVICE_WALKER_LANES"), std::string::npos);
 }
 
 TEST_F(ConfigEnvTest, WalkerSlotsAreWholePagesFrom64KiBTo64MiB) {
-  EXPECT_EQ(ok().device_walker_slot_bytes, size_t{1} << 20);
-  ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "4M", 1);
   EXPECT_EQ(ok().device_walker_slot_bytes, size_t{4} << 20);
+  ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "8M", 1);
+  EXPECT_EQ(ok().device_walker_slot_bytes, size_t{8} << 20);
   ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "100000", 1);
   EXPECT_EQ(error(), "WEFT_DEVICE_WALKER_SLOT_BYTES='100000' is not a multiple of 4 KiB from 64 KiB to 64 MiB");
   ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "128M", 1);
