@@ -74,7 +74,7 @@ Status CommState::device_setup(const Operation& op) {
       WEFT_TRY(host);
       return (*host)->connect(peer, channel + kKernelChannel, deadline);
     };
-    auto k = DeviceExecutor::make(rank_, config_, log_, control);
+    auto k = DeviceExecutor::make(rank_, config_, gpu_share_, log_, control);
     if (!k.ok()) {
       cuda::device_free(*flag);
       cuda::stream_destroy(*stream);

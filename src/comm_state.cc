@@ -1,6 +1,7 @@
 #include "src/comm_state.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "topology/nccl_xml.h"
 #include "topology/topo_file.h"
 #include "src/cpu_mask.h"
+#include "src/cuda/device.h"
 #include "src/node_id.h"
 
 namespace weft {
@@ -46,6 +48,15 @@ Status dump_topology(const std::string& path, const std::optional<topology::Syst
   auto found = topology::discover_this_machine();
   WEFT_TRY(found);
   return topology::save_nccl_xml(*found, path);
+}
+
+// This process's current GPU (as NCCL, the communicator's), for its card: empty with none usable.
+cuda::GpuIdentity current_gpu() {
+  if (!cuda::available()) return {};
+  auto device = cuda::current_device();
+  if (!device.ok()) return {};
+  auto g = cuda::gpu_identity(*device);
+  return g.ok() ? *g : cuda::GpuIdentity{};
 }
 
 // All-gathers variable-length blobs: lengths first, then the blobs padded to the longest.
@@ -198,22 +209,34 @@ Status CommState::init(const UniqueId& id) {
   put_blob(card, tcp_->local_card());
   put_blob(card, std::vector<uint8_t>(settings.begin(), settings.end()));
   put_blob(card, this_process_cpus());
+  const cuda::GpuIdentity gpu = current_gpu();
+  put_blob(card, std::vector<uint8_t>(gpu.bus_id.begin(), gpu.bus_id.end()));
+  const std::string sms = std::to_string(gpu.sms);
+  put_blob(card, std::vector<uint8_t>(sms.begin(), sms.end()));
   auto cards = allgather_blobs(*bootstrap_, card, deadline);
   WEFT_TRY(cards);
   std::vector<std::vector<uint8_t>> shm_cards(static_cast<size_t>(nranks_)), tcp_cards(static_cast<size_t>(nranks_));
   std::vector<std::string> settings_of(static_cast<size_t>(nranks_));
   std::vector<std::vector<uint8_t>> cpus_of(static_cast<size_t>(nranks_));
+  std::vector<std::string> gpus(static_cast<size_t>(nranks_));
   nodes_.resize(static_cast<size_t>(nranks_));
   for (size_t r = 0; r < static_cast<size_t>(nranks_); ++r) {
     size_t pos = 0;
-    std::vector<uint8_t> node, theirs;
+    std::vector<uint8_t> node, theirs, bus, sms_of;
     if (!take_blob((*cards)[r], pos, node) || !take_blob((*cards)[r], pos, shm_cards[r]) ||
         !take_blob((*cards)[r], pos, tcp_cards[r]) || !take_blob((*cards)[r], pos, theirs) ||
-        !take_blob((*cards)[r], pos, cpus_of[r]))
+        !take_blob((*cards)[r], pos, cpus_of[r]) || !take_blob((*cards)[r], pos, bus) ||
+        !take_blob((*cards)[r], pos, sms_of))
       return internal_error("rank " + std::to_string(r) + " sent a malformed card");
     nodes_[r].assign(node.begin(), node.end());
     settings_of[r].assign(theirs.begin(), theirs.end());
+    gpus[r].assign(bus.begin(), bus.end());
+    // The fewest multiprocessors of the ranks' GPUs: every rank then caps its walkers alike.
+    const int their_sms = std::atoi(std::string(sms_of.begin(), sms_of.end()).c_str());
+    if (!gpus[r].empty() && their_sms > 0)
+      gpu_share_.sms = gpu_share_.sms == 0 ? their_sms : std::min(gpu_share_.sms, their_sms);
   }
+  gpu_share_.ranks_per_gpu = ranks_per_gpu(nodes_, gpus);
   // Every rank compares every rank with rank 0, so all fail alike, naming the same two.
   for (size_t r = 1; r < static_cast<size_t>(nranks_); ++r) {
     const auto [first, other] = first_difference(settings_of[0], settings_of[r]);

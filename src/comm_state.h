@@ -191,6 +191,7 @@ class CommState : public ConnectionSource {
   algorithms::Layout layout_;
   std::optional<algorithms::Tuner> tuner_;  // set once init() knows the layout
   bool oversubscribed_ = false;             // more ranks on this node than CPUs this process may use
+  DeviceExecutor::GpuShare gpu_share_;      // how the ranks share GPUs (each rank's current one at init)
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<transport::Transport> self_, shm_, tcp_;
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;

@@ -36,9 +36,9 @@ Result<void*> upload(const std::vector<T>& v) {
 
 }  // namespace
 
-Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Config& config, Logger log,
-                                                             ControlLink control) {
-  std::unique_ptr<DeviceExecutor> e(new DeviceExecutor(rank, config, std::move(log), std::move(control)));
+Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Config& config, GpuShare share,
+                                                             Logger log, ControlLink control) {
+  std::unique_ptr<DeviceExecutor> e(new DeviceExecutor(rank, config, share, std::move(log), std::move(control)));
   auto err = cuda::host_alloc(sizeof(cuda::WalkerError));
   WEFT_TRY(err);
   e->error_ = static_cast<cuda::WalkerError*>(*err);
@@ -79,12 +79,16 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
   auto p = std::make_unique<Program>();
   p->host = flatten(plan.program, plan.index);
   const DeviceProgramView host_view = p->host.view();
-  if (!peers_reachable || host_view.queue_count > cuda::kWalkerMaxQueues || host_view.user_buffers > 0) {
+  const bool fits = lanes_for(a.nranks) > 0;
+  if (!peers_reachable || host_view.queue_count > cuda::kWalkerMaxQueues || host_view.user_buffers > 0 || !fits) {
     log_.info("device executor: " + algorithms::describe(a) + " with " +
               std::string(algorithms::algorithm_name(plan.algorithm)) + " stays with the host executor (" +
-              (!peers_reachable ? "a peer the cuda transport does not reach"
+              (!peers_reachable             ? "a peer the cuda transport does not reach"
                : host_view.user_buffers > 0 ? "a group of send/recv calls"
-                                            : std::to_string(host_view.queue_count) + " FIFOs") + ")");
+               : !fits ? std::to_string(share_.ranks_per_gpu) + " ranks share a GPU of " + std::to_string(share_.sms) +
+                             " multiprocessors: their walkers would not all fit on it at once"
+                       : std::to_string(host_view.queue_count) + " FIFOs") +
+              ")");
     programs_[key] = nullptr;
     return Status();
   }
@@ -145,7 +149,7 @@ Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes, bool zero)
 Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& a, const void* send, void* recv,
                               cuda::Stream stream) {
   Program& p = *programs_.at(key);
-  const uint32_t lanes = walker_lanes(lanes_, a.nranks);
+  const uint32_t lanes = lanes_for(a.nranks);
   const Deadline deadline = Deadline::after(timeout_);
   // Links first, in ascending (peer, channel) order at every rank, so their rendezvous cannot
   // deadlock (as the executor joins connections).

@@ -45,9 +45,15 @@ class DeviceExecutor {
   using ControlLink = std::function<Result<std::unique_ptr<transport::Connection>>(int peer, int channel, Deadline)>;
   using Key = algorithms::PlanKey;  // algorithms::plan_key(a, true)
 
+  // How the communicator's ranks share GPUs, from its cards (walker_lanes()).
+  struct GpuShare {
+    int ranks_per_gpu = 1;  // the most of its ranks on one GPU
+    int sms = 0;            // the fewest multiprocessors of its ranks' GPUs (0: not known)
+  };
   // From `config`: the timeout, and the walkers' threads, lanes and slot size
   // (WEFT_DEVICE_WALKER_THREADS, _LANES, _SLOT_BYTES).
-  static Result<std::unique_ptr<DeviceExecutor>> make(int rank, const Config& config, Logger log, ControlLink control);
+  static Result<std::unique_ptr<DeviceExecutor>> make(int rank, const Config& config, GpuShare share, Logger log,
+                                                      ControlLink control);
   ~DeviceExecutor();
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
@@ -75,10 +81,12 @@ class DeviceExecutor {
     size_t tmp_bytes = 0;
   };
 
-  DeviceExecutor(int rank, const Config& config, Logger log, ControlLink control)
+  DeviceExecutor(int rank, const Config& config, GpuShare share, Logger log, ControlLink control)
       : rank_(rank), timeout_(config.timeout), threads_(config.device_walker_threads),
-        lanes_(config.device_walker_lanes), slot_bytes_(config.device_walker_slot_bytes), log_(std::move(log)),
-        control_(std::move(control)) {}
+        lanes_(config.device_walker_lanes), share_(share), slot_bytes_(config.device_walker_slot_bytes),
+        log_(std::move(log)), control_(std::move(control)) {}
+  // walker_lanes() for a call of `nranks`.
+  uint32_t lanes_for(int nranks) const { return walker_lanes(lanes_, nranks, share_.ranks_per_gpu, share_.sms); }
   Result<transport::WalkerLink*> link(int peer, int channel, Deadline deadline);
   // A device block of at least `bytes` in *block (grown by powers of two; the old one retired); a
   // new block is zeroed when `zero`.
@@ -87,7 +95,8 @@ class DeviceExecutor {
   const int rank_;
   const std::chrono::milliseconds timeout_;
   const int threads_;
-  const int lanes_;  // configured; walker_lanes() decides per call
+  const int lanes_;  // configured; lanes_for() decides per call
+  const GpuShare share_;
   const size_t slot_bytes_;
   const Logger log_;
   const ControlLink control_;

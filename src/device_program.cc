@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "algorithms/collective.h"
 #include "algorithms/program_index.h"
+#include "src/cuda/walker.h"
 #include "src/device_walker.h"
 
 namespace weft {
@@ -88,9 +91,21 @@ DeviceProgram flatten(const algorithms::Program& p, const ProgramIndex& index) {
   return d;
 }
 
-uint32_t walker_lanes(int configured, int nranks) {
+uint32_t walker_lanes(int configured, int nranks, int ranks_per_gpu, int sms) {
   const int fit = kWalkerBlockBudget / (2 * nranks + 1);
-  return static_cast<uint32_t>(std::clamp(std::min(configured, fit), 1, Config::kMaxDeviceWalkerLanes));
+  const int lanes = std::clamp(std::min(configured, fit), 1, Config::kMaxDeviceWalkerLanes);
+  if (sms <= 0) return static_cast<uint32_t>(lanes);
+  // A kernel has at most kWalkerMaxQueues queue walkers (programs with more stay with the host).
+  const int walkers = std::min(2 * nranks + 1, static_cast<int>(cuda::kWalkerMaxQueues) + 1);
+  return static_cast<uint32_t>(std::min(lanes, sms / (std::max(ranks_per_gpu, 1) * walkers)));
+}
+
+int ranks_per_gpu(const std::vector<std::string>& nodes, const std::vector<std::string>& gpus) {
+  std::map<std::pair<std::string, std::string>, int> count;
+  int most = 1;
+  for (size_t r = 0; r < gpus.size() && r < nodes.size(); ++r)
+    if (!gpus[r].empty()) most = std::max(most, ++count[{nodes[r], gpus[r]}]);
+  return most;
 }
 
 void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint32_t lanes,

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "weft/types.h"
@@ -89,10 +90,18 @@ DeviceProgram flatten(const algorithms::Program& p, const algorithms::ProgramInd
 
 // The lanes a call's walkers run with: `configured` (WEFT_DEVICE_WALKER_LANES), fewer where the
 // rank count would make more blocks than about kWalkerBlockBudget a rank (a rank has up to about
-// 2 x (nranks - 1) FIFOs, and every block of every rank on a GPU must be resident at once, since
-// they wait on one another). Decided from what every rank knows alike, so ranks agree.
+// 2 x (nranks - 1) FIFOs and a walker for its local steps), and fewer where the ranks of the
+// communicator that share one GPU (`ranks_per_gpu`) would together run more blocks than its `sms`
+// multiprocessors hold (one block an SM: at 512 threads the walker's registers fill one; sms 0:
+// not known, no such cap). Every block of every rank on a GPU must be resident at once, since
+// they wait on one another. 0: not one lane a walker fits, and the host executor runs the calls.
+// Decided from what every rank knows alike (the rank count, the communicator's cards), so ranks
+// agree.
 inline constexpr int kWalkerBlockBudget = 64;
-uint32_t walker_lanes(int configured, int nranks);
+uint32_t walker_lanes(int configured, int nranks, int ranks_per_gpu = 1, int sms = 0);
+// The most ranks that share one GPU, given each rank's node and GPU (its PCI bus id; "" for a
+// rank with none, which shares with nobody): at least 1.
+int ranks_per_gpu(const std::vector<std::string>& nodes, const std::vector<std::string>& gpus);
 
 // The header (device_walk::kHeaderBytes) a walker queue sends first: what `sender` calls, its
 // seq-th call of the kind, and the lanes its walkers run; the receiver compares it with the one it

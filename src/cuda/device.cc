@@ -98,6 +98,15 @@ Result<int> current_device() {
   return d;
 }
 
+Result<GpuIdentity> gpu_identity(int device) {
+  char bus[32] = {};
+  WEFT_TRY(check(cudaDeviceGetPCIBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId"));
+  GpuIdentity g;
+  g.bus_id = bus;
+  WEFT_TRY(check(cudaDeviceGetAttribute(&g.sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute"));
+  return g;
+}
+
 Result<Stream> stream_create() {
   cudaStream_t s = nullptr;
   WEFT_TRY(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "weft/status.h"
 #include "weft/types.h"
@@ -36,6 +37,12 @@ bool is_device_pointer(const void* p);
 Result<int> pointer_device(const void* p);
 Status set_device(int device);
 Result<int> current_device();
+// What tells GPUs apart across processes, and how many blocks can run on one at once.
+struct GpuIdentity {
+  std::string bus_id;  // PCI bus id, e.g. "0000:3B:00.0" (unique on its node)
+  int sms = 0;         // multiprocessors
+};
+Result<GpuIdentity> gpu_identity(int device);
 
 Result<Stream> stream_create();
 void stream_destroy(Stream s);

@@ -22,6 +22,7 @@ bool cuda::is_device_pointer(const void*) { return false; }
 Result<int> cuda::pointer_device(const void*) { return none(); }
 Status cuda::set_device(int) { return none(); }
 Result<int> cuda::current_device() { return none(); }
+Result<cuda::GpuIdentity> cuda::gpu_identity(int) { return none(); }
 Result<Stream> cuda::stream_create() { return none(); }
 void cuda::stream_destroy(Stream) {}
 Status cuda::stream_sync(Stream) { return none(); }

@@ -363,9 +363,36 @@ TEST(DeviceWalker, LanesShrinkWithTheRankCount) {
   EXPECT_EQ(walker_lanes(8, 16), 1u);
   EXPECT_EQ(walker_lanes(1, 2), 1u);
   EXPECT_EQ(walker_lanes(4, 1000), 1u);
+  EXPECT_EQ(walker_lanes(16, 2), 12u);
   const CollectiveArgs a = args(Collective::kAllReduce, 2, 10);
   EXPECT_NE(header_for(a, 0, 1, 1), header_for(a, 0, 1, 4));
   EXPECT_EQ(header_for(a, 0, 1, 4), header_for(a, 0, 1, 4));
+}
+
+// Ranks that share a GPU: together their walkers (up to 2 x nranks + 1 each, at most 31) times the
+// lanes stay within its multiprocessors, one block each; where not one lane fits, 0 (the host
+// executor runs the calls). With a GPU each, or the multiprocessors not known, the rank budget
+// alone decides.
+TEST(DeviceWalker, LanesShrinkWhereRanksShareAGpu) {
+  EXPECT_EQ(walker_lanes(4, 2, 1, 132), 4u);
+  EXPECT_EQ(walker_lanes(16, 2, 1, 132), 12u);  // the rank budget: 64 / 5
+  EXPECT_EQ(walker_lanes(16, 2, 2, 132), 12u);  // 132 / (2 x 5) = 13
+  EXPECT_EQ(walker_lanes(4, 4, 4, 132), 3u);    // 132 / (4 x 9) = 3
+  EXPECT_EQ(walker_lanes(4, 8, 8, 132), 0u);    // 8 x 17 walkers > 132
+  EXPECT_EQ(walker_lanes(4, 8, 4, 132), 1u);    // 4 x 17 = 68
+  EXPECT_EQ(walker_lanes(4, 64, 1, 132), 1u);   // at most 31 walkers: 31 <= 132
+  EXPECT_EQ(walker_lanes(4, 64, 5, 132), 0u);   // 5 x 31 > 132
+  EXPECT_EQ(walker_lanes(4, 8, 8, 0), 3u);      // not known: as with a GPU each
+}
+
+TEST(DeviceWalker, RanksPerGpuCountsRanksOnTheSameNodeAndBus) {
+  EXPECT_EQ(ranks_per_gpu({}, {}), 1);
+  EXPECT_EQ(ranks_per_gpu({"a", "a"}, {"", ""}), 1);  // no GPUs
+  EXPECT_EQ(ranks_per_gpu({"a", "a", "a", "a"}, {"0000:01:00.0", "0000:02:00.0", "0000:03:00.0", "0000:04:00.0"}), 1);
+  EXPECT_EQ(ranks_per_gpu({"a", "a", "a"}, {"0000:01:00.0", "0000:01:00.0", "0000:02:00.0"}), 2);
+  // The same bus id on two nodes is two GPUs.
+  EXPECT_EQ(ranks_per_gpu({"a", "b", "a", "b"}, {"0000:01:00.0", "0000:01:00.0", "0000:02:00.0", "0000:02:00.0"}), 1);
+  EXPECT_EQ(ranks_per_gpu({"a", "a", "a", "a"}, {"0000:01:00.0", "0000:01:00.0", "0000:01:00.0", "0000:01:00.0"}), 4);
 }
 
 }  // namespace
