@@ -79,16 +79,17 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
   auto p = std::make_unique<Program>();
   p->host = flatten(plan.program, plan.index);
   const DeviceProgramView host_view = p->host.view();
-  const bool fits = lanes_for(a.nranks) > 0;
-  if (!peers_reachable || host_view.queue_count > cuda::kWalkerMaxQueues || host_view.user_buffers > 0 || !fits) {
+  // Why the host executor keeps the call; empty when the kernel takes it.
+  std::string left;
+  if (!peers_reachable) left = "a peer the cuda transport does not reach";
+  else if (host_view.user_buffers > 0) left = "a group of send/recv calls";
+  else if (lanes_for(a.nranks) == 0)
+    left = std::to_string(share_.ranks_per_gpu) + " ranks share a GPU of " + std::to_string(share_.sms) +
+           " multiprocessors: their walkers would not all fit on it at once";
+  else if (host_view.queue_count > cuda::kWalkerMaxQueues) left = std::to_string(host_view.queue_count) + " FIFOs";
+  if (!left.empty()) {
     log_.info("device executor: " + algorithms::describe(a) + " with " +
-              std::string(algorithms::algorithm_name(plan.algorithm)) + " stays with the host executor (" +
-              (!peers_reachable             ? "a peer the cuda transport does not reach"
-               : host_view.user_buffers > 0 ? "a group of send/recv calls"
-               : !fits ? std::to_string(share_.ranks_per_gpu) + " ranks share a GPU of " + std::to_string(share_.sms) +
-                             " multiprocessors: their walkers would not all fit on it at once"
-                       : std::to_string(host_view.queue_count) + " FIFOs") +
-              ")");
+              std::string(algorithms::algorithm_name(plan.algorithm)) + " stays with the host executor (" + left + ")");
     programs_[key] = nullptr;
     return Status();
   }
