@@ -114,16 +114,45 @@ Result<void*> CommState::device_scratch(size_t bytes) {
   return *p;
 }
 
-Status CommState::launch_on_device(const Operation& op, bool* taken) {
+Status CommState::launch_group_on_device(Operation& op, bool* taken) {
+  if (!kernel_executor_->takes_groups(nranks_)) return Status();
+  std::vector<algorithms::PeerOp> kernel_ops, host_ops;
+  std::vector<void*> kernel_buffers, host_buffers;
+  for (size_t i = 0; i < op.peer_ops.size(); ++i) {
+    auto host = transport_for(op.peer_ops[i].peer);
+    WEFT_TRY(host);
+    const bool kernel = cuda_reaches(*host);
+    (kernel ? kernel_ops : host_ops).push_back(op.peer_ops[i]);
+    (kernel ? kernel_buffers : host_buffers).push_back(op.buffers[i]);
+  }
+  if (kernel_ops.empty()) return Status();
+  {
+    cuda::DeviceGuard guard(device_);
+    WEFT_TRY(kernel_executor_->launch_group(nranks_, kernel_ops, kernel_buffers, op.stream));
+  }
+  if (host_ops.empty()) {
+    *taken = true;
+    return Status();
+  }
+  log_.trace("device executor: a group of " + std::to_string(op.peer_ops.size()) + " send/recv calls: " +
+             std::to_string(host_ops.size()) + " to peers the cuda transport does not reach stay with the host executor");
+  op.peer_ops = std::move(host_ops);
+  op.buffers = std::move(host_buffers);
+  return Status();
+}
+
+Status CommState::launch_on_device(Operation& op, bool* taken) {
   *taken = false;
-  if (op.args.coll == algorithms::Collective::kSendRecv) return Status();
+  if (op.args.coll == algorithms::Collective::kSendRecv) return launch_group_on_device(op, taken);
   const algorithms::PlanKey key = algorithms::plan_key(op.args, true);
   DeviceExecutor::Known known = kernel_executor_->known(key);
   if (known == DeviceExecutor::Known::kNo) {
     const algorithms::Plan plan = make_plan(op.args, true);
+    // Every rank of the communicator, not only this program's peers: a rank whose program stays
+    // on its node (a broadcast's leaf, say) must decide as its peers do, whose programs may not.
     bool reachable = true;
-    for (const auto& l : plan.index.links) {
-      auto host = transport_for(l.peer);
+    for (int peer = 0; peer < nranks_; ++peer) {
+      auto host = transport_for(peer);
       WEFT_TRY(host);
       reachable = reachable && cuda_reaches(*host);
     }

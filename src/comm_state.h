@@ -163,8 +163,12 @@ class CommState : public ConnectionSource {
   // REQUIRES: queue_mu_ held. The stream, flag and device the first device op brings.
   Status device_setup(const Operation& op);
   // WEFT_DEVICE_EXECUTOR=kernel, on the caller's thread: queues `op` as a kernel on its stream
-  // when the device executor takes its program (*taken), else leaves it to the host executor.
-  Status launch_on_device(const Operation& op, bool* taken);
+  // when the device executor takes its program (*taken), else leaves it to the host executor. A
+  // group: the calls to peers the cuda transport reaches go to the kernel, and the rest stay in
+  // `op` for the host executor (*taken when none are left). The split is by peer, so the two
+  // ends of a pair agree whatever else their groups hold.
+  Status launch_on_device(Operation& op, bool* taken);
+  Status launch_group_on_device(Operation& op, bool* taken);
   // Stream order, on the caller's thread before its stream is held: makes the device
   // connections and scratch `op` needs, so that its run allocates nothing.
   Status prepare_device(const Operation& op);

@@ -8,6 +8,8 @@
 #include <string>
 #include <type_traits>
 
+#include "algorithms/algorithms.h"
+#include "algorithms/program_index.h"
 #include "src/device_walker.h"
 
 namespace weft {
@@ -63,6 +65,11 @@ DeviceExecutor::~DeviceExecutor() {
   cuda::device_free(tmp_);
   cuda::device_free(done_);
   for (void* b : retired_) cuda::device_free(b);
+  for (GroupTable& t : tables_) {
+    cuda::host_free(t.host);
+    cuda::device_free(t.device);
+    cuda::event_destroy(t.used);
+  }
   cuda::event_destroy(last_);
   cuda::host_free(error_);
   cuda::host_free(abort_flag_);
@@ -81,7 +88,7 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
   const DeviceProgramView host_view = p->host.view();
   // Why the host executor keeps the call; empty when the kernel takes it.
   std::string left;
-  if (!peers_reachable) left = "a peer the cuda transport does not reach";
+  if (!peers_reachable) left = "a rank the cuda transport does not reach";
   else if (host_view.user_buffers > 0) left = "a group of send/recv calls";
   else if (lanes_for(a.nranks) == 0)
     left = std::to_string(share_.ranks_per_gpu) + " ranks share a GPU of " + std::to_string(share_.sms) +
@@ -110,7 +117,6 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
     for (void* a : p->arrays) cuda::device_free(a);
     return s;
   }
-  for (uint32_t q = 0; q < p->view.queue_count; ++q) p->chunks.push_back(p->host.chunks(q, slot_bytes_));
   p->tmp_bytes = plan.program.tmp_count * dtype_size(p->host.dtype);
   programs_[key] = std::move(p);
   return Status();
@@ -147,22 +153,20 @@ Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes, bool zero)
   return Status();
 }
 
-Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& a, const void* send, void* recv,
-                              cuda::Stream stream) {
-  Program& p = *programs_.at(key);
-  const uint32_t lanes = lanes_for(a.nranks);
+Status DeviceExecutor::fill_queues(const DeviceProgram& host,
+                                   const std::function<void(uint32_t, uint8_t (&)[64])>& header,
+                                   cuda::WalkerCall* call) {
   const Deadline deadline = Deadline::after(timeout_);
   // Links first, in ascending (peer, channel) order at every rank, so their rendezvous cannot
   // deadlock (as the executor joins connections).
   std::vector<std::pair<int, int>> order;
-  for (const DeviceQueue& dq : p.host.queues) order.emplace_back(dq.peer, dq.channel);
+  for (const DeviceQueue& dq : host.queues) order.emplace_back(dq.peer, dq.channel);
   std::sort(order.begin(), order.end());
   for (const auto& [peer, channel] : order) WEFT_TRY(link(peer, channel, deadline));
-  cuda::WalkerCall call;
-  for (uint32_t q = 0; q < p.view.queue_count; ++q) {
-    const DeviceQueue& dq = p.host.queues[q];
+  for (uint32_t q = 0; q < host.queues.size(); ++q) {
+    const DeviceQueue& dq = host.queues[q];
     transport::WalkerLink& link = *links_.at({dq.peer, dq.channel});
-    cuda::WalkerFifo& f = call.queues[q];
+    cuda::WalkerFifo& f = call->queues[q];
     const transport::WalkerBlock& to = dq.is_send ? link.peers() : link.mine();  // whose slots
     f.slots = to.slots;
     f.published = to.published;
@@ -172,29 +176,150 @@ Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& 
     f.peer = dq.peer;
     uint64_t& next = dq.is_send ? link.sent : link.received;
     f.first_chunk = next;
-    next += p.chunks[q];
-    walker_header(a, dq.peer, seq_ + 1, lanes, f.header_expected);
+    next += host.chunks(q, link.slot_bytes());
+    header(q, f.header);
   }
-  WEFT_TRY(grow(&tmp_, &tmp_size_, p.tmp_bytes));
+  return Status();
+}
+
+Status DeviceExecutor::enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_t lanes, cuda::Stream stream) {
+  WEFT_TRY(grow(&tmp_, &tmp_size_, tmp_bytes));
   // The done flags and the stop word after them start at 0; each call marks them with its own
   // token (walker.h), so they need no clearing between calls.
-  WEFT_TRY(grow(&done_, &done_size_, (size_t{p.view.step_count} * lanes + 1) * sizeof(uint32_t), true));
-  call.program = p.view;
-  call.in = const_cast<char*>(static_cast<const char*>(send));
-  call.out = static_cast<char*>(recv);
+  WEFT_TRY(grow(&done_, &done_size_, (size_t{call.program.step_count} * lanes + 1) * sizeof(uint32_t), true));
   call.tmp = static_cast<char*>(tmp_);
   call.done = static_cast<uint32_t*>(done_);
-  walker_header(a, rank_, seq_ + 1, lanes, call.header_out);
   call.lanes = lanes;
   call.abort = abort_flag_;
   call.error = error_;
   call.timeout_ns = static_cast<uint64_t>(timeout_.count()) * 1'000'000;
-  call.seq = seq_ + 1;
+  call.seq = launches_ + 1;
   if (launched_) WEFT_TRY(cuda::stream_wait_event(stream, last_));
   WEFT_TRY(cuda::launch_walker(call, stream, static_cast<unsigned>(threads_)));
   WEFT_TRY(cuda::event_record(last_, stream));
   launched_ = true;
+  ++launches_;
+  return Status();
+}
+
+Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& a, const void* send, void* recv,
+                              cuda::Stream stream) {
+  Program& p = *programs_.at(key);
+  const uint32_t lanes = lanes_for(a.nranks);
+  cuda::WalkerCall call;
+  call.program = p.view;
+  WEFT_TRY(fill_queues(p.host, [&](uint32_t q, uint8_t (&out)[64]) {
+    const DeviceQueue& dq = p.host.queues[q];
+    walker_header(a, dq.is_send ? rank_ : dq.peer, seq_ + 1, lanes, out);
+  }, &call));
+  call.in = const_cast<char*>(static_cast<const char*>(send));
+  call.out = static_cast<char*>(recv);
+  WEFT_TRY(enqueue(call, p.tmp_bytes, lanes, stream));
   ++seq_;
+  return Status();
+}
+
+bool DeviceExecutor::takes_groups(int nranks) {
+  // Two FIFOs a peer, this rank included (a rank may send to itself).
+  const bool fits = 2 * static_cast<int64_t>(nranks) <= cuda::kWalkerMaxQueues;
+  const bool takes = fits && lanes_for(nranks) > 0;
+  if (!groups_logged_) {
+    groups_logged_ = true;
+    log_.info(takes ? std::string("device executor: groups of send/recv calls run here (their calls to peers the "
+                                  "cuda transport reaches; the rest on the host executor)")
+                    : "device executor: groups of send/recv calls stay with the host executor (" +
+                          (fits ? std::string("the walkers of " + std::to_string(nranks) + " ranks would not fit the GPU")
+                                : std::to_string(nranks) + " ranks: a group's FIFOs, two a peer, would not fit one "
+                                  "kernel's " + std::to_string(cuda::kWalkerMaxQueues)) + ")");
+  }
+  return takes;
+}
+
+Result<DeviceExecutor::GroupTable*> DeviceExecutor::next_table() {
+  while (tables_.size() < kGroupTables) {
+    GroupTable t;
+    auto h = cuda::host_alloc(kGroupTableBytes);
+    WEFT_TRY(h);
+    t.host = static_cast<char*>(*h);
+    auto d = cuda::device_alloc(kGroupTableBytes);
+    auto e = d.ok() ? cuda::event_create() : Result<cuda::Event>(d.status());
+    if (!e.ok()) {
+      cuda::host_free(t.host);
+      if (d.ok()) cuda::device_free(*d);
+      return e.status();
+    }
+    t.device = static_cast<char*>(*d);
+    t.used = *e;
+    tables_.push_back(t);
+  }
+  GroupTable& t = tables_[next_table_];
+  next_table_ = (next_table_ + 1) % tables_.size();
+  const Deadline deadline = Deadline::after(timeout_);
+  while (t.pending) {
+    auto done = cuda::event_done(t.used);
+    WEFT_TRY(done);
+    if (*done) break;
+    if (deadline.expired())
+      return timeout_error("rank " + std::to_string(rank_) + ": the device executor's group " +
+                           std::to_string(kGroupTables) + " groups ago did not finish within " +
+                           std::to_string(timeout_.count()) + " ms (its table is needed again)");
+    sched_yield();
+  }
+  t.pending = false;
+  return &t;
+}
+
+Status DeviceExecutor::launch_group(int nranks, const std::vector<algorithms::PeerOp>& ops,
+                                    const std::vector<void*>& buffers, cuda::Stream stream) {
+  const algorithms::Program program = algorithms::sendrecv_group(ops, rank_, nranks);
+  const DeviceProgram host = flatten(program, algorithms::index_program(program));
+  const uint32_t lanes = lanes_for(nranks);
+  // The table: the buffers, then the program's arrays, each at a multiple of 8 bytes.
+  size_t used = 0;
+  std::vector<std::pair<const void*, size_t>> parts;
+  auto place = [&](const void* data, size_t bytes) {
+    const size_t at = used;
+    parts.emplace_back(data, bytes);
+    used += (bytes + 7) / 8 * 8;
+    return at;
+  };
+  const size_t user_at = place(buffers.data(), buffers.size() * sizeof(void*));
+  const size_t steps_at = place(host.steps.data(), host.steps.size() * sizeof(DeviceStep));
+  const size_t deps_at = place(host.deps.data(), host.deps.size() * sizeof(uint32_t));
+  const size_t queues_at = place(host.queues.data(), host.queues.size() * sizeof(DeviceQueue));
+  const size_t queue_steps_at = place(host.queue_steps.data(), host.queue_steps.size() * sizeof(uint32_t));
+  const size_t local_at = place(host.local_steps.data(), host.local_steps.size() * sizeof(uint32_t));
+  if (used > kGroupTableBytes)
+    return invalid_argument("rank " + std::to_string(rank_) + ": a group of " + std::to_string(ops.size()) +
+                            " send/recv calls on device buffers is too large for the device executor (its table "
+                            "takes " + std::to_string(used) + " bytes of " + std::to_string(kGroupTableBytes) + ")");
+  auto table = next_table();
+  WEFT_TRY(table);
+  GroupTable& t = **table;
+  size_t at = 0;
+  for (const auto& [data, bytes] : parts) {
+    if (bytes > 0) std::memcpy(t.host + at, data, bytes);
+    at += (bytes + 7) / 8 * 8;
+  }
+  DeviceProgramView view = host.view();
+  view.steps = reinterpret_cast<const DeviceStep*>(t.device + steps_at);
+  view.deps = reinterpret_cast<const uint32_t*>(t.device + deps_at);
+  view.queues = reinterpret_cast<const DeviceQueue*>(t.device + queues_at);
+  view.queue_steps = reinterpret_cast<const uint32_t*>(t.device + queue_steps_at);
+  view.local_steps = reinterpret_cast<const uint32_t*>(t.device + local_at);
+  cuda::WalkerCall call;
+  call.program = view;
+  call.user = reinterpret_cast<char* const*>(t.device + user_at);
+  WEFT_TRY(fill_queues(host, [&](uint32_t q, uint8_t (&out)[64]) {
+    const DeviceQueue& dq = host.queues[q];
+    uint64_t& groups = (dq.is_send ? groups_sent_ : groups_received_)[{dq.peer, dq.channel}];
+    walker_group_header(host, q, dq.is_send ? rank_ : dq.peer, ++groups, lanes, out);
+  }, &call));
+  // The copy waits for nothing: the table's last reader has finished (next_table()).
+  WEFT_TRY(cuda::copy_async(t.device, t.host, used, stream));
+  WEFT_TRY(enqueue(call, 0, lanes, stream));
+  WEFT_TRY(cuda::event_record(t.used, stream));
+  t.pending = true;
   return Status();
 }
 
@@ -206,7 +331,7 @@ Status DeviceExecutor::wait_last() {
     WEFT_TRY(done);
     if (*done) break;
     if (deadline.expired())
-      return timeout_error("rank " + std::to_string(rank_) + ": device call " + std::to_string(seq_) +
+      return timeout_error("rank " + std::to_string(rank_) + ": device call " + std::to_string(launches_) +
                            " (the device executor's) did not finish within " + std::to_string(2 * timeout_.count()) +
                            " ms");
     sched_yield();

@@ -4,13 +4,18 @@
 // stream sees its result; nothing of weft's runs on the host for it afterwards. So it needs
 // neither weft's thread nor a held stream (docs/NCCL.md, "Stream order").
 //
-// Takes a call whose program's peers the cuda transport reaches (this node, P2P allowed) and has
-// at most cuda::kWalkerMaxQueues FIFOs; groups of send/recv calls and the rest stay with the
-// host executor. Per (peer, channel) it keeps a WalkerLink (device memory both ranks map), made
-// on first use; per call kind, the program flattened and copied to the device once. Launches
-// are ordered one after another on the GPU (each waits for the previous one's event), so one
-// TMP and one set of done flags serve them all; TMP grows by powers of two and an outgrown
-// block is freed only at destruction (cudaFree waits for the whole device).
+// Takes a collective of a communicator whose ranks the cuda transport all reaches (one node, P2P
+// allowed; so that every rank decides alike) and whose program has at most cuda::kWalkerMaxQueues
+// FIFOs; the rest stay with the host executor. Takes the part
+// of a group of send/recv calls whose peers it reaches, where the communicator's groups fit a
+// kernel (takes_groups()); the caller runs the rest of the group on the host executor. Per (peer,
+// channel) it keeps a WalkerLink (device memory both ranks map), made on first use; per
+// collective kind, the program flattened and copied to the device once; a group's program and
+// buffer table go with the call (a pinned host table copied on the call's stream; kGroupTables
+// of them in turn). Launches are ordered one after another on the GPU (each waits for the
+// previous one's event), so one TMP and one set of done flags serve them all; TMP grows by
+// powers of two and an outgrown block is freed only at destruction (cudaFree waits for the whole
+// device).
 //
 // A kernel that fails (the peer made another call, the communicator's timeout, an abort) writes
 // a WalkerError into pinned host memory; error() turns it into a Status naming the rank, the peer
@@ -61,10 +66,23 @@ class DeviceExecutor {
   // Whether the program for `key` is known: taken (ready to launch) or left to the host.
   enum class Known { kNo, kTaken, kLeft };
   Known known(const Key& key) const;
-  // Takes the plan for `key` when it can run it (uploads it), else remembers to leave it.
+  // Takes the plan for `key` when it can run it (uploads it), else remembers to leave it;
+  // peers_reachable: the cuda transport reaches every rank of the communicator.
   Status add(const Key& key, const algorithms::CollectiveArgs& a, const algorithms::Plan& plan, bool peers_reachable);
   // Queues call `a` (of a key that is kTaken) on `stream`: send/recv are the user's buffers.
   Status launch(const Key& key, const algorithms::CollectiveArgs& a, const void* send, void* recv, cuda::Stream stream);
+
+  // Whether the groups of send/recv calls of a communicator of `nranks` run here (the part of
+  // each whose peers the cuda transport reaches): where a group's FIFOs, two a peer, fit one
+  // kernel and its walkers get a lane. From the rank count and the configuration alone, so that
+  // every rank decides alike. Says why not in the log, once.
+  bool takes_groups(int nranks);
+  // Queues a group of send/recv calls (`ops` in call order; USER(i) is buffers[i]) of a
+  // communicator of `nranks` on `stream`. Ranks match their sends and receives to each other in
+  // order, as NCCL does; where they differ in number or size the kernel stops on the header
+  // check. REQUIRES: takes_groups(nranks); every peer of `ops` reached by the cuda transport.
+  Status launch_group(int nranks, const std::vector<algorithms::PeerOp>& ops, const std::vector<void*>& buffers,
+                      cuda::Stream stream);
 
   // Blocks until the last launch has finished (bounded by the timeout, which the kernel keeps
   // too); its failure, if any.
@@ -77,9 +95,19 @@ class DeviceExecutor {
     DeviceProgram host;
     DeviceProgramView view;       // the arrays on the device
     std::vector<void*> arrays;    // their allocations
-    std::vector<uint64_t> chunks; // per queue, per call
     size_t tmp_bytes = 0;
   };
+  // A group's buffer table and program arrays: written into `host` (pinned), copied to `device`
+  // on the call's stream; `used` is recorded after the kernel that reads them, and the table's
+  // next use waits for it.
+  struct GroupTable {
+    char* host = nullptr;
+    char* device = nullptr;
+    cuda::Event used = nullptr;
+    bool pending = false;
+  };
+  static constexpr size_t kGroupTables = 8;
+  static constexpr size_t kGroupTableBytes = size_t{64} << 10;
 
   DeviceExecutor(int rank, const Config& config, GpuShare share, Logger log, ControlLink control)
       : rank_(rank), timeout_(config.timeout), threads_(config.device_walker_threads),
@@ -88,6 +116,15 @@ class DeviceExecutor {
   // walker_lanes() for a call of `nranks`.
   uint32_t lanes_for(int nranks) const { return walker_lanes(lanes_, nranks, share_.ranks_per_gpu, share_.sms); }
   Result<transport::WalkerLink*> link(int peer, int channel, Deadline deadline);
+  // Points call's queues at their links (made on first use, in ascending (peer, channel) order)
+  // and takes each queue's chunk numbers; `header(q, out)` writes queue q's header.
+  Status fill_queues(const DeviceProgram& host, const std::function<void(uint32_t, uint8_t (&)[64])>& header,
+                     cuda::WalkerCall* call);
+  // Queues `call` (its program, queues and buffers set) on `stream` after the last launch, with
+  // TMP of at least tmp_bytes and done flags for its steps.
+  Status enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_t lanes, cuda::Stream stream);
+  // The next group table, once the kernel that last read it has finished (bounded by the timeout).
+  Result<GroupTable*> next_table();
   // A device block of at least `bytes` in *block (grown by powers of two; the old one retired); a
   // new block is zeroed when `zero`.
   Status grow(void** block, size_t* size, size_t bytes, bool zero = false);
@@ -111,7 +148,13 @@ class DeviceExecutor {
   uint32_t* abort_flag_ = nullptr;      // pinned host memory the kernels read
   cuda::Event last_ = nullptr;          // the end of the last launch
   bool launched_ = false;
-  uint64_t seq_ = 0;                    // calls launched
+  uint64_t seq_ = 0;                    // collectives launched (their headers' number)
+  uint64_t launches_ = 0;               // kernels launched (each one's token for the done flags)
+  // Per (peer, channel): the groups that sent on it, and that received on it (their headers' number).
+  std::map<std::pair<int, int>, uint64_t> groups_sent_, groups_received_;
+  std::vector<GroupTable> tables_;  // made on the first group
+  size_t next_table_ = 0;
+  bool groups_logged_ = false;
 };
 
 }  // namespace weft

@@ -118,4 +118,26 @@ void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq
   std::memcpy(out, words, sizeof out);
 }
 
+void walker_group_header(const DeviceProgram& p, uint32_t q, int sender, uint64_t group, uint32_t lanes,
+                         uint8_t (&out)[64]) {
+  const DeviceQueue& dq = p.queues[q];
+  const size_t elem = dtype_size(p.dtype);
+  uint64_t bytes = 0, hash = 0xcbf29ce484222325ull;  // FNV-1a over the sizes
+  for (uint32_t k = 0; k < dq.steps_count; ++k) {
+    const uint64_t b = p.steps[p.queue_steps[dq.steps_begin + k]].count * elem;
+    bytes += b;
+    hash = (hash ^ b) * 0x100000001b3ull;
+  }
+  const uint64_t words[] = {0x5746 | uint64_t{lanes} << 16,
+                            static_cast<uint64_t>(algorithms::Collective::kSendRecv),
+                            bytes,
+                            dq.steps_count,
+                            hash,
+                            0,
+                            static_cast<uint64_t>(sender),
+                            group};
+  static_assert(sizeof words == sizeof out);
+  std::memcpy(out, words, sizeof out);
+}
+
 }  // namespace weft

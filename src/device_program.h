@@ -107,5 +107,12 @@ int ranks_per_gpu(const std::vector<std::string>& nodes, const std::vector<std::
 // seq-th call of the kind, and the lanes its walkers run; the receiver compares it with the one it
 // builds for its peer.
 void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint32_t lanes, uint8_t (&out)[64]);
+// The header queue q of a group of send/recv calls (algorithms::sendrecv_group) sends first, or,
+// a receive queue, expects: `sender`, the pair's `group` number this way (both ends count the
+// groups that used the FIFO), the lanes, and the queue's messages: how many, their bytes, and a
+// hash of their sizes in order. So ranks whose sends and receives to each other differ in number
+// or size fail the check instead of reading one message's bytes as another's.
+void walker_group_header(const DeviceProgram& p, uint32_t q, int sender, uint64_t group, uint32_t lanes,
+                         uint8_t (&out)[64]);
 
 }  // namespace weft

@@ -216,12 +216,12 @@ class GpuEnv {
   __device__ uint32_t lane() const { return lane_; }
   __device__ uint32_t lanes() const { return c_.lanes; }
 
-  __device__ char* buffer(uint8_t kind, uint32_t) {
+  __device__ char* buffer(uint8_t kind, uint32_t index) {
     switch (kind) {
       case 0: return c_.in;
       case 1: return c_.out;
       case 2: return c_.tmp;
-      default: return nullptr;  // USER: refused at launch
+      default: return c_.user[index];  // USER: launch_walker checked the table is there
     }
   }
   __device__ bool done(uint32_t word) { return load_acquire<Scope::kGpu>(c_.done + word) == token_; }
@@ -253,9 +253,9 @@ class GpuEnv {
     store_release<Scope::kSystem>(counter(c_.queues[q].released), n + 1);
     in_slot_ = in_slot_end_ = nullptr;
   }
-  __device__ const void* header_out(uint32_t) { return c_.header_out; }
+  __device__ const void* header_out(uint32_t q) { return c_.queues[q].header; }
   __device__ bool header_ok(uint32_t q, const char* got) {
-    const uint8_t* want = c_.queues[q].header_expected;
+    const uint8_t* want = c_.queues[q].header;
     bool same = true;
     for (unsigned i = threadIdx.x; i < device_walk::kHeaderBytes; i += blockDim.x)
       same = same && load_cg(reinterpret_cast<const uint8_t*>(got) + i) == want[i];
@@ -354,7 +354,8 @@ __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
 
 Status launch_walker(const WalkerCall& call, Stream s, unsigned threads) {
   const DeviceProgramView& p = call.program;
-  if (p.user_buffers > 0) return invalid_argument("the device executor does not run groups of send/recv calls yet");
+  if (p.user_buffers > 0 && call.user == nullptr)
+    return invalid_argument("a device executor program with USER buffers (a group) needs their table");
   if (p.queue_count > kWalkerMaxQueues)
     return invalid_argument("the device executor takes at most " + std::to_string(kWalkerMaxQueues) +
                             " queues; this program has " + std::to_string(p.queue_count));

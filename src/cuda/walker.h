@@ -34,8 +34,8 @@ struct WalkerFifo {
   uint64_t first_chunk = 0;       // the number of this call's first chunk on the queue
   uint64_t slot_bytes = 0;        // >= device_walk::kHeaderBytes; a multiple of 16
   uint32_t slot_count = 0;
-  int32_t peer = 0;                  // the peer's rank (for the error)
-  uint8_t header_expected[64] = {};  // a receive queue: the peer's header for this call
+  int32_t peer = 0;         // the peer's rank (for the error)
+  uint8_t header[64] = {};  // a send queue: the header it sends; a receive queue: the one it expects
 };
 
 // The first failure of a call, written by the walker that failed (0 while none).
@@ -53,13 +53,13 @@ struct WalkerCall {
   char* in = nullptr;
   char* out = nullptr;
   char* tmp = nullptr;
+  char* const* user = nullptr;  // a group's buffers, USER(i) (device memory); null for a collective
   // program.step_count x lanes + 1 words of device memory: a step's done flag per lane
   // (device_walk::done_word), then the stop word. Zero at first; a call writes its token (derived
   // from `seq`: never 0, never the last call's) into them, so calls that follow one another on the
   // same words need no clearing in between.
   uint32_t* done = nullptr;
   uint32_t lanes = 1;  // blocks per walker, 1 to device_walk::kMaxLanes
-  uint8_t header_out[64] = {};
   WalkerFifo queues[kWalkerMaxQueues];
   const volatile uint32_t* abort = nullptr;  // nonzero: stop (e.g. mapped host memory); may be null
   WalkerError* error = nullptr;              // device or mapped host memory
@@ -69,9 +69,8 @@ struct WalkerCall {
 static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
 
 // Queues the walker for `call` on `s`, `threads` (32 to kWalkerMaxThreads, a multiple of 32) per
-// block. Refuses programs with more than kWalkerMaxQueues queues or with USER buffers (groups),
-// which stay with the host executor, and slots too small for call.lanes parts of
-// device_walk::kHeaderBytes.
+// block. Refuses programs with more than kWalkerMaxQueues queues or with USER buffers (groups)
+// but no call.user table, and slots too small for call.lanes parts of device_walk::kHeaderBytes.
 Status launch_walker(const WalkerCall& call, Stream s, unsigned threads);
 
 }  // namespace weft::cuda

@@ -169,6 +169,25 @@ void collectives(ncclDataType_t t, size_t count, uint64_t seed, ncclRedOp_t prem
     ncclResult_t end = ncclGroupEnd();
     return res != ncclSuccess ? res : end;
   });
+  // All-to-all as PyTorch posts it: one group of a send to and a receive from every rank, itself
+  // included; here each block in two messages of unequal size, the receives posted in reverse.
+  compare("send/recv all-to-all " + tn, count * e * n, count * e * n, -1, seed + 36,
+          [&](void* s, void* r, cudaStream_t st) {
+            const size_t first = count / 3;
+            ncclResult_t res = ncclGroupStart();
+            for (int j = 0; j < nranks && res == ncclSuccess; ++j) {
+              char* block = static_cast<char*>(s) + static_cast<size_t>(j) * count * e;
+              res = ncclSend(block, first, t, j, comm, st);
+              if (res == ncclSuccess) res = ncclSend(block + first * e, count - first, t, j, comm, st);
+            }
+            for (int j = nranks - 1; j >= 0 && res == ncclSuccess; --j) {
+              char* block = static_cast<char*>(r) + static_cast<size_t>(j) * count * e;
+              res = ncclRecv(block, first, t, j, comm, st);
+              if (res == ncclSuccess) res = ncclRecv(block + first * e, count - first, t, j, comm, st);
+            }
+            ncclResult_t end = ncclGroupEnd();
+            return res != ncclSuccess ? res : end;
+          });
 }
 
 // PreMulSum calls on device buffers that may be in flight together: two in one group, then two

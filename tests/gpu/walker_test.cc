@@ -141,7 +141,6 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
   k.seq = seq;
   k.lanes = w.lanes;
   const walker_cases::Header out_header = walker_cases::header_for(a, r, seq, w.lanes);
-  std::memcpy(k.header_out, out_header.data(), sizeof k.header_out);
   for (uint32_t q = 0; q < v.queue_count && q < cuda::kWalkerMaxQueues; ++q) {
     const DeviceQueue& dq = c->program.queues[q];
     Fifo& f = dq.is_send ? w.fifo(r, dq.peer, dq.channel) : w.fifo(dq.peer, r, dq.channel);
@@ -154,8 +153,8 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
     uint64_t& next = dq.is_send ? f.sent : f.received;
     wf.first_chunk = next;
     next += c->program.chunks(q, w.slot_bytes);
-    const walker_cases::Header expected = walker_cases::header_for(a, dq.peer, seq, w.lanes);
-    std::memcpy(wf.header_expected, expected.data(), sizeof wf.header_expected);
+    const walker_cases::Header header = dq.is_send ? out_header : walker_cases::header_for(a, dq.peer, seq, w.lanes);
+    std::memcpy(wf.header, header.data(), sizeof wf.header);
   }
   c->error = reinterpret_cast<cuda::WalkerError*>(device_bytes(sizeof(cuda::WalkerError)));
   k.error = c->error;

@@ -3,7 +3,8 @@
 // every (collective, algorithm) of the table against the serial reference (bench/reference.h) at
 // 1-5 and 8 ranks, ragged counts, in and out of place, tiny slots (so a message takes many chunks
 // and the FIFOs wrap), calls back to back on the same FIFOs, and that ranks which made different
-// calls stop on the header check instead of hanging.
+// calls stop on the header check instead of hanging; and groups of send/recv calls (USER buffers),
+// whose sends and receives to each other must match in number and size.
 #include "src/device_walker.h"
 
 #include <sched.h>
@@ -78,6 +79,7 @@ struct RankCall {
   std::unique_ptr<std::atomic<uint8_t>[]> done;  // step_count x lanes
   std::vector<Fifo*> queue_fifo;  // per queue
   std::vector<Header> header_out, header_expected;
+  std::vector<char*> user;  // a group's buffers: USER(i)
 };
 
 // One lane of one walker.
@@ -89,12 +91,12 @@ class CpuEnv {
       chunk_.push_back(c.view.queues[q].is_send ? f(q).sent : f(q).received);
   }
 
-  char* buffer(uint8_t kind, uint32_t) {
+  char* buffer(uint8_t kind, uint32_t index) {
     switch (static_cast<algorithms::BufferKind>(kind)) {
       case algorithms::BufferKind::kIn: return c_.in_ptr;
       case algorithms::BufferKind::kOut: return c_.out_ptr;
       case algorithms::BufferKind::kTmp: return c_.tmp.data();
-      case algorithms::BufferKind::kUser: break;
+      case algorithms::BufferKind::kUser: return c_.user.at(index);
     }
     return nullptr;
   }
@@ -142,6 +144,20 @@ class CpuEnv {
   std::vector<uint64_t> chunk_;  // per queue: this lane's next chunk
 };
 
+// Clears c's done flags and points each of its queues at its FIFO, with the header
+// `header(q, sender)` for each end of the queue (this rank's, the peer's).
+void attach(World& w, RankCall& c, const std::function<Header(uint32_t q, int sender)>& header) {
+  const size_t words = size_t{c.view.step_count} * c.lanes;
+  c.done.reset(new std::atomic<uint8_t>[std::max<size_t>(words, 1)]);
+  for (size_t i = 0; i < words; ++i) c.done[i].store(0);
+  for (uint32_t q = 0; q < c.view.queue_count; ++q) {
+    const DeviceQueue& dq = c.view.queues[q];
+    c.queue_fifo.push_back(dq.is_send ? &w.fifo(c.rank, dq.peer, dq.channel) : &w.fifo(dq.peer, c.rank, dq.channel));
+    c.header_out.push_back(header(q, c.rank));
+    c.header_expected.push_back(header(q, dq.peer));
+  }
+}
+
 // Builds rank r's part of call `a` with `algo`, input filled, output poisoned.
 std::unique_ptr<RankCall> make_call(World& w, const CollectiveArgs& a, Algorithm algo, int r, uint64_t seq,
                                     uint32_t lanes = 0) {
@@ -165,15 +181,7 @@ std::unique_ptr<RankCall> make_call(World& w, const CollectiveArgs& a, Algorithm
   }
   bench::fill_input(a, r, c->in_ptr, seq);
   c->lanes = lanes > 0 ? lanes : w.lanes;
-  const size_t words = size_t{c->view.step_count} * c->lanes;
-  c->done.reset(new std::atomic<uint8_t>[std::max<size_t>(words, 1)]);
-  for (size_t i = 0; i < words; ++i) c->done[i].store(0);
-  for (uint32_t q = 0; q < c->view.queue_count; ++q) {
-    const DeviceQueue& dq = c->view.queues[q];
-    c->queue_fifo.push_back(dq.is_send ? &w.fifo(r, dq.peer, dq.channel) : &w.fifo(dq.peer, r, dq.channel));
-    c->header_out.push_back(header_for(a, r, seq, c->lanes));
-    c->header_expected.push_back(header_for(a, dq.peer, seq, c->lanes));
-  }
+  attach(w, *c, [&](uint32_t, int sender) { return header_for(a, sender, seq, c->lanes); });
   return c;
 }
 
@@ -393,6 +401,119 @@ TEST(DeviceWalker, RanksPerGpuCountsRanksOnTheSameNodeAndBus) {
   // The same bus id on two nodes is two GPUs.
   EXPECT_EQ(ranks_per_gpu({"a", "b", "a", "b"}, {"0000:01:00.0", "0000:01:00.0", "0000:02:00.0", "0000:02:00.0"}), 1);
   EXPECT_EQ(ranks_per_gpu({"a", "a", "a", "a"}, {"0000:01:00.0", "0000:01:00.0", "0000:01:00.0", "0000:01:00.0"}), 4);
+}
+
+// One rank's part of a group of send/recv calls (algorithms::sendrecv_group): `ops` in call order,
+// each with its own buffer (USER(i)); `group` numbers the group on every FIFO (both ends count).
+std::unique_ptr<RankCall> make_group(World& w, int r, const std::vector<algorithms::PeerOp>& ops, uint64_t group,
+                                     std::vector<std::vector<char>>& buffers) {
+  auto c = std::make_unique<RankCall>();
+  c->rank = r;
+  c->args.coll = Collective::kSendRecv;
+  c->args.nranks = w.nranks;
+  c->args.dtype = DataType::kUint8;
+  const algorithms::Program program = algorithms::sendrecv_group(ops, r, w.nranks);
+  c->program = flatten(program, algorithms::index_program(program));
+  c->view = c->program.view();
+  c->lanes = w.lanes;
+  for (auto& b : buffers) c->user.push_back(b.data());
+  attach(w, *c, [&](uint32_t q, int sender) {
+    uint8_t bytes[device_walk::kHeaderBytes];
+    walker_group_header(c->program, q, sender, group, c->lanes, bytes);
+    Header h{};
+    std::memcpy(h.data(), bytes, sizeof bytes);
+    return h;
+  });
+  return c;
+}
+
+// The byte `from` sends `to` at offset i of its k-th message to it in group g.
+char sent_byte(int from, int to, int k, size_t i, uint64_t g) {
+  return static_cast<char>(from * 37 + to * 11 + k * 5 + static_cast<int>(i % 251) + static_cast<int>(g));
+}
+
+// A group at n ranks: each rank sends each other rank (itself included) `per_peer` messages of
+// sizes that differ by pair and message (some empty, some many chunks), posted in an order that
+// interleaves peers and puts receives before sends at odd ranks; every byte arrives where the
+// matching receive put it, and each FIFO's chunk count moves as DeviceProgram::chunks says.
+void expect_group_delivers(World& w, int per_peer, uint64_t g) {
+  const int n = w.nranks;
+  auto size = [&](int from, int to, int k) -> size_t { return static_cast<size_t>((from * 7 + to * 13 + k * 101 + g * 3) % 900) * ((k + to) % 3); };
+  std::vector<std::vector<algorithms::PeerOp>> ops(n);
+  std::vector<std::vector<std::vector<char>>> bufs(n);
+  struct Expect {
+    int rank, buffer, from, k;
+  };
+  std::vector<Expect> expect;
+  for (int r = 0; r < n; ++r)
+    for (int k = 0; k < per_peer; ++k)
+      for (int j = 0; j < n; ++j) {
+        const int peer = (r + j) % n;
+        for (bool is_send : {r % 2 == 0, r % 2 != 0}) {
+          algorithms::PeerOp op;
+          op.is_send = is_send;
+          op.peer = peer;
+          op.bytes = is_send ? size(r, peer, k) : size(peer, r, k);
+          std::vector<char> b(std::max<size_t>(op.bytes, 1), 0);
+          if (is_send)
+            for (size_t i = 0; i < op.bytes; ++i) b[i] = sent_byte(r, peer, k, i, g);
+          else
+            expect.push_back({r, static_cast<int>(bufs[r].size()), peer, k});
+          ops[r].push_back(op);
+          bufs[r].push_back(std::move(b));
+        }
+      }
+  std::vector<std::unique_ptr<RankCall>> calls;
+  for (int r = 0; r < n; ++r) calls.push_back(make_group(w, r, ops[r], g, bufs[r]));
+  std::vector<std::vector<uint64_t>> before;
+  for (auto& c : calls) {
+    before.emplace_back();
+    for (uint32_t q = 0; q < c->view.queue_count; ++q)
+      before.back().push_back(c->view.queues[q].is_send ? c->queue_fifo[q]->sent : c->queue_fifo[q]->received);
+  }
+  for (int o : run_call(w, calls)) ASSERT_EQ(o, device_walk::kDone) << n << " ranks, group " << g;
+  for (size_t r = 0; r < calls.size(); ++r)
+    for (uint32_t q = 0; q < calls[r]->view.queue_count; ++q) {
+      const RankCall& c = *calls[r];
+      const uint64_t after = c.view.queues[q].is_send ? c.queue_fifo[q]->sent : c.queue_fifo[q]->received;
+      EXPECT_EQ(after - before[r][q], c.program.chunks(q, w.slot_bytes)) << "rank " << r << " queue " << q;
+    }
+  long wrong = 0;
+  for (const Expect& e : expect) {
+    const std::vector<char>& b = bufs[e.rank][e.buffer];
+    for (size_t i = 0; i < size(e.from, e.rank, e.k); ++i) wrong += b[i] != sent_byte(e.from, e.rank, e.k, i, g);
+  }
+  EXPECT_EQ(wrong, 0) << n << " ranks, " << per_peer << " messages a pair, group " << g;
+}
+
+TEST(DeviceWalker, GroupsOfSendRecvDeliverEveryMessage) {
+  for (int n : {1, 2, 3, 5})
+    for (uint32_t lanes : {1u, 3u}) {
+      World w;
+      w.nranks = n;
+      w.lanes = lanes;
+      w.slot_bytes = 448;  // most messages take several chunks; three lanes split a slot unevenly
+      w.slots = 2;
+      // Groups back to back on the same FIFOs, their numbers counting on.
+      for (uint64_t g = 1; g <= 3; ++g) expect_group_delivers(w, 2, g);
+    }
+}
+
+// A receive whose size differs from the matching send (or a message too many): the header check
+// stops both ranks instead of one message's bytes landing in another's buffer.
+TEST(DeviceWalker, GroupsThatDisagreeStopOnTheHeader) {
+  struct Case {
+    std::vector<size_t> sends, recvs;
+  };
+  for (const Case& k : {Case{{100}, {50}}, Case{{100, 50}, {50, 100}}, Case{{10, 20}, {10}}}) {
+    std::vector<std::vector<char>> bufs[2];
+    expect_header_stops(2, 128, [&k, &bufs](World& w, int r) {
+      std::vector<algorithms::PeerOp> ops;
+      for (size_t b : r == 0 ? k.sends : k.recvs) ops.push_back({r == 0, 1 - r, b});
+      bufs[r].assign(ops.size(), std::vector<char>(256));
+      return make_group(w, r, ops, 1, bufs[r]);
+    });
+  }
 }
 
 }  // namespace
