@@ -153,7 +153,7 @@ Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes, bool zero)
   return Status();
 }
 
-Status DeviceExecutor::fill_queues(const DeviceProgram& host,
+Status DeviceExecutor::fill_queues(const DeviceProgram& host, uint32_t lanes,
                                    const std::function<void(uint32_t, uint8_t (&)[64])>& header,
                                    cuda::WalkerCall* call) {
   const Deadline deadline = Deadline::after(timeout_);
@@ -176,7 +176,7 @@ Status DeviceExecutor::fill_queues(const DeviceProgram& host,
     f.peer = dq.peer;
     uint64_t& next = dq.is_send ? link.sent : link.received;
     f.first_chunk = next;
-    next += host.chunks(q, link.slot_bytes());
+    next += host.chunks(q, link.slot_bytes(), lanes);
     header(q, f.header);
   }
   return Status();
@@ -208,7 +208,7 @@ Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& 
   const uint32_t lanes = lanes_for(a.nranks);
   cuda::WalkerCall call;
   call.program = p.view;
-  WEFT_TRY(fill_queues(p.host, [&](uint32_t q, uint8_t (&out)[64]) {
+  WEFT_TRY(fill_queues(p.host, lanes, [&](uint32_t q, uint8_t (&out)[64]) {
     const DeviceQueue& dq = p.host.queues[q];
     walker_header(a, dq.is_send ? rank_ : dq.peer, seq_ + 1, lanes, out);
   }, &call));
@@ -310,7 +310,7 @@ Status DeviceExecutor::launch_group(int nranks, const std::vector<algorithms::Pe
   cuda::WalkerCall call;
   call.program = view;
   call.user = reinterpret_cast<char* const*>(t.device + user_at);
-  WEFT_TRY(fill_queues(host, [&](uint32_t q, uint8_t (&out)[64]) {
+  WEFT_TRY(fill_queues(host, lanes, [&](uint32_t q, uint8_t (&out)[64]) {
     const DeviceQueue& dq = host.queues[q];
     uint64_t& groups = (dq.is_send ? groups_sent_ : groups_received_)[{dq.peer, dq.channel}];
     walker_group_header(host, q, dq.is_send ? rank_ : dq.peer, ++groups, lanes, out);

@@ -42,9 +42,9 @@ DeviceProgramView DeviceProgram::view() const {
   return v;
 }
 
-uint64_t DeviceProgram::chunks(uint32_t q, size_t slot_bytes) const {
+uint64_t DeviceProgram::chunks(uint32_t q, size_t slot_bytes, uint32_t lanes) const {
   const size_t elem = dtype_size(dtype);
-  const size_t chunk = slot_bytes / elem * elem;
+  const size_t chunk = device_walk::chunk_bytes(slot_bytes, lanes, elem);
   const DeviceQueue& dq = queues[q];
   uint64_t n = 1;
   for (uint32_t k = 0; k < dq.steps_count; ++k) {

@@ -81,9 +81,10 @@ struct DeviceProgram {
 
   // Views of this object's arrays (valid while it lives and is not changed).
   DeviceProgramView view() const;
-  // The chunks queue q moves in one call through slots of `slot_bytes`, its header included (the
-  // walkers cut each step's bytes into chunks of slot_bytes rounded down to whole elements).
-  uint64_t chunks(uint32_t q, size_t slot_bytes) const;
+  // The chunks queue q moves in one call through slots of `slot_bytes` walked by `lanes` lanes,
+  // its header included (the walkers cut each step's bytes into chunks of
+  // device_walk::chunk_bytes()).
+  uint64_t chunks(uint32_t q, size_t slot_bytes, uint32_t lanes) const;
 };
 
 DeviceProgram flatten(const algorithms::Program& p, const algorithms::ProgramIndex& index);

@@ -18,8 +18,11 @@
 // Lanes: each walker may run as several lanes at once (on the GPU a block each), so that one FIFO
 // moves more than one block's worth of bytes. Lane k of a FIFO's two ends owns its own fixed part
 // of every slot (slot_part) and its own pair of counters, so the lanes of a FIFO are independent
-// FIFOs over shared slots; a lane of the local walker takes its part of each local step
-// (step_part). A step is done when all its lanes are, and a step starts when all lanes of its
+// FIFOs over shared slots. Each chunk is shared out evenly among the lanes whatever its length
+// (share), and lane k's share sits at the start of its part of the slot, so that a chunk shorter
+// than a slot (a step of a few MiB in slots of 4) still keeps every lane busy; a full chunk
+// (chunk_bytes) fills every part. A lane of the local walker takes its share of each local step
+// the same way. A step is done when all its lanes are, and a step starts when all lanes of its
 // dependencies are done. The header rides in lane 0's part (every part is at least kHeaderBytes);
 // the other lanes pass its chunk number without touching the slot.
 //
@@ -99,19 +102,25 @@ WEFT_HOST_DEVICE inline Part slot_part(size_t slot_bytes, uint32_t lane, uint32_
   return {begin, lane + 1 == lanes ? slot_bytes - begin : each};
 }
 
-// Lane `lane`'s part of a run of `bytes` (a local step): kHeaderBytes units spread evenly, the
-// rest (bytes % kHeaderBytes) with the last lane. Offsets stay multiples of every element size.
-WEFT_HOST_DEVICE inline Part step_part(size_t bytes, uint32_t lane, uint32_t lanes) {
-  const size_t units = bytes / kHeaderBytes, each = (units + lanes - 1) / lanes;
-  const size_t begin = smaller(lane * each, units) * kHeaderBytes;
-  const size_t end = lane + 1 == lanes ? bytes : smaller((lane + 1) * each, units) * kHeaderBytes;
+// Lane `lane`'s share of a run of `bytes` (a chunk, or a local step): its kHeaderBytes units dealt
+// out evenly (the first units % lanes lanes one more), the rest (bytes % kHeaderBytes) with the
+// last lane. Offsets stay multiples of every element size; every lane has a share once there is a
+// unit for each. A chunk's share fits the lane's slot part (the longest chunk is chunk_bytes(): a
+// lane's part in units of every lane, so the last lane, which gets no extra unit, has room for
+// the rest).
+WEFT_HOST_DEVICE inline Part share(size_t bytes, uint32_t lane, uint32_t lanes) {
+  const size_t units = bytes / kHeaderBytes, base = units / lanes, extra = units % lanes;
+  const size_t begin = (lane * base + smaller(lane, extra)) * kHeaderBytes;
+  const size_t end = lane + 1 == lanes ? bytes : begin + (base + (lane < extra ? 1 : 0)) * kHeaderBytes;
   return {begin, end - begin};
 }
 
-// A chunk of `len` bytes: the part of it in `slot`.
-WEFT_HOST_DEVICE inline Part clip(Part slot, size_t len) {
-  if (slot.begin >= len) return {slot.begin, 0};
-  return {slot.begin, smaller(slot.bytes, len - slot.begin)};
+// The longest chunk on a FIFO of `slot_bytes` walked by `lanes` lanes, in whole elements of
+// `elem_bytes`: the whole slot for one lane; else `lanes` times a lane's part of kHeaderBytes units
+// (the last part's ragged end unused), so that every lane's share of any chunk fits its part.
+WEFT_HOST_DEVICE inline size_t chunk_bytes(size_t slot_bytes, uint32_t lanes, size_t elem_bytes) {
+  if (lanes == 1) return slot_bytes / elem_bytes * elem_bytes;
+  return slot_part(slot_bytes, 0, lanes).bytes * lanes;
 }
 
 // Step i is done at every lane.
@@ -155,13 +164,14 @@ WEFT_HOST_DEVICE int walk_queue(Env& env, const DeviceProgramView& p, uint32_t q
     env.release(q, n++);
     if (!ok) return kHeaderMismatch;
   }
-  const size_t chunk = env.slot_bytes(q) / p.elem_bytes * p.elem_bytes;
-  const Part mine = slot_part(chunk, lane, lanes);
+  const size_t chunk = chunk_bytes(env.slot_bytes(q), lanes, p.elem_bytes);
+  const size_t at = slot_part(env.slot_bytes(q), lane, lanes).begin;  // this lane's part of a slot
   for (uint32_t k = 0; k < fq.steps_count; ++k) {
     const uint32_t i = p.queue_steps[fq.steps_begin + k];
     const DeviceStep& s = p.steps[i];
     const size_t bytes = s.count * p.elem_bytes;
-    if (clip(mine, smaller(bytes, chunk)).bytes == 0) {  // no part of any of the step's chunks
+    // The first chunk is the longest: a lane with no share of it has none of any.
+    if (share(smaller(bytes, chunk), lane, lanes).bytes == 0) {
       const uint64_t chunks = (bytes + chunk - 1) / chunk;
       if (chunks > 0) {
         n += chunks;
@@ -176,11 +186,11 @@ WEFT_HOST_DEVICE int walk_queue(Env& env, const DeviceProgramView& p, uint32_t q
     if (fq.is_send) {
       const char* src = source(env, p, s);
       for (size_t off = 0; off < bytes; off += chunk) {
-        const Part part = clip(mine, smaller(bytes - off, chunk));
+        const Part part = share(smaller(bytes - off, chunk), lane, lanes);
         if (part.bytes > 0) {
           while (!env.can_send(q, n))
             if (!env.pause()) return kStopped;
-          env.copy(env.send_slot(q, n) + part.begin, src + off + part.begin, part.bytes);
+          env.copy(env.send_slot(q, n) + at, src + off + part.begin, part.bytes);
         }
         env.publish(q, n++);
       }
@@ -188,11 +198,11 @@ WEFT_HOST_DEVICE int walk_queue(Env& env, const DeviceProgramView& p, uint32_t q
       char* dst = destination(env, p, s);
       const char* with = s.kind == kRecvReduce ? source(env, p, s) : nullptr;
       for (size_t off = 0; off < bytes; off += chunk) {
-        const Part part = clip(mine, smaller(bytes - off, chunk));
+        const Part part = share(smaller(bytes - off, chunk), lane, lanes);
         if (part.bytes > 0) {
           while (!env.can_recv(q, n))
             if (!env.pause()) return kStopped;
-          const char* slot = env.recv_slot(q, n) + part.begin;
+          const char* slot = env.recv_slot(q, n) + at;
           char* to = dst + off + part.begin;
           if (with != nullptr) env.reduce(to, with + off + part.begin, slot, part.bytes / p.elem_bytes);
           else env.copy(to, slot, part.bytes);
@@ -218,7 +228,7 @@ WEFT_HOST_DEVICE int walk_local(Env& env, const DeviceProgramView& p) {
       const uint32_t i = p.local_steps[k];
       if (env.done(done_word(i, lane, lanes))) continue;
       const DeviceStep& s = p.steps[i];
-      const Part part = step_part(s.count * p.elem_bytes, lane, lanes);
+      const Part part = share(s.count * p.elem_bytes, lane, lanes);
       if (part.bytes > 0 && !deps_met(env, p, i)) continue;
       char* dst = destination(env, p, s) + part.begin;
       const size_t count = part.bytes / p.elem_bytes;

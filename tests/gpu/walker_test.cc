@@ -152,7 +152,7 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
     wf.slot_count = w.slots;
     uint64_t& next = dq.is_send ? f.sent : f.received;
     wf.first_chunk = next;
-    next += c->program.chunks(q, w.slot_bytes);
+    next += c->program.chunks(q, w.slot_bytes, w.lanes);
     const walker_cases::Header header = dq.is_send ? out_header : walker_cases::header_for(a, dq.peer, seq, w.lanes);
     std::memcpy(wf.header, header.data(), sizeof wf.header);
   }

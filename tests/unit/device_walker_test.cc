@@ -248,7 +248,7 @@ long run_checked(World& w, const CollectiveArgs& a, Algorithm algo, uint64_t seq
     const RankCall& c = *calls[r];
     for (uint32_t q = 0; q < c.view.queue_count; ++q) {
       const uint64_t after = c.view.queues[q].is_send ? c.queue_fifo[q]->sent : c.queue_fifo[q]->received;
-      EXPECT_EQ(after - before[r][q], c.program.chunks(q, w.slot_bytes)) << "rank " << r << " queue " << q;
+      EXPECT_EQ(after - before[r][q], c.program.chunks(q, w.slot_bytes, c.lanes)) << "rank " << r << " queue " << q;
     }
   }
   long wrong = 0;
@@ -269,7 +269,7 @@ TEST(DeviceWalker, EveryAlgorithmMatchesTheReference) {
 }
 
 // Three lanes a walker, slots that do not split evenly (parts of 128, 128 and 192 bytes): chunks
-// shorter than a slot leave lanes idle, and the last lane takes the ragged end.
+// of at most 384 bytes, each shared out among the three lanes, the last one taking a ragged end.
 TEST(DeviceWalker, LanesShareEverySlot) {
   for (const walker_cases::Case& c : walker_cases::every_algorithm()) {
     World w;
@@ -280,6 +280,35 @@ TEST(DeviceWalker, LanesShareEverySlot) {
                                                       << algorithms::algorithm_name(c.algorithm)
                                                       << (c.a.in_place ? " in place" : "") << ", 3 lanes";
   }
+}
+
+// Every chunk, whatever its length up to chunk_bytes(), is shared out among the lanes so that the
+// shares cover it once, in order, each inside its lane's part of the slot (no lane writes where
+// another lane of the peer reads), and every lane gets a share once the chunk has a unit for each.
+TEST(DeviceWalker, ChunkSharesFitTheLanesParts) {
+  for (size_t slot : {size_t{64}, size_t{448}, size_t{1000}, size_t{4096}, size_t{4} << 20})
+    for (uint32_t lanes = 1; lanes <= device_walk::kMaxLanes && lanes * device_walk::kHeaderBytes <= slot; ++lanes)
+      for (size_t elem : {size_t{1}, size_t{2}, size_t{8}}) {
+        const size_t chunk = device_walk::chunk_bytes(slot, lanes, elem);
+        ASSERT_LE(chunk, slot);
+        ASSERT_EQ(chunk % elem, 0u);
+        EXPECT_GE(chunk + lanes * device_walk::kHeaderBytes, slot) << "slot " << slot << ", " << lanes << " lanes";
+        for (size_t len : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, lanes * size_t{64} - 1, lanes * size_t{64},
+                           chunk / 2 + 5, chunk - 1, chunk}) {
+          if (len > chunk) continue;
+          size_t covered = 0;
+          for (uint32_t l = 0; l < lanes; ++l) {
+            const device_walk::Part p = device_walk::share(len, l, lanes);
+            const device_walk::Part part = device_walk::slot_part(slot, l, lanes);
+            EXPECT_EQ(p.begin, covered) << "slot " << slot << ", " << lanes << " lanes, chunk of " << len;
+            EXPECT_LE(p.bytes, part.bytes) << "slot " << slot << ", lane " << l << " of " << lanes << ", chunk of " << len;
+            if (l + 1 < lanes) EXPECT_EQ(p.bytes % device_walk::kHeaderBytes, 0u);
+            if (len >= lanes * device_walk::kHeaderBytes) EXPECT_GT(p.bytes, 0u) << "lane " << l << " idle";
+            covered += p.bytes;
+          }
+          EXPECT_EQ(covered, len) << "slot " << slot << ", " << lanes << " lanes";
+        }
+      }
 }
 
 TEST(DeviceWalker, ReductionsOfEveryKind) {
@@ -476,7 +505,7 @@ void expect_group_delivers(World& w, int per_peer, uint64_t g) {
     for (uint32_t q = 0; q < calls[r]->view.queue_count; ++q) {
       const RankCall& c = *calls[r];
       const uint64_t after = c.view.queues[q].is_send ? c.queue_fifo[q]->sent : c.queue_fifo[q]->received;
-      EXPECT_EQ(after - before[r][q], c.program.chunks(q, w.slot_bytes)) << "rank " << r << " queue " << q;
+      EXPECT_EQ(after - before[r][q], c.program.chunks(q, w.slot_bytes, c.lanes)) << "rank " << r << " queue " << q;
     }
   long wrong = 0;
   for (const Expect& e : expect) {
