@@ -30,6 +30,8 @@
 //   char* buffer(uint8_t kind, uint32_t index)      IN, OUT, TMP or USER(index) (BufferKind)
 //   uint32_t lane(), lanes()                        this lane, and how many each walker has
 //   bool done(uint32_t word); void set_done(uint32_t word)
+//   bool all_done(uint32_t first, uint32_t count)   done() of words first .. first + count - 1
+//                                                   (count <= kMaxLanes), read at once if it can
 //                                                   a step's lane's flag (done_word), shared by
 //                                                   the rank's walkers (release/acquire)
 //   uint64_t& next_chunk(uint32_t q)                the number of queue q's next chunk
@@ -126,9 +128,7 @@ WEFT_HOST_DEVICE inline size_t chunk_bytes(size_t slot_bytes, uint32_t lanes, si
 // Step i is done at every lane.
 template <class Env>
 WEFT_HOST_DEVICE bool step_done(Env& env, uint32_t i) {
-  for (uint32_t l = 0; l < env.lanes(); ++l)
-    if (!env.done(done_word(i, l, env.lanes()))) return false;
-  return true;
+  return env.all_done(done_word(i, 0, env.lanes()), env.lanes());  // a step's lanes' words are adjacent
 }
 
 template <class Env>

@@ -225,6 +225,17 @@ class GpuEnv {
     }
   }
   __device__ bool done(uint32_t word) { return load_acquire<Scope::kGpu>(c_.done + word) == token_; }
+  // Threads 0 .. count - 1 each read one word and fence, and one barrier ANDs them: a step's
+  // lanes in one round trip instead of one load, fence and broadcast a lane.
+  __device__ bool all_done(uint32_t first, uint32_t count) {
+    static_assert(device_walk::kMaxLanes <= 32, "a block has at least 32 threads");
+    bool ok = true;
+    if (threadIdx.x < count) {
+      ok = *reinterpret_cast<const volatile uint32_t*>(c_.done + first + threadIdx.x) == token_;
+      __threadfence();
+    }
+    return __syncthreads_and(ok) != 0;
+  }
   __device__ void set_done(uint32_t word) { store_release<Scope::kGpu>(c_.done + word, token_); }
   __device__ uint64_t& next_chunk(uint32_t) { return chunk_; }
   __device__ void start_queue(uint32_t q) { chunk_ = c_.queues[q].first_chunk; }

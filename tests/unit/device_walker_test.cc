@@ -104,6 +104,11 @@ class CpuEnv {
   uint32_t lanes() const { return c_.lanes; }
   bool done(uint32_t word) { return c_.done[word].load(std::memory_order_acquire) != 0; }
   void set_done(uint32_t word) { c_.done[word].store(1, std::memory_order_release); }
+  bool all_done(uint32_t first, uint32_t count) {
+    for (uint32_t w = first; w < first + count; ++w)
+      if (!done(w)) return false;
+    return true;
+  }
   uint64_t& next_chunk(uint32_t q) { return chunk_[q]; }
   uint64_t chunk(uint32_t q) const { return chunk_[q]; }
   size_t slot_bytes(uint32_t) const { return w_.slot_bytes; }
