@@ -348,7 +348,8 @@ Status DeviceExecutor::error() const {
   if (outcome == device_walk::kHeaderMismatch)
     return invalid_usage("rank " + std::to_string(rank_) + ": " + call + ": " + who +
                          " made a different call (its header does not match: the ranks must make the same "
-                         "collective calls in the same order)");
+                         "collective calls in the same order, and a group's sends to a peer must match the peer's "
+                         "receives from it in number and size)");
   return timeout_error("rank " + std::to_string(rank_) + ": " + call + " stopped waiting for " + who +
                        " (aborted, or nothing from it within the communicator's timeout of " +
                        std::to_string(timeout_.count()) + " ms)");
