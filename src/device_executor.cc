@@ -82,7 +82,7 @@ DeviceExecutor::Known DeviceExecutor::known(const Key& key) const {
 }
 
 Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, const algorithms::Plan& plan,
-                           bool peers_reachable) {
+                           bool peers_reachable, size_t most_fifos) {
   auto p = std::make_unique<Program>();
   p->host = flatten(plan.program, plan.index);
   const DeviceProgramView host_view = p->host.view();
@@ -93,7 +93,9 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
   else if (lanes_for(a.nranks) == 0)
     left = std::to_string(share_.ranks_per_gpu) + " ranks share a GPU of " + std::to_string(share_.sms) +
            " multiprocessors: their walkers would not all fit on it at once";
-  else if (host_view.queue_count > cuda::kWalkerMaxQueues) left = std::to_string(host_view.queue_count) + " FIFOs";
+  else if (most_fifos > cuda::kWalkerMaxQueues)
+    left = "a rank's program has " + std::to_string(most_fifos) + " FIFOs, more than a kernel's " +
+           std::to_string(cuda::kWalkerMaxQueues);
   if (!left.empty()) {
     log_.info("device executor: " + algorithms::describe(a) + " with " +
               std::string(algorithms::algorithm_name(plan.algorithm)) + " stays with the host executor (" + left + ")");

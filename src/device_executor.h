@@ -5,8 +5,8 @@
 // neither weft's thread nor a held stream (docs/NCCL.md, "Stream order").
 //
 // Takes a collective of a communicator whose ranks the cuda transport all reaches (one node, P2P
-// allowed; so that every rank decides alike) and whose program has at most cuda::kWalkerMaxQueues
-// FIFOs; the rest stay with the host executor. Takes the part
+// allowed) and whose program has at most cuda::kWalkerMaxQueues FIFOs at every rank (so that
+// every rank decides alike); the rest stay with the host executor. Takes the part
 // of a group of send/recv calls whose peers it reaches, where the communicator's groups fit a
 // kernel (takes_groups()); the caller runs the rest of the group on the host executor. Per (peer,
 // channel) it keeps a WalkerLink (device memory both ranks map), made on first use; per
@@ -66,9 +66,11 @@ class DeviceExecutor {
   // Whether the program for `key` is known: taken (ready to launch) or left to the host.
   enum class Known { kNo, kTaken, kLeft };
   Known known(const Key& key) const;
-  // Takes the plan for `key` when it can run it (uploads it), else remembers to leave it;
-  // peers_reachable: the cuda transport reaches every rank of the communicator.
-  Status add(const Key& key, const algorithms::CollectiveArgs& a, const algorithms::Plan& plan, bool peers_reachable);
+  // Takes the plan for `key` when it can run it (uploads it), else remembers to leave it. What
+  // decides is the same at every rank: peers_reachable, the cuda transport reaches every rank of
+  // the communicator; most_fifos, the most FIFOs of any rank's program for the call.
+  Status add(const Key& key, const algorithms::CollectiveArgs& a, const algorithms::Plan& plan, bool peers_reachable,
+             size_t most_fifos);
   // Queues call `a` (of a key that is kTaken) on `stream`: send/recv are the user's buffers.
   Status launch(const Key& key, const algorithms::CollectiveArgs& a, const void* send, void* recv, cuda::Stream stream);
 
