@@ -3,7 +3,6 @@
 // connections, and releasing waiting streams on abort. See comm_state.h and docs/NCCL.md.
 #include "src/comm_state.h"
 
-#include <algorithm>
 #include <bit>
 #include <chrono>
 
@@ -159,12 +158,10 @@ Status CommState::launch_on_device(Operation& op, bool* taken) {
     }
     // Likewise the most FIFOs of any rank's program, not this rank's alone (a gather's root has
     // one a peer, the others one), so that every rank leaves a program too large for the kernel.
-    size_t most_fifos = plan.index.fifos.size();
     algorithms::CollectiveArgs tuned = op.args;
     tuned.slice_count = plan.slice_count;
-    for (int r = 0; r < nranks_ && most_fifos <= cuda::kWalkerMaxQueues; ++r)
-      if (r != rank_) most_fifos = std::max(most_fifos, algorithms::plan(tuned, layout_, plan.algorithm, r).index.fifos.size());
-    WEFT_TRY(kernel_executor_->add(key, op.args, plan, reachable, most_fifos));
+    const size_t fifos = most_fifos(tuned, layout_, plan.algorithm, cuda::kWalkerMaxQueues);
+    WEFT_TRY(kernel_executor_->add(key, op.args, plan, reachable, fifos));
     known = kernel_executor_->known(key);
   }
   if (known != DeviceExecutor::Known::kTaken) return Status();

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "algorithms/collective.h"
+#include "algorithms/planner.h"
 #include "algorithms/program_index.h"
 #include "src/cuda/walker.h"
 #include "src/device_walker.h"
@@ -89,6 +90,14 @@ DeviceProgram flatten(const algorithms::Program& p, const ProgramIndex& index) {
     d.queues.push_back(q);
   }
   return d;
+}
+
+size_t most_fifos(const algorithms::CollectiveArgs& a, const algorithms::Layout& l, algorithms::Algorithm algorithm,
+                  size_t cap) {
+  size_t most = 0;
+  for (int r = 0; r < a.nranks && most <= cap; ++r)
+    most = std::max(most, algorithms::plan(a, l, algorithm, r).index.fifos.size());
+  return most;
 }
 
 uint32_t walker_lanes(int configured, int nranks, int ranks_per_gpu, int sms) {

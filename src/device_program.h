@@ -23,8 +23,10 @@
 namespace weft {
 namespace algorithms {
 struct CollectiveArgs;
+struct Layout;
 struct Program;
 struct ProgramIndex;
+enum class Algorithm : uint8_t;
 }  // namespace algorithms
 
 struct DeviceStep {
@@ -103,6 +105,12 @@ uint32_t walker_lanes(int configured, int nranks, int ranks_per_gpu = 1, int sms
 // The most ranks that share one GPU, given each rank's node and GPU (its PCI bus id; "" for a
 // rank with none, which shares with nobody): at least 1.
 int ranks_per_gpu(const std::vector<std::string>& nodes, const std::vector<std::string>& gpus);
+
+// The most FIFOs of any rank's program for `a` run with `algorithm` on `l` (a.slice_count set),
+// once past `cap` the first count found past it: what every rank of a call computes alike, so
+// that all of them leave a program too large for the kernel to the host executor.
+size_t most_fifos(const algorithms::CollectiveArgs& a, const algorithms::Layout& l, algorithms::Algorithm algorithm,
+                  size_t cap);
 
 // The header (device_walk::kHeaderBytes) a walker queue sends first: what `sender` calls, its
 // seq-th call of the kind, and the lanes its walkers run; the receiver compares it with the one it

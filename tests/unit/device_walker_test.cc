@@ -427,6 +427,19 @@ TEST(DeviceWalker, LanesShrinkWhereRanksShareAGpu) {
   EXPECT_EQ(walker_lanes(4, 8, 8, 0), 3u);      // not known: as with a GPU each
 }
 
+// Whether a program fits a kernel is decided from every rank's FIFOs: a linear gather's root
+// has one a peer, the other ranks one, and every rank sees the root's count.
+TEST(DeviceWalker, MostFifosCountsEveryRanksProgram) {
+  CollectiveArgs g = args(Collective::kGather, 32, 100);
+  g.root = 5;
+  const algorithms::Layout l = algorithms::Layout::flat(32);
+  EXPECT_EQ(algorithms::plan(g, l, Algorithm::kLinear, 0).index.fifos.size(), 1u);
+  EXPECT_EQ(most_fifos(g, l, Algorithm::kLinear, 1000), 31u);
+  EXPECT_GT(most_fifos(g, l, Algorithm::kLinear, 10), 10u);  // stops once past the cap
+  const CollectiveArgs a = args(Collective::kAllToAll, 16, 100);
+  EXPECT_EQ(most_fifos(a, algorithms::Layout::flat(16), Algorithm::kPairwise, 1000), 30u);
+}
+
 TEST(DeviceWalker, RanksPerGpuCountsRanksOnTheSameNodeAndBus) {
   EXPECT_EQ(ranks_per_gpu({}, {}), 1);
   EXPECT_EQ(ranks_per_gpu({"a", "a"}, {"", ""}), 1);  // no GPUs
