@@ -78,6 +78,27 @@ def worker(rank, world, backend, out, port):
     say("broadcast")
     dist.broadcast(t, src=world - 1)
     res["broadcast"] = checksum(t)
+    # All-to-all, equal and uneven splits (PyTorch's NCCL backend posts it as a group of
+    # send/recv calls), and a ring of isend/irecv in one batch (a group of two).
+    say("all_to_all_single")
+    t = vec(n * world, rank + 1)
+    o = torch.empty(n * world, device=dev)
+    dist.all_to_all_single(o, t)
+    res["all_to_all"] = [checksum(x) for x in o.chunk(world)]
+    ins = [1000 * (rank + 1) + 7 * j for j in range(world)]    # rank sends ins[j] to j
+    outs = [1000 * (j + 1) + 7 * rank for j in range(world)]   # and receives j's ins[rank]
+    t = vec(sum(ins), rank + 1)
+    o = torch.empty(sum(outs), device=dev)
+    say("all_to_all_single, uneven")
+    dist.all_to_all_single(o, t, output_split_sizes=outs, input_split_sizes=ins)
+    res["all_to_all_uneven"] = [checksum(x) for x in o.split(outs)]
+    say("batch_isend_irecv")
+    t = vec(n, rank + 1)
+    o = torch.empty(n, device=dev)
+    ops = [dist.P2POp(dist.isend, t, (rank + 1) % world), dist.P2POp(dist.irecv, o, (rank - 1) % world)]
+    for r in dist.batch_isend_irecv(ops):
+        r.wait()
+    res["send_recv_ring"] = checksum(o)
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1)).to(dev)
