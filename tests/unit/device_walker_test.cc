@@ -325,8 +325,91 @@ TEST(DeviceWalker, ReductionsOfEveryKind) {
   }
 }
 
-// Calls back to back on the same FIFOs: chunk numbers carry on from one call to the next, with one
-// lane and with two (each lane's counters carry on).
+// One rank's part of a group of send/recv calls (algorithms::sendrecv_group): `ops` in call order,
+// each with its own buffer (USER(i)); `group` numbers the group on every FIFO (both ends count).
+std::unique_ptr<RankCall> make_group(World& w, int r, const std::vector<algorithms::PeerOp>& ops, uint64_t group,
+                                     std::vector<std::vector<char>>& buffers) {
+  auto c = std::make_unique<RankCall>();
+  c->rank = r;
+  c->args.coll = Collective::kSendRecv;
+  c->args.nranks = w.nranks;
+  c->args.dtype = DataType::kUint8;
+  const algorithms::Program program = algorithms::sendrecv_group(ops, r, w.nranks);
+  c->program = flatten(program, algorithms::index_program(program));
+  c->view = c->program.view();
+  c->lanes = w.lanes;
+  for (auto& b : buffers) c->user.push_back(b.data());
+  attach(w, *c, [&](uint32_t q, int sender) {
+    uint8_t bytes[device_walk::kHeaderBytes];
+    walker_group_header(c->program, q, sender, group, c->lanes, bytes);
+    Header h{};
+    std::memcpy(h.data(), bytes, sizeof bytes);
+    return h;
+  });
+  return c;
+}
+
+// The byte `from` sends `to` at offset i of its k-th message to it in group g.
+char sent_byte(int from, int to, int k, size_t i, uint64_t g) {
+  return static_cast<char>(from * 37 + to * 11 + k * 5 + static_cast<int>(i % 251) + static_cast<int>(g));
+}
+
+// A group at n ranks: each rank sends each other rank (itself included) `per_peer` messages of
+// sizes that differ by pair and message (some empty, some many chunks), posted in an order that
+// interleaves peers and puts receives before sends at odd ranks; every byte arrives where the
+// matching receive put it, and each FIFO's chunk count moves as DeviceProgram::chunks says.
+void expect_group_delivers(World& w, int per_peer, uint64_t g) {
+  const int n = w.nranks;
+  auto size = [&](int from, int to, int k) -> size_t { return static_cast<size_t>((from * 7 + to * 13 + k * 101 + g * 3) % 900) * ((k + to) % 3); };
+  std::vector<std::vector<algorithms::PeerOp>> ops(n);
+  std::vector<std::vector<std::vector<char>>> bufs(n);
+  struct Expect {
+    int rank, buffer, from, k;
+  };
+  std::vector<Expect> expect;
+  for (int r = 0; r < n; ++r)
+    for (int k = 0; k < per_peer; ++k)
+      for (int j = 0; j < n; ++j) {
+        const int peer = (r + j) % n;
+        for (bool is_send : {r % 2 == 0, r % 2 != 0}) {
+          algorithms::PeerOp op;
+          op.is_send = is_send;
+          op.peer = peer;
+          op.bytes = is_send ? size(r, peer, k) : size(peer, r, k);
+          std::vector<char> b(std::max<size_t>(op.bytes, 1), 0);
+          if (is_send)
+            for (size_t i = 0; i < op.bytes; ++i) b[i] = sent_byte(r, peer, k, i, g);
+          else
+            expect.push_back({r, static_cast<int>(bufs[r].size()), peer, k});
+          ops[r].push_back(op);
+          bufs[r].push_back(std::move(b));
+        }
+      }
+  std::vector<std::unique_ptr<RankCall>> calls;
+  for (int r = 0; r < n; ++r) calls.push_back(make_group(w, r, ops[r], g, bufs[r]));
+  std::vector<std::vector<uint64_t>> before;
+  for (auto& c : calls) {
+    before.emplace_back();
+    for (uint32_t q = 0; q < c->view.queue_count; ++q)
+      before.back().push_back(c->view.queues[q].is_send ? c->queue_fifo[q]->sent : c->queue_fifo[q]->received);
+  }
+  for (int o : run_call(w, calls)) ASSERT_EQ(o, device_walk::kDone) << n << " ranks, group " << g;
+  for (size_t r = 0; r < calls.size(); ++r)
+    for (uint32_t q = 0; q < calls[r]->view.queue_count; ++q) {
+      const RankCall& c = *calls[r];
+      const uint64_t after = c.view.queues[q].is_send ? c.queue_fifo[q]->sent : c.queue_fifo[q]->received;
+      EXPECT_EQ(after - before[r][q], c.program.chunks(q, w.slot_bytes, c.lanes)) << "rank " << r << " queue " << q;
+    }
+  long wrong = 0;
+  for (const Expect& e : expect) {
+    const std::vector<char>& b = bufs[e.rank][e.buffer];
+    for (size_t i = 0; i < size(e.from, e.rank, e.k); ++i) wrong += b[i] != sent_byte(e.from, e.rank, e.k, i, g);
+  }
+  EXPECT_EQ(wrong, 0) << n << " ranks, " << per_peer << " messages a pair, group " << g;
+}
+
+// Calls back to back on the same FIFOs, groups of send/recv among them: chunk numbers carry on
+// from one call to the next, with one lane and with two (each lane's counters carry on).
 TEST(DeviceWalker, CallsBackToBackShareTheFifos) {
   for (uint32_t lanes : {1u, 2u}) {
     World w;
@@ -339,6 +422,7 @@ TEST(DeviceWalker, CallsBackToBackShareTheFifos) {
       EXPECT_EQ(run_checked(w, args(Collective::kAllGather, 4, 77), Algorithm::kBruck, ++seq), 0);
       EXPECT_EQ(run_checked(w, args(Collective::kAllToAll, 4, 31), Algorithm::kPairwise, ++seq), 0);
       EXPECT_EQ(run_checked(w, args(Collective::kAllReduce, 4, 5), Algorithm::kRecursiveDoubling, ++seq), 0);
+      expect_group_delivers(w, 1, static_cast<uint64_t>(round) + 1);  // a group between them, on the same FIFOs
     }
     // Every FIFO is drained at every lane: whatever was published was released.
     for (auto& [key, f] : w.fifos)
@@ -448,89 +532,6 @@ TEST(DeviceWalker, RanksPerGpuCountsRanksOnTheSameNodeAndBus) {
   // The same bus id on two nodes is two GPUs.
   EXPECT_EQ(ranks_per_gpu({"a", "b", "a", "b"}, {"0000:01:00.0", "0000:01:00.0", "0000:02:00.0", "0000:02:00.0"}), 1);
   EXPECT_EQ(ranks_per_gpu({"a", "a", "a", "a"}, {"0000:01:00.0", "0000:01:00.0", "0000:01:00.0", "0000:01:00.0"}), 4);
-}
-
-// One rank's part of a group of send/recv calls (algorithms::sendrecv_group): `ops` in call order,
-// each with its own buffer (USER(i)); `group` numbers the group on every FIFO (both ends count).
-std::unique_ptr<RankCall> make_group(World& w, int r, const std::vector<algorithms::PeerOp>& ops, uint64_t group,
-                                     std::vector<std::vector<char>>& buffers) {
-  auto c = std::make_unique<RankCall>();
-  c->rank = r;
-  c->args.coll = Collective::kSendRecv;
-  c->args.nranks = w.nranks;
-  c->args.dtype = DataType::kUint8;
-  const algorithms::Program program = algorithms::sendrecv_group(ops, r, w.nranks);
-  c->program = flatten(program, algorithms::index_program(program));
-  c->view = c->program.view();
-  c->lanes = w.lanes;
-  for (auto& b : buffers) c->user.push_back(b.data());
-  attach(w, *c, [&](uint32_t q, int sender) {
-    uint8_t bytes[device_walk::kHeaderBytes];
-    walker_group_header(c->program, q, sender, group, c->lanes, bytes);
-    Header h{};
-    std::memcpy(h.data(), bytes, sizeof bytes);
-    return h;
-  });
-  return c;
-}
-
-// The byte `from` sends `to` at offset i of its k-th message to it in group g.
-char sent_byte(int from, int to, int k, size_t i, uint64_t g) {
-  return static_cast<char>(from * 37 + to * 11 + k * 5 + static_cast<int>(i % 251) + static_cast<int>(g));
-}
-
-// A group at n ranks: each rank sends each other rank (itself included) `per_peer` messages of
-// sizes that differ by pair and message (some empty, some many chunks), posted in an order that
-// interleaves peers and puts receives before sends at odd ranks; every byte arrives where the
-// matching receive put it, and each FIFO's chunk count moves as DeviceProgram::chunks says.
-void expect_group_delivers(World& w, int per_peer, uint64_t g) {
-  const int n = w.nranks;
-  auto size = [&](int from, int to, int k) -> size_t { return static_cast<size_t>((from * 7 + to * 13 + k * 101 + g * 3) % 900) * ((k + to) % 3); };
-  std::vector<std::vector<algorithms::PeerOp>> ops(n);
-  std::vector<std::vector<std::vector<char>>> bufs(n);
-  struct Expect {
-    int rank, buffer, from, k;
-  };
-  std::vector<Expect> expect;
-  for (int r = 0; r < n; ++r)
-    for (int k = 0; k < per_peer; ++k)
-      for (int j = 0; j < n; ++j) {
-        const int peer = (r + j) % n;
-        for (bool is_send : {r % 2 == 0, r % 2 != 0}) {
-          algorithms::PeerOp op;
-          op.is_send = is_send;
-          op.peer = peer;
-          op.bytes = is_send ? size(r, peer, k) : size(peer, r, k);
-          std::vector<char> b(std::max<size_t>(op.bytes, 1), 0);
-          if (is_send)
-            for (size_t i = 0; i < op.bytes; ++i) b[i] = sent_byte(r, peer, k, i, g);
-          else
-            expect.push_back({r, static_cast<int>(bufs[r].size()), peer, k});
-          ops[r].push_back(op);
-          bufs[r].push_back(std::move(b));
-        }
-      }
-  std::vector<std::unique_ptr<RankCall>> calls;
-  for (int r = 0; r < n; ++r) calls.push_back(make_group(w, r, ops[r], g, bufs[r]));
-  std::vector<std::vector<uint64_t>> before;
-  for (auto& c : calls) {
-    before.emplace_back();
-    for (uint32_t q = 0; q < c->view.queue_count; ++q)
-      before.back().push_back(c->view.queues[q].is_send ? c->queue_fifo[q]->sent : c->queue_fifo[q]->received);
-  }
-  for (int o : run_call(w, calls)) ASSERT_EQ(o, device_walk::kDone) << n << " ranks, group " << g;
-  for (size_t r = 0; r < calls.size(); ++r)
-    for (uint32_t q = 0; q < calls[r]->view.queue_count; ++q) {
-      const RankCall& c = *calls[r];
-      const uint64_t after = c.view.queues[q].is_send ? c.queue_fifo[q]->sent : c.queue_fifo[q]->received;
-      EXPECT_EQ(after - before[r][q], c.program.chunks(q, w.slot_bytes, c.lanes)) << "rank " << r << " queue " << q;
-    }
-  long wrong = 0;
-  for (const Expect& e : expect) {
-    const std::vector<char>& b = bufs[e.rank][e.buffer];
-    for (size_t i = 0; i < size(e.from, e.rank, e.k); ++i) wrong += b[i] != sent_byte(e.from, e.rank, e.k, i, g);
-  }
-  EXPECT_EQ(wrong, 0) << n << " ranks, " << per_peer << " messages a pair, group " << g;
 }
 
 TEST(DeviceWalker, GroupsOfSendRecvDeliverEveryMessage) {
