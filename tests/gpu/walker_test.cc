@@ -3,7 +3,8 @@
 // same calls as the CPU test of the walkers (tests/unit/device_walker_test.cc): every (collective,
 // algorithm) of the table at 1-5 and 8 ranks against the serial reference, other types and ops,
 // tiny slots (many chunks, wrapping FIFOs), calls back to back on the same FIFOs and done words at
-// 32, 256 and 512 threads per block; and that ranks which made different calls fail the header
+// 32, 256 and 512 threads per block, groups of send/recv calls (USER buffers through a table in
+// device memory); and that ranks which made different calls fail the header
 // check, and a rank whose peer never comes stops at the time limit, both with an error written,
 // not a hang.
 //
@@ -13,12 +14,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "algorithms/algorithms.h"
+#include "algorithms/program_index.h"
 #include "bench/reference.h"
 #include "src/cuda/device.h"
 #include "src/cuda/walker.h"
@@ -110,12 +114,14 @@ struct RankCall {
   unsigned threads = 0;
 };
 
-// Rank r's part of call `a`: program and buffers on the device, its queues on the world's FIFOs.
-std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& a, algorithms::Algorithm algo, int r,
-                                    uint64_t seq, uint64_t timeout_ns) {
+// Rank r's part of a call running `program` (flattened): its arrays on the device, done words,
+// error word, stream, and its queues on the world's FIFOs with `header(q, sender)` as the header
+// each end of queue q sends. The caller sets the buffers.
+std::unique_ptr<RankCall> make_rank(World& w, const algorithms::Program& program, const algorithms::ProgramIndex& index,
+                                    int r, uint64_t seq, uint64_t timeout_ns,
+                                    const std::function<walker_cases::Header(uint32_t q, int sender)>& header) {
   auto c = std::make_unique<RankCall>();
-  const algorithms::Plan plan = algorithms::plan(a, algorithms::Layout::flat(a.nranks), algo, r);
-  c->program = flatten(plan.program, plan.index);
+  c->program = flatten(program, index);
   DeviceProgramView v = c->program.view();
   v.steps = device_array(c->program.steps);
   v.deps = device_array(c->program.deps);
@@ -124,23 +130,10 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
   v.local_steps = device_array(c->program.local_steps);
   cuda::WalkerCall& k = c->call;
   k.program = v;
-  const size_t elem = dtype_size(a.dtype);
-  const walker_cases::Placement at = walker_cases::placement(a, r);
-  std::vector<char> host(at.total * elem);
-  bench::poison(host.data(), host.size());
-  std::vector<char> in_host(std::max<size_t>(at.in_n, 1) * elem);
-  bench::fill_input(a, r, in_host.data(), seq);
-  if (a.in_place) std::memcpy(host.data() + at.in_start * elem, in_host.data(), at.in_n * elem);
-  char* out_alloc = device_bytes(host.size(), host.data());
-  c->out = out_alloc + at.out_start * elem;
-  c->out_bytes = at.out_n * elem;
-  k.out = c->out;
-  k.in = a.in_place ? out_alloc + at.in_start * elem : device_bytes(in_host.size(), in_host.data());
-  k.tmp = device_bytes(std::max<size_t>(plan.program.tmp_count, 1) * elem);
+  k.tmp = device_bytes(std::max<size_t>(program.tmp_count, 1) * dtype_size(program.dtype));
   k.done = w.done_words(r, v.step_count);
   k.seq = seq;
   k.lanes = w.lanes;
-  const walker_cases::Header out_header = walker_cases::header_for(a, r, seq, w.lanes);
   for (uint32_t q = 0; q < v.queue_count && q < cuda::kWalkerMaxQueues; ++q) {
     const DeviceQueue& dq = c->program.queues[q];
     Fifo& f = dq.is_send ? w.fifo(r, dq.peer, dq.channel) : w.fifo(dq.peer, r, dq.channel);
@@ -153,8 +146,8 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
     uint64_t& next = dq.is_send ? f.sent : f.received;
     wf.first_chunk = next;
     next += c->program.chunks(q, w.slot_bytes, w.lanes);
-    const walker_cases::Header header = dq.is_send ? out_header : walker_cases::header_for(a, dq.peer, seq, w.lanes);
-    std::memcpy(wf.header, header.data(), sizeof wf.header);
+    const walker_cases::Header h = header(q, dq.is_send ? r : dq.peer);
+    std::memcpy(wf.header, h.data(), sizeof wf.header);
   }
   c->error = reinterpret_cast<cuda::WalkerError*>(device_bytes(sizeof(cuda::WalkerError)));
   k.error = c->error;
@@ -163,6 +156,28 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
   ok(s.status(), "stream");
   c->stream = *s;
   c->threads = w.threads;
+  return c;
+}
+
+// Rank r's part of call `a`: program and buffers on the device, its queues on the world's FIFOs.
+std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& a, algorithms::Algorithm algo, int r,
+                                    uint64_t seq, uint64_t timeout_ns) {
+  const algorithms::Plan plan = algorithms::plan(a, algorithms::Layout::flat(a.nranks), algo, r);
+  auto c = make_rank(w, plan.program, plan.index, r, seq, timeout_ns,
+                     [&](uint32_t, int sender) { return walker_cases::header_for(a, sender, seq, w.lanes); });
+  cuda::WalkerCall& k = c->call;
+  const size_t elem = dtype_size(a.dtype);
+  const walker_cases::Placement at = walker_cases::placement(a, r);
+  std::vector<char> host(at.total * elem);
+  bench::poison(host.data(), host.size());
+  std::vector<char> in_host(std::max<size_t>(at.in_n, 1) * elem);
+  bench::fill_input(a, r, in_host.data(), seq);
+  if (a.in_place) std::memcpy(host.data() + at.in_start * elem, in_host.data(), at.in_n * elem);
+  char* out_alloc = device_bytes(host.size(), host.data());
+  c->out = out_alloc + at.out_start * elem;
+  c->out_bytes = at.out_n * elem;
+  k.out = c->out;
+  k.in = a.in_place ? out_alloc + at.in_start * elem : device_bytes(in_host.size(), in_host.data());
   return c;
 }
 
@@ -202,6 +217,73 @@ void check_case(World& w, const Case& cs, uint64_t seq) {
   }
   if (wrong != 0) {
     std::fprintf(stderr, "FAIL: %s: %zu elements wrong\n", what.c_str(), wrong);
+    ++failures;
+  }
+  ++checked;
+}
+
+// The byte `from` sends `to` at offset i of its k-th message to it in group g, and that message's size.
+char group_byte(int from, int to, int k, size_t i, uint64_t g) {
+  return static_cast<char>(from * 37 + to * 11 + k * 5 + static_cast<int>(i % 251) + static_cast<int>(g));
+}
+size_t group_size(int from, int to, int k, uint64_t g) {
+  return static_cast<size_t>((from * 7 + to * 13 + k * 101 + g * 3) % 2000) * ((k + to) % 3);
+}
+
+// Runs group g at n ranks (see main) and checks every received byte.
+void check_group(World& w, int n, uint64_t g, uint64_t seq) {
+  std::vector<std::unique_ptr<RankCall>> calls;
+  struct Recv {
+    int rank, from, k;
+    char* buffer;
+  };
+  std::vector<Recv> recvs;
+  for (int r = 0; r < n; ++r) {
+    std::vector<algorithms::PeerOp> ops;
+    std::vector<char*> buffers;
+    for (int k = 0; k < 2; ++k)
+      for (int j = 0; j < n; ++j) {
+        std::vector<char> bytes(group_size(r, j, k, g));
+        for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = group_byte(r, j, k, i, g);
+        ops.push_back({true, j, bytes.size()});
+        buffers.push_back(device_bytes(bytes.size(), bytes.data()));
+      }
+    for (int k = 1; k >= 0; --k)
+      for (int j = n - 1; j >= 0; --j) {
+        ops.push_back({false, j, group_size(j, r, k, g)});
+        buffers.push_back(device_bytes(ops.back().bytes));
+        recvs.push_back({r, j, k, buffers.back()});
+      }
+    const algorithms::Program program = algorithms::sendrecv_group(ops, r, n);
+    DeviceProgram flat = flatten(program, algorithms::index_program(program));
+    calls.push_back(make_rank(w, program, algorithms::index_program(program), r, seq, 20'000'000'000ull,
+                              [&](uint32_t q, int sender) {
+                                uint8_t bytes[device_walk::kHeaderBytes];
+                                walker_group_header(flat, q, sender, g, w.lanes, bytes);
+                                walker_cases::Header h{};
+                                std::memcpy(h.data(), bytes, sizeof bytes);
+                                return h;
+                              }));
+    calls.back()->call.user = device_array(buffers);
+  }
+  const std::string what = "group " + std::to_string(g) + " at " + std::to_string(n) + " ranks, " +
+                           std::to_string(w.lanes) + " lanes";
+  const std::vector<cuda::WalkerError> errors = run(calls);
+  for (int r = 0; r < n; ++r)
+    if (errors[r].outcome != 0) {
+      std::fprintf(stderr, "FAIL: %s: rank %d's walker %u stopped (outcome %u)\n", what.c_str(), r, errors[r].walker,
+                   errors[r].outcome);
+      ++failures;
+      return;
+    }
+  size_t wrong = 0;
+  for (const Recv& v : recvs) {
+    const size_t bytes = group_size(v.from, v.rank, v.k, g);
+    const std::vector<char> got = from_device(v.buffer, bytes);
+    for (size_t i = 0; i < bytes; ++i) wrong += got[i] != group_byte(v.from, v.rank, v.k, i, g);
+  }
+  if (wrong != 0) {
+    std::fprintf(stderr, "FAIL: %s: %zu bytes wrong\n", what.c_str(), wrong);
     ++failures;
   }
   ++checked;
@@ -259,6 +341,15 @@ int main() {
     for (int round = 0; round < 3; ++round)
       check_case(w, {walker_cases::args(algorithms::Collective::kAllReduce, 2, 300000), algorithms::Algorithm::kRing},
                  ++seq);
+  }
+  // Groups of send/recv calls (USER buffers through the call's table): at 3 ranks, each rank sends
+  // every rank, itself included, two messages of sizes that differ by pair (one empty), receives
+  // posted in reverse; three groups back to back on the same FIFOs, one lane and three.
+  for (uint32_t lanes : {1u, 3u}) {
+    World w;
+    w.lanes = lanes;
+    w.slot_bytes = 448;
+    for (uint64_t g = 1; g <= 3; ++g) check_group(w, 3, g, ++seq);
   }
   {  // different calls: the header check fails somewhere, and every rank returns
     World w;
