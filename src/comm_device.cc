@@ -237,7 +237,14 @@ Result<transport::Connection*> CommState::device_connection(int peer, int channe
   const std::string via = direct ? "cuda" : std::string((*host)->name()) + " (staged through host memory)";
   log_.trace("device connection to rank " + std::to_string(peer) + " over " + via + ": joining the host link");
   auto link = (*host)->connect(peer, channel + kDeviceChannel, deadline);
-  if (!link.ok()) return link.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);
+  if (!link.ok()) {
+    // A peer that called with host buffers joins the host link instead, and never this one.
+    const std::string hint = link.status().code() == StatusCode::kTimeout
+                                 ? " (this rank's buffers are device memory: did rank " + std::to_string(peer) +
+                                       " pass host memory? every rank of a call must pass the same kind)"
+                                 : "";
+    return link.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via + hint);
+  }
   log_.trace("device connection to rank " + std::to_string(peer) + ": host link joined; allocating " +
              (direct ? "the FIFO" : "the pinned staging buffers"));
   auto conn = direct
