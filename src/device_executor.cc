@@ -89,7 +89,6 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
   // Why the host executor keeps the call; empty when the kernel takes it.
   std::string left;
   if (!peers_reachable) left = "a rank the cuda transport does not reach";
-  else if (host_view.user_buffers > 0) left = "a group of send/recv calls";
   else if (lanes_for(a.nranks) == 0)
     left = std::to_string(share_.ranks_per_gpu) + " ranks share a GPU of " + std::to_string(share_.sms) +
            " multiprocessors: their walkers would not all fit on it at once";
@@ -119,6 +118,10 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
     for (void* a : p->arrays) cuda::device_free(a);
     return s;
   }
+  // Every link's slots are slot_bytes_ (WalkerLink::make below), and a communicator's calls run
+  // lanes_for(nranks) lanes.
+  for (uint32_t q = 0; q < p->view.queue_count; ++q)
+    p->chunks.push_back(p->host.chunks(q, slot_bytes_, lanes_for(a.nranks)));
   p->tmp_bytes = plan.program.tmp_count * dtype_size(p->host.dtype);
   programs_[key] = std::move(p);
   return Status();
@@ -155,16 +158,18 @@ Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes, bool zero)
   return Status();
 }
 
-Status DeviceExecutor::fill_queues(const DeviceProgram& host, uint32_t lanes,
-                                   const std::function<void(uint32_t, uint8_t (&)[64])>& header,
+Status DeviceExecutor::fill_queues(const DeviceProgram& host, const std::vector<uint64_t>& chunks,
                                    cuda::WalkerCall* call) {
-  const Deadline deadline = Deadline::after(timeout_);
-  // Links first, in ascending (peer, channel) order at every rank, so their rendezvous cannot
-  // deadlock (as the executor joins connections).
-  std::vector<std::pair<int, int>> order;
-  for (const DeviceQueue& dq : host.queues) order.emplace_back(dq.peer, dq.channel);
-  std::sort(order.begin(), order.end());
-  for (const auto& [peer, channel] : order) WEFT_TRY(link(peer, channel, deadline));
+  // Links first (once: they stay), in ascending (peer, channel) order at every rank, so their
+  // rendezvous cannot deadlock (as the executor joins connections).
+  std::vector<std::pair<int, int>> missing;
+  for (const DeviceQueue& dq : host.queues)
+    if (links_.count({dq.peer, dq.channel}) == 0) missing.emplace_back(dq.peer, dq.channel);
+  if (!missing.empty()) {
+    const Deadline deadline = Deadline::after(timeout_);
+    std::sort(missing.begin(), missing.end());
+    for (const auto& [peer, channel] : missing) WEFT_TRY(link(peer, channel, deadline));
+  }
   for (uint32_t q = 0; q < host.queues.size(); ++q) {
     const DeviceQueue& dq = host.queues[q];
     transport::WalkerLink& link = *links_.at({dq.peer, dq.channel});
@@ -178,8 +183,7 @@ Status DeviceExecutor::fill_queues(const DeviceProgram& host, uint32_t lanes,
     f.peer = dq.peer;
     uint64_t& next = dq.is_send ? link.sent : link.received;
     f.first_chunk = next;
-    next += host.chunks(q, link.slot_bytes(), lanes);
-    header(q, f.header);
+    next += chunks[q];
   }
   return Status();
 }
@@ -210,10 +214,11 @@ Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& 
   const uint32_t lanes = lanes_for(a.nranks);
   cuda::WalkerCall call;
   call.program = p.view;
-  WEFT_TRY(fill_queues(p.host, lanes, [&](uint32_t q, uint8_t (&out)[64]) {
+  WEFT_TRY(fill_queues(p.host, p.chunks, &call));
+  for (uint32_t q = 0; q < p.view.queue_count; ++q) {
     const DeviceQueue& dq = p.host.queues[q];
-    walker_header(a, dq.is_send ? rank_ : dq.peer, seq_ + 1, lanes, out);
-  }, &call));
+    walker_header(a, dq.is_send ? rank_ : dq.peer, seq_ + 1, lanes, call.queues[q].header);
+  }
   call.in = const_cast<char*>(static_cast<const char*>(send));
   call.out = static_cast<char*>(recv);
   WEFT_TRY(enqueue(call, p.tmp_bytes, lanes, stream));
@@ -223,18 +228,19 @@ Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& 
 
 bool DeviceExecutor::takes_groups(int nranks) {
   // Two FIFOs a peer, this rank included (a rank may send to itself).
-  const bool fits = 2 * static_cast<int64_t>(nranks) <= cuda::kWalkerMaxQueues;
-  const bool takes = fits && lanes_for(nranks) > 0;
+  std::string left;  // why not; empty when it does
+  if (2 * static_cast<int64_t>(nranks) > cuda::kWalkerMaxQueues)
+    left = std::to_string(nranks) + " ranks: a group's FIFOs, two a peer, would pass a kernel's " +
+           std::to_string(cuda::kWalkerMaxQueues);
+  else if (lanes_for(nranks) == 0)
+    left = "the walkers of " + std::to_string(nranks) + " ranks would not fit the GPU";
   if (!groups_logged_) {
     groups_logged_ = true;
-    log_.info(takes ? std::string("device executor: groups of send/recv calls run here (their calls to peers the "
-                                  "cuda transport reaches; the rest on the host executor)")
-                    : "device executor: groups of send/recv calls stay with the host executor (" +
-                          (fits ? std::string("the walkers of " + std::to_string(nranks) + " ranks would not fit the GPU")
-                                : std::to_string(nranks) + " ranks: a group's FIFOs, two a peer, would not fit one "
-                                  "kernel's " + std::to_string(cuda::kWalkerMaxQueues)) + ")");
+    log_.info(left.empty() ? "device executor: groups of send/recv calls run here (their calls to peers the cuda "
+                             "transport reaches; the rest on the host executor)"
+                           : "device executor: groups of send/recv calls stay with the host executor (" + left + ")");
   }
-  return takes;
+  return left.empty();
 }
 
 Result<DeviceExecutor::GroupTable*> DeviceExecutor::next_table() {
@@ -276,47 +282,40 @@ Status DeviceExecutor::launch_group(int nranks, const std::vector<algorithms::Pe
   const algorithms::Program program = algorithms::sendrecv_group(ops, rank_, nranks);
   const DeviceProgram host = flatten(program, algorithms::index_program(program));
   const uint32_t lanes = lanes_for(nranks);
-  // The table: the buffers, then the program's arrays, each at a multiple of 8 bytes.
+  auto table = next_table();
+  WEFT_TRY(table);
+  GroupTable& t = **table;
+  // The table: the buffers, then the program's arrays, each at a multiple of 8 bytes; put()
+  // copies one into the pinned half and says where it will be on the device.
   size_t used = 0;
-  std::vector<std::pair<const void*, size_t>> parts;
-  auto place = [&](const void* data, size_t bytes) {
-    const size_t at = used;
-    parts.emplace_back(data, bytes);
+  auto put = [&](const void* data, size_t bytes) {
+    char* at = t.device + used;
+    if (used + bytes <= kGroupTableBytes && bytes > 0) std::memcpy(t.host + used, data, bytes);
     used += (bytes + 7) / 8 * 8;
     return at;
   };
-  const size_t user_at = place(buffers.data(), buffers.size() * sizeof(void*));
-  const size_t steps_at = place(host.steps.data(), host.steps.size() * sizeof(DeviceStep));
-  const size_t deps_at = place(host.deps.data(), host.deps.size() * sizeof(uint32_t));
-  const size_t queues_at = place(host.queues.data(), host.queues.size() * sizeof(DeviceQueue));
-  const size_t queue_steps_at = place(host.queue_steps.data(), host.queue_steps.size() * sizeof(uint32_t));
-  const size_t local_at = place(host.local_steps.data(), host.local_steps.size() * sizeof(uint32_t));
+  cuda::WalkerCall call;
+  call.user = reinterpret_cast<char* const*>(put(buffers.data(), buffers.size() * sizeof(void*)));
+  DeviceProgramView& view = call.program = host.view();
+  view.steps = reinterpret_cast<const DeviceStep*>(put(host.steps.data(), host.steps.size() * sizeof(DeviceStep)));
+  view.deps = reinterpret_cast<const uint32_t*>(put(host.deps.data(), host.deps.size() * sizeof(uint32_t)));
+  view.queues = reinterpret_cast<const DeviceQueue*>(put(host.queues.data(), host.queues.size() * sizeof(DeviceQueue)));
+  view.queue_steps =
+      reinterpret_cast<const uint32_t*>(put(host.queue_steps.data(), host.queue_steps.size() * sizeof(uint32_t)));
+  view.local_steps =
+      reinterpret_cast<const uint32_t*>(put(host.local_steps.data(), host.local_steps.size() * sizeof(uint32_t)));
   if (used > kGroupTableBytes)
     return invalid_argument("rank " + std::to_string(rank_) + ": a group of " + std::to_string(ops.size()) +
                             " send/recv calls on device buffers is too large for the device executor (its table "
                             "takes " + std::to_string(used) + " bytes of " + std::to_string(kGroupTableBytes) + ")");
-  auto table = next_table();
-  WEFT_TRY(table);
-  GroupTable& t = **table;
-  size_t at = 0;
-  for (const auto& [data, bytes] : parts) {
-    if (bytes > 0) std::memcpy(t.host + at, data, bytes);
-    at += (bytes + 7) / 8 * 8;
-  }
-  DeviceProgramView view = host.view();
-  view.steps = reinterpret_cast<const DeviceStep*>(t.device + steps_at);
-  view.deps = reinterpret_cast<const uint32_t*>(t.device + deps_at);
-  view.queues = reinterpret_cast<const DeviceQueue*>(t.device + queues_at);
-  view.queue_steps = reinterpret_cast<const uint32_t*>(t.device + queue_steps_at);
-  view.local_steps = reinterpret_cast<const uint32_t*>(t.device + local_at);
-  cuda::WalkerCall call;
-  call.program = view;
-  call.user = reinterpret_cast<char* const*>(t.device + user_at);
-  WEFT_TRY(fill_queues(host, lanes, [&](uint32_t q, uint8_t (&out)[64]) {
+  std::vector<uint64_t> chunks;
+  for (uint32_t q = 0; q < view.queue_count; ++q) chunks.push_back(host.chunks(q, slot_bytes_, lanes));
+  WEFT_TRY(fill_queues(host, chunks, &call));
+  for (uint32_t q = 0; q < view.queue_count; ++q) {
     const DeviceQueue& dq = host.queues[q];
     uint64_t& groups = (dq.is_send ? groups_sent_ : groups_received_)[{dq.peer, dq.channel}];
-    walker_group_header(host, q, dq.is_send ? rank_ : dq.peer, ++groups, lanes, out);
-  }, &call));
+    walker_group_header(host, q, dq.is_send ? rank_ : dq.peer, ++groups, lanes, call.queues[q].header);
+  }
   // The copy waits for nothing: the table's last reader has finished (next_table()).
   WEFT_TRY(cuda::copy_async(t.device, t.host, used, stream));
   WEFT_TRY(enqueue(call, 0, lanes, stream));

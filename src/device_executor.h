@@ -97,6 +97,7 @@ class DeviceExecutor {
     DeviceProgram host;
     DeviceProgramView view;       // the arrays on the device
     std::vector<void*> arrays;    // their allocations
+    std::vector<uint64_t> chunks; // per queue, per call
     size_t tmp_bytes = 0;
   };
   // A group's buffer table and program arrays: written into `host` (pinned), copied to `device`
@@ -119,9 +120,9 @@ class DeviceExecutor {
   uint32_t lanes_for(int nranks) const { return walker_lanes(lanes_, nranks, share_.ranks_per_gpu, share_.sms); }
   Result<transport::WalkerLink*> link(int peer, int channel, Deadline deadline);
   // Points call's queues at their links (made on first use, in ascending (peer, channel) order)
-  // and takes each queue's chunk numbers for `lanes`; `header(q, out)` writes queue q's header.
-  Status fill_queues(const DeviceProgram& host, uint32_t lanes,
-                     const std::function<void(uint32_t, uint8_t (&)[64])>& header, cuda::WalkerCall* call);
+  // and takes each queue's chunk numbers (chunks[q] of them, DeviceProgram::chunks). The caller
+  // writes the headers.
+  Status fill_queues(const DeviceProgram& host, const std::vector<uint64_t>& chunks, cuda::WalkerCall* call);
   // Queues `call` (its program, queues and buffers set) on `stream` after the last launch, with
   // TMP of at least tmp_bytes and done flags for its steps.
   Status enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_t lanes, cuda::Stream stream);

@@ -117,14 +117,23 @@ int ranks_per_gpu(const std::vector<std::string>& nodes, const std::vector<std::
   return most;
 }
 
-void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint32_t lanes,
-                   uint8_t (&out)[64]) {
-  const uint64_t words[] = {0x5746 | uint64_t{lanes} << 16,   static_cast<uint64_t>(a.coll),
-                            a.count,                          static_cast<uint64_t>(a.dtype),
-                            static_cast<uint64_t>(a.op),      static_cast<uint64_t>(a.root),
-                            static_cast<uint64_t>(sender),    seq};
+namespace {
+// A header's eight words: the mark and the lanes, five that say what the call moves, then the
+// sender and the call's number.
+void pack_header(uint32_t lanes, const uint64_t (&what)[5], int sender, uint64_t number, uint8_t (&out)[64]) {
+  const uint64_t words[] = {0x5746 | uint64_t{lanes} << 16, what[0], what[1], what[2], what[3], what[4],
+                            static_cast<uint64_t>(sender), number};
   static_assert(sizeof words == sizeof out && sizeof out == device_walk::kHeaderBytes);
   std::memcpy(out, words, sizeof out);
+}
+}  // namespace
+
+void walker_header(const algorithms::CollectiveArgs& a, int sender, uint64_t seq, uint32_t lanes,
+                   uint8_t (&out)[64]) {
+  pack_header(lanes,
+              {static_cast<uint64_t>(a.coll), a.count, static_cast<uint64_t>(a.dtype), static_cast<uint64_t>(a.op),
+               static_cast<uint64_t>(a.root)},
+              sender, seq, out);
 }
 
 void walker_group_header(const DeviceProgram& p, uint32_t q, int sender, uint64_t group, uint32_t lanes,
@@ -137,16 +146,8 @@ void walker_group_header(const DeviceProgram& p, uint32_t q, int sender, uint64_
     bytes += b;
     hash = (hash ^ b) * 0x100000001b3ull;
   }
-  const uint64_t words[] = {0x5746 | uint64_t{lanes} << 16,
-                            static_cast<uint64_t>(algorithms::Collective::kSendRecv),
-                            bytes,
-                            dq.steps_count,
-                            hash,
-                            0,
-                            static_cast<uint64_t>(sender),
-                            group};
-  static_assert(sizeof words == sizeof out);
-  std::memcpy(out, words, sizeof out);
+  pack_header(lanes, {static_cast<uint64_t>(algorithms::Collective::kSendRecv), bytes, dq.steps_count, hash, 0}, sender,
+              group, out);
 }
 
 }  // namespace weft

@@ -119,7 +119,7 @@ struct RankCall {
 // each end of queue q sends. The caller sets the buffers.
 std::unique_ptr<RankCall> make_rank(World& w, const algorithms::Program& program, const algorithms::ProgramIndex& index,
                                     int r, uint64_t seq, uint64_t timeout_ns,
-                                    const std::function<walker_cases::Header(uint32_t q, int sender)>& header) {
+                                    const std::function<walker_cases::Header(const DeviceProgram& p, uint32_t q, int sender)>& header) {
   auto c = std::make_unique<RankCall>();
   c->program = flatten(program, index);
   DeviceProgramView v = c->program.view();
@@ -146,7 +146,7 @@ std::unique_ptr<RankCall> make_rank(World& w, const algorithms::Program& program
     uint64_t& next = dq.is_send ? f.sent : f.received;
     wf.first_chunk = next;
     next += c->program.chunks(q, w.slot_bytes, w.lanes);
-    const walker_cases::Header h = header(q, dq.is_send ? r : dq.peer);
+    const walker_cases::Header h = header(c->program, q, dq.is_send ? r : dq.peer);
     std::memcpy(wf.header, h.data(), sizeof wf.header);
   }
   c->error = reinterpret_cast<cuda::WalkerError*>(device_bytes(sizeof(cuda::WalkerError)));
@@ -164,7 +164,7 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
                                     uint64_t seq, uint64_t timeout_ns) {
   const algorithms::Plan plan = algorithms::plan(a, algorithms::Layout::flat(a.nranks), algo, r);
   auto c = make_rank(w, plan.program, plan.index, r, seq, timeout_ns,
-                     [&](uint32_t, int sender) { return walker_cases::header_for(a, sender, seq, w.lanes); });
+                     [&](const DeviceProgram&, uint32_t, int sender) { return walker_cases::header_for(a, sender, seq, w.lanes); });
   cuda::WalkerCall& k = c->call;
   const size_t elem = dtype_size(a.dtype);
   const walker_cases::Placement at = walker_cases::placement(a, r);
@@ -222,14 +222,6 @@ void check_case(World& w, const Case& cs, uint64_t seq) {
   ++checked;
 }
 
-// The byte `from` sends `to` at offset i of its k-th message to it in group g, and that message's size.
-char group_byte(int from, int to, int k, size_t i, uint64_t g) {
-  return static_cast<char>(from * 37 + to * 11 + k * 5 + static_cast<int>(i % 251) + static_cast<int>(g));
-}
-size_t group_size(int from, int to, int k, uint64_t g) {
-  return static_cast<size_t>((from * 7 + to * 13 + k * 101 + g * 3) % 2000) * ((k + to) % 3);
-}
-
 // Runs group g at n ranks (see main) and checks every received byte.
 void check_group(World& w, int n, uint64_t g, uint64_t seq) {
   std::vector<std::unique_ptr<RankCall>> calls;
@@ -243,26 +235,21 @@ void check_group(World& w, int n, uint64_t g, uint64_t seq) {
     std::vector<char*> buffers;
     for (int k = 0; k < 2; ++k)
       for (int j = 0; j < n; ++j) {
-        std::vector<char> bytes(group_size(r, j, k, g));
-        for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = group_byte(r, j, k, i, g);
+        std::vector<char> bytes(walker_cases::group_size(r, j, k, g));
+        for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = walker_cases::group_byte(r, j, k, i, g);
         ops.push_back({true, j, bytes.size()});
         buffers.push_back(device_bytes(bytes.size(), bytes.data()));
       }
     for (int k = 1; k >= 0; --k)
       for (int j = n - 1; j >= 0; --j) {
-        ops.push_back({false, j, group_size(j, r, k, g)});
+        ops.push_back({false, j, walker_cases::group_size(j, r, k, g)});
         buffers.push_back(device_bytes(ops.back().bytes));
         recvs.push_back({r, j, k, buffers.back()});
       }
     const algorithms::Program program = algorithms::sendrecv_group(ops, r, n);
-    DeviceProgram flat = flatten(program, algorithms::index_program(program));
     calls.push_back(make_rank(w, program, algorithms::index_program(program), r, seq, 20'000'000'000ull,
-                              [&](uint32_t q, int sender) {
-                                uint8_t bytes[device_walk::kHeaderBytes];
-                                walker_group_header(flat, q, sender, g, w.lanes, bytes);
-                                walker_cases::Header h{};
-                                std::memcpy(h.data(), bytes, sizeof bytes);
-                                return h;
+                              [&](const DeviceProgram& p, uint32_t q, int sender) {
+                                return walker_cases::group_header_for(p, q, sender, g, w.lanes);
                               }));
     calls.back()->call.user = device_array(buffers);
   }
@@ -278,9 +265,9 @@ void check_group(World& w, int n, uint64_t g, uint64_t seq) {
     }
   size_t wrong = 0;
   for (const Recv& v : recvs) {
-    const size_t bytes = group_size(v.from, v.rank, v.k, g);
+    const size_t bytes = walker_cases::group_size(v.from, v.rank, v.k, g);
     const std::vector<char> got = from_device(v.buffer, bytes);
-    for (size_t i = 0; i < bytes; ++i) wrong += got[i] != group_byte(v.from, v.rank, v.k, i, g);
+    for (size_t i = 0; i < bytes; ++i) wrong += got[i] != walker_cases::group_byte(v.from, v.rank, v.k, i, g);
   }
   if (wrong != 0) {
     std::fprintf(stderr, "FAIL: %s: %zu bytes wrong\n", what.c_str(), wrong);

@@ -28,6 +28,26 @@ inline Header header_for(const CollectiveArgs& a, int sender, uint64_t seq, uint
   return h;
 }
 
+// The header `sender` sends on queue q of a group's flattened program `p`, group g.
+inline Header group_header_for(const DeviceProgram& p, uint32_t q, int sender, uint64_t g, uint32_t lanes) {
+  uint8_t bytes[device_walk::kHeaderBytes];
+  walker_group_header(p, q, sender, g, lanes, bytes);
+  Header h{};
+  std::memcpy(h.data(), bytes, sizeof bytes);
+  return h;
+}
+
+// The groups the tests send: the k-th message `from` sends `to` in group g, its size (sizes differ
+// by pair and message; a third are empty, the longest take many chunks of small slots) and its
+// byte at offset i.
+inline size_t group_size(int from, int to, int k, uint64_t g) {
+  return static_cast<size_t>((from * 7 + to * 13 + k * 101 + static_cast<int>(g) * 3) % 900) *
+         static_cast<size_t>((k + to) % 3);
+}
+inline char group_byte(int from, int to, int k, size_t i, uint64_t g) {
+  return static_cast<char>(from * 37 + to * 11 + k * 5 + static_cast<int>(i % 251) + static_cast<int>(g));
+}
+
 inline CollectiveArgs args(Collective coll, int n, size_t count, DataType t = DataType::kFloat32,
                            RedOp op = RedOp::kSum) {
   CollectiveArgs a;

@@ -37,6 +37,9 @@ using algorithms::CollectiveArgs;
 using Clock = std::chrono::steady_clock;
 using walker_cases::args;
 using walker_cases::Header;
+using walker_cases::group_byte;
+using walker_cases::group_header_for;
+using walker_cases::group_size;
 using walker_cases::header_for;
 
 // One direction of one (from, to, channel): the receiver's slots and each lane's two counters.
@@ -339,19 +342,8 @@ std::unique_ptr<RankCall> make_group(World& w, int r, const std::vector<algorith
   c->view = c->program.view();
   c->lanes = w.lanes;
   for (auto& b : buffers) c->user.push_back(b.data());
-  attach(w, *c, [&](uint32_t q, int sender) {
-    uint8_t bytes[device_walk::kHeaderBytes];
-    walker_group_header(c->program, q, sender, group, c->lanes, bytes);
-    Header h{};
-    std::memcpy(h.data(), bytes, sizeof bytes);
-    return h;
-  });
+  attach(w, *c, [&](uint32_t q, int sender) { return group_header_for(c->program, q, sender, group, c->lanes); });
   return c;
-}
-
-// The byte `from` sends `to` at offset i of its k-th message to it in group g.
-char sent_byte(int from, int to, int k, size_t i, uint64_t g) {
-  return static_cast<char>(from * 37 + to * 11 + k * 5 + static_cast<int>(i % 251) + static_cast<int>(g));
 }
 
 // A group at n ranks: each rank sends each other rank (itself included) `per_peer` messages of
@@ -360,7 +352,6 @@ char sent_byte(int from, int to, int k, size_t i, uint64_t g) {
 // matching receive put it, and each FIFO's chunk count moves as DeviceProgram::chunks says.
 void expect_group_delivers(World& w, int per_peer, uint64_t g) {
   const int n = w.nranks;
-  auto size = [&](int from, int to, int k) -> size_t { return static_cast<size_t>((from * 7 + to * 13 + k * 101 + g * 3) % 900) * ((k + to) % 3); };
   std::vector<std::vector<algorithms::PeerOp>> ops(n);
   std::vector<std::vector<std::vector<char>>> bufs(n);
   struct Expect {
@@ -375,10 +366,10 @@ void expect_group_delivers(World& w, int per_peer, uint64_t g) {
           algorithms::PeerOp op;
           op.is_send = is_send;
           op.peer = peer;
-          op.bytes = is_send ? size(r, peer, k) : size(peer, r, k);
+          op.bytes = is_send ? group_size(r, peer, k, g) : group_size(peer, r, k, g);
           std::vector<char> b(std::max<size_t>(op.bytes, 1), 0);
           if (is_send)
-            for (size_t i = 0; i < op.bytes; ++i) b[i] = sent_byte(r, peer, k, i, g);
+            for (size_t i = 0; i < op.bytes; ++i) b[i] = group_byte(r, peer, k, i, g);
           else
             expect.push_back({r, static_cast<int>(bufs[r].size()), peer, k});
           ops[r].push_back(op);
@@ -403,7 +394,7 @@ void expect_group_delivers(World& w, int per_peer, uint64_t g) {
   long wrong = 0;
   for (const Expect& e : expect) {
     const std::vector<char>& b = bufs[e.rank][e.buffer];
-    for (size_t i = 0; i < size(e.from, e.rank, e.k); ++i) wrong += b[i] != sent_byte(e.from, e.rank, e.k, i, g);
+    for (size_t i = 0; i < group_size(e.from, e.rank, e.k, g); ++i) wrong += b[i] != group_byte(e.from, e.rank, e.k, i, g);
   }
   EXPECT_EQ(wrong, 0) << n << " ranks, " << per_peer << " messages a pair, group " << g;
 }
