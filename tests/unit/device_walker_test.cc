@@ -310,8 +310,12 @@ TEST(DeviceWalker, ChunkSharesFitTheLanesParts) {
             const device_walk::Part part = device_walk::slot_part(slot, l, lanes);
             EXPECT_EQ(p.begin, covered) << "slot " << slot << ", " << lanes << " lanes, chunk of " << len;
             EXPECT_LE(p.bytes, part.bytes) << "slot " << slot << ", lane " << l << " of " << lanes << ", chunk of " << len;
-            if (l + 1 < lanes) EXPECT_EQ(p.bytes % device_walk::kHeaderBytes, 0u);
-            if (len >= lanes * device_walk::kHeaderBytes) EXPECT_GT(p.bytes, 0u) << "lane " << l << " idle";
+            if (l + 1 < lanes) {
+              EXPECT_EQ(p.bytes % device_walk::kHeaderBytes, 0u);
+            }
+            if (len >= lanes * device_walk::kHeaderBytes) {
+              EXPECT_GT(p.bytes, 0u) << "lane " << l << " idle";
+            }
             covered += p.bytes;
           }
           EXPECT_EQ(covered, len) << "slot " << slot << ", " << lanes << " lanes";
