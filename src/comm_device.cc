@@ -81,6 +81,14 @@ Status CommState::device_setup(const Operation& op) {
       return k.status();
     }
     kernel_executor_ = std::move(*k);
+    // Whether the cuda transport reaches every rank of the communicator (a rank it does not
+    // cannot run its collectives in the kernel; launch_on_device). A rank whose transport is an
+    // error (WEFT_TRANSPORT=shm across nodes) counts as not reached: the host executor reports it.
+    kernel_reaches_all_ = true;
+    for (int peer = 0; peer < nranks_; ++peer) {
+      auto host = transport_for(peer);
+      kernel_reaches_all_ = kernel_reaches_all_ && host.ok() && cuda_reaches(*host);
+    }
   }
   device_ = *dev;
   stream_ = *stream;
@@ -148,20 +156,14 @@ Status CommState::launch_on_device(Operation& op, bool* taken) {
   DeviceExecutor::Known known = kernel_executor_->known(key);
   if (known == DeviceExecutor::Known::kNo) {
     const algorithms::Plan plan = make_plan(op.args, true);
-    // Every rank of the communicator, not only this program's peers: a rank whose program stays
-    // on its node (a broadcast's leaf, say) must decide as its peers do, whose programs may not.
-    bool reachable = true;
-    for (int peer = 0; peer < nranks_; ++peer) {
-      auto host = transport_for(peer);
-      WEFT_TRY(host);
-      reachable = reachable && cuda_reaches(*host);
-    }
     // Likewise the most FIFOs of any rank's program, not this rank's alone (a gather's root has
     // one a peer, the others one), so that every rank leaves a program too large for the kernel.
     algorithms::CollectiveArgs tuned = op.args;
     tuned.slice_count = plan.slice_count;
     const size_t fifos = most_fifos(tuned, layout_, plan.algorithm, cuda::kWalkerMaxQueues);
-    WEFT_TRY(kernel_executor_->add(key, op.args, plan, reachable, fifos));
+    // Every rank of the communicator must be reached, not only this program's peers: a rank whose
+    // program stays on its node (a broadcast's leaf, say) must decide as its peers do.
+    WEFT_TRY(kernel_executor_->add(key, op.args, plan, kernel_reaches_all_, fifos));
     known = kernel_executor_->known(key);
   }
   if (known != DeviceExecutor::Known::kTaken) return Status();

@@ -252,6 +252,7 @@ class CommState : public ConnectionSource {
   bool device_run_ = false;        // exec_mu_: connection() hands out device connections
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> device_connections_;
   std::unique_ptr<DeviceExecutor> kernel_executor_;  // WEFT_DEVICE_EXECUTOR=kernel; set with device_
+  bool kernel_reaches_all_ = false;  // set with kernel_executor_: cuda_reaches() every rank's transport
   // queue_mu_: what prepare_device() has made, so a call it was made for returns at once.
   std::set<PlanKey> device_prepared_;
   std::set<std::pair<int, int>> device_links_;
