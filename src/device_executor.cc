@@ -313,7 +313,8 @@ Status DeviceExecutor::launch_group(int nranks, const std::vector<algorithms::Pe
   WEFT_TRY(fill_queues(host, chunks, &call));
   for (uint32_t q = 0; q < view.queue_count; ++q) {
     const DeviceQueue& dq = host.queues[q];
-    uint64_t& groups = (dq.is_send ? groups_sent_ : groups_received_)[{dq.peer, dq.channel}];
+    transport::WalkerLink& link = *links_.at({dq.peer, dq.channel});  // fill_queues made it
+    uint64_t& groups = dq.is_send ? link.groups_sent : link.groups_received;
     walker_group_header(host, q, dq.is_send ? rank_ : dq.peer, ++groups, lanes, call.queues[q].header);
   }
   // The copy waits for nothing: the table's last reader has finished (next_table()).

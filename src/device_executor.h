@@ -153,8 +153,6 @@ class DeviceExecutor {
   bool launched_ = false;
   uint64_t seq_ = 0;                    // collectives launched (their headers' number)
   uint64_t launches_ = 0;               // kernels launched (each one's token for the done flags)
-  // Per (peer, channel): the groups that sent on it, and that received on it (their headers' number).
-  std::map<std::pair<int, int>, uint64_t> groups_sent_, groups_received_;
   std::vector<GroupTable> tables_;  // made on the first group
   size_t next_table_ = 0;
   bool groups_logged_ = false;

@@ -44,8 +44,10 @@ class WalkerLink {
   size_t slot_bytes() const { return slot_bytes_; }
   uint32_t slot_count() const { return slot_count_; }
   int peer() const { return peer_; }
-  // The next chunk each way (host bookkeeping of the calls queued so far).
+  // The next chunk each way (host bookkeeping of the calls queued so far), and the groups of
+  // send/recv calls queued each way (a group's header carries its number on this link).
   uint64_t sent = 0, received = 0;
+  uint64_t groups_sent = 0, groups_received = 0;
 
  private:
   WalkerLink(std::unique_ptr<Connection> control, int peer, size_t slot_bytes, uint32_t slot_count,
