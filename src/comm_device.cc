@@ -156,13 +156,13 @@ Status CommState::launch_on_device(Operation& op, bool* taken) {
   DeviceExecutor::Known known = kernel_executor_->known(key);
   if (known == DeviceExecutor::Known::kNo) {
     const algorithms::Plan plan = make_plan(op.args, true);
-    // Likewise the most FIFOs of any rank's program, not this rank's alone (a gather's root has
-    // one a peer, the others one), so that every rank leaves a program too large for the kernel.
+    // Every rank decides alike: by the most FIFOs of any rank's program, not this rank's alone (a
+    // gather's root has one a peer, the others one), and by whether the cuda transport reaches
+    // every rank of the communicator, not only this program's peers (a broadcast's leaf whose
+    // program stays on its node must decide as its parent, whose program may cross).
     algorithms::CollectiveArgs tuned = op.args;
     tuned.slice_count = plan.slice_count;
     const size_t fifos = most_fifos(tuned, layout_, plan.algorithm, cuda::kWalkerMaxQueues);
-    // Every rank of the communicator must be reached, not only this program's peers: a rank whose
-    // program stays on its node (a broadcast's leaf, say) must decide as its peers do.
     WEFT_TRY(kernel_executor_->add(key, op.args, plan, kernel_reaches_all_, fifos));
     known = kernel_executor_->known(key);
   }
