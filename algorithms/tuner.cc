@@ -109,6 +109,13 @@ std::optional<ScheduleShape> Tuner::shape(const CollectiveArgs& a, Algorithm c) 
   return shapes_.emplace(key, s.ok() ? std::optional<ScheduleShape>(*s) : std::nullopt).first->second;
 }
 
+bool Tuner::crowded_cores(Collective coll) const {
+  if (!model_ || model_->spec().cores <= 0) return false;
+  const int crowded = kCrowdedRanksPerCore * model_->spec().cores;
+  const int ranks = model_->spec().ranks_per_node;
+  return ranks > crowded || (coll == Collective::kAllReduce && ranks == crowded);
+}
+
 void Tuner::put_fewer_rounds_first(const CollectiveArgs& a, std::vector<Algorithm>* cands) const {
   if (cands->size() < 2) return;
   std::vector<std::pair<Algorithm, std::optional<ScheduleShape>>> order;
@@ -155,7 +162,7 @@ TunedCall Tuner::decide(const CollectiveArgs& a) const {
     // only an algorithm predicted kOneShotMargin faster displaces it.
     if (auto one = std::find(cands.begin(), cands.end(), Algorithm::kOneShot); weighs_oneshot(a) && one != cands.end())
       std::rotate(cands.begin(), one, one + 1);
-    if (crowded_cores()) put_fewer_rounds_first(a, &cands);
+    if (crowded_cores(a.coll)) put_fewer_rounds_first(a, &cands);
   }
   TunedCall best{cands.front(), slices.front(), from_table ? "table" : "order"};
   if (!model_ || (cands.size() == 1 && slices.size() == 1)) return best;

@@ -62,20 +62,22 @@ constexpr double kAlgorithmMargin = 0.05;
 // recursive doubling's 21.0-29.3 (docs/PERFORMANCE.md, "The tuner check after the refit, and
 // over tcp", names the CSVs).
 constexpr double kOneShotMargin = 0.25;
-// Where the model's node holds more than kCrowdedRanksPerCore ranks per core, an algorithm that
-// sends and writes no more bytes a rank than one before it in table order (within kSameBytes),
-// in fewer rounds (schedule_shape()), goes ahead of it, so that ties between the two go to it:
-// the ring's allreduce and allgather (2(N-1) and N-1 rounds) lose them to Rabenseifner and
-// recursive doubling (2 log2 N and log2 N); Bruck's allgather, which copies the buffer once more,
-// does not move. Each round waits for a peer that shares a core with other ranks, and the model
-// counts bytes and messages (equal for those pairs at equal slices), not that waiting. Measured
-// at eight ranks on two cores (docs/PERFORMANCE.md, "Rounds on crowded cores"): at 8 MiB the
-// ring's allreduce made 1.8-2.4x the voluntary and 1.6-3.8x the involuntary context switches
-// of Rabenseifner's, and took 1.06-1.27x its time at 2-8 MiB in every run since 2026-11-26,
-// while the model predicted the two within 3%; recursive halving and doubling were 1.15-1.6x
-// faster than the ring at 128 KiB-2 MiB and within 5% from 8 MiB. At four ranks on two cores the
-// ring's reduce-scatter and allgather were the faster (by up to 1.3x at 512 KiB-128 MiB; only
-// allreduce leaned to Rabenseifner there), so there table order stands.
+// Where the model's node holds more than kCrowdedRanksPerCore ranks per core (for allreduce, that
+// many or more), an algorithm that sends and writes no more bytes a rank than one before it in
+// table order (within kSameBytes), in fewer rounds (schedule_shape()), goes ahead of it, so that
+// ties between the two go to it: the ring's allreduce and allgather (2(N-1) and N-1 rounds) lose
+// them to Rabenseifner and recursive doubling (2 log2 N and log2 N); Bruck's allgather, which
+// copies the buffer once more, does not move. Each round waits for a peer that shares a core with
+// other ranks, and the model counts bytes and messages (equal for those pairs at equal slices),
+// not that waiting. Measured at eight ranks on two cores (docs/PERFORMANCE.md, "Rounds on crowded
+// cores"): at 8 MiB the ring's allreduce made 1.8-2.4x the voluntary and 1.6-3.8x the involuntary
+// context switches of Rabenseifner's, and took 1.06-1.27x its time at 2-8 MiB in every run since
+// 2026-11-26, while the model predicted the two within 3%; recursive halving and doubling were
+// 1.15-1.6x faster than the ring at 128 KiB-2 MiB and within 5% from 8 MiB. At four ranks on two
+// cores the ring's reduce-scatter and allgather were the faster (by up to 1.3x at 512 KiB-128
+// MiB), so there table order stands for them; allreduce there leaned to Rabenseifner: over twelve
+// N=4 checks, within 10% of the best at 66 of 84 points from 128 KiB against the ring's 52
+// (docs/PERFORMANCE.md, "Allreduce at two ranks a core").
 constexpr int kCrowdedRanksPerCore = 2;
 constexpr double kSameBytes = 0.01;
 
@@ -125,10 +127,9 @@ class Tuner {
   // The model's prediction for `trial` run by `c`, at the floor of its size class (above); cached.
   // REQUIRES: model_, mu_ held.
   Prediction predicted(const CollectiveArgs& trial, Algorithm c) const;
-  // The model's nodes hold more than kCrowdedRanksPerCore ranks per core.
-  bool crowded_cores() const {
-    return model_ && model_->spec().cores > 0 && model_->spec().ranks_per_node > kCrowdedRanksPerCore * model_->spec().cores;
-  }
+  // The model's nodes hold more than kCrowdedRanksPerCore ranks per core, or for an allreduce
+  // that many.
+  bool crowded_cores(Collective coll) const;
   // schedule_shape() of `c` running `a` at the floor of its size class; cached; nullopt where it
   // cannot be simulated. REQUIRES: model_, mu_ held.
   std::optional<ScheduleShape> shape(const CollectiveArgs& a, Algorithm c) const;
