@@ -5,9 +5,11 @@
 //   weft-run -n N -- weft-first-calls [-b BYTES] [-n CALLS] [-p PRIOR]
 //
 // PRIOR 4-byte allreduces first (default 0), then CALLS allreduces of BYTES (floats, sum; default
-// 512 KiB and 120), each timed alone. Rank 0 prints the per-call times in microseconds (the
-// slowest rank's, taken with one allreduce of the times at the end), 20 to a line, then the mean
-// of each fifth of the calls. Exit 1 when the last call's sums are wrong on any rank.
+// 512 KiB and 120; -b and -n as every sweep in bench/ reads them), each timed alone. Rank 0
+// prints the per-call times in microseconds (the slowest rank's, taken with one allreduce of the
+// times at the end), 20 to a line, then the mean of each fifth of the calls. The inputs are the
+// serial reference's (bench/reference.h) and the last call's output is checked against it: exit
+// 1 when any rank's is wrong.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -15,7 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "src/byte_size.h"
+#include "bench/reference.h"
+#include "bench/sweep.h"
 #include "weft/communicator.h"
 
 namespace {
@@ -28,59 +31,64 @@ int fail(const weft::Status& s) {
   return 1;
 }
 
+constexpr int kMinCalls = 5;  // one a fifth
 constexpr int kMaxCalls = 100000;
+constexpr uint64_t kSeed = 42;
 
-int usage() {
-  std::fprintf(stderr, "usage: weft-first-calls [-b BYTES >= 4] [-n CALLS, 5..%d] [-p PRIOR >= 0]\n", kMaxCalls);
+int usage(const std::string& why) {
+  if (!why.empty()) std::fprintf(stderr, "weft-first-calls: %s\n", why.c_str());
+  std::fprintf(stderr, "usage: weft-first-calls [-b BYTES >= 4] [-n CALLS, %d..%d] [-p PRIOR >= 0]\n", kMinCalls,
+               kMaxCalls);
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t bytes = size_t{512} << 10;
-  int calls = 120, prior = 0;
+  weft::bench::SweepOptions o;
+  o.min_bytes = size_t{512} << 10;
+  o.iters = 120;
+  long prior = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (i + 1 >= argc) return usage();
-    const char* value = argv[++i];
-    if (flag == "-b") {
-      const auto parsed = weft::parse_byte_size(value);
-      if (!parsed) {
-        std::fprintf(stderr, "weft-first-calls: -b %s is not a byte size (e.g. 4096 or 512K)\n", value);
-        return 2;
-      }
-      bytes = *parsed;
-    } else if (flag == "-n") {
-      calls = std::atoi(value);
-    } else if (flag == "-p") {
-      prior = std::atoi(value);
+    std::string error;
+    if (flag == "-b" || flag == "-n") {
+      weft::bench::take_sweep_flag(argc, argv, &i, &o, &error);
+      if (!error.empty()) return usage(error);
+    } else if (flag == "-p" && i + 1 < argc) {
+      char* end = nullptr;
+      const char* v = argv[++i];
+      prior = std::strtol(v, &end, 10);
+      if (end == v || *end != '\0' || prior < 0) return usage("bad value '" + std::string(v) + "' for -p");
     } else {
-      return usage();
+      return usage("");
     }
   }
-  if (bytes < sizeof(float) || calls < 5 || calls > kMaxCalls || prior < 0) return usage();
+  if (o.min_bytes < sizeof(float) || o.iters < kMinCalls || o.iters > kMaxCalls) return usage("");
   auto config = weft::Config::from_env();
   if (!config.ok()) return fail(config.status());
   auto comm = Communicator::init_from_env(*config);
   if (!comm.ok()) return fail(comm.status());
   Communicator& c = **comm;
-  const size_t count = bytes / sizeof(float);
-  std::vector<float> send(count, 1.0f), recv(count, 0.0f);
+  weft::algorithms::CollectiveArgs a;
+  a.coll = weft::algorithms::Collective::kAllReduce;
+  a.nranks = c.size();
+  a.count = o.min_bytes / sizeof(float);
+  a.dtype = DataType::kFloat32;
+  a.op = weft::RedOp::kSum;
+  std::vector<float> send(a.count), recv(a.count);
+  weft::bench::fill_input(a, c.rank(), send.data(), kSeed);
+  weft::bench::poison(recv.data(), recv.size() * sizeof(float));
   float one = 1.0f, sum = 0.0f;
-  for (int i = 0; i < prior; ++i)
+  for (long i = 0; i < prior; ++i)
     if (weft::Status s = c.allreduce(&one, &sum, 1, DataType::kFloat32, weft::RedOp::kSum).wait(); !s.ok()) return fail(s);
-  std::vector<double> mine(static_cast<size_t>(calls)), slowest(mine.size());
+  std::vector<double> mine(static_cast<size_t>(o.iters)), slowest(mine.size());
   for (double& us : mine) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (weft::Status s = c.allreduce(send.data(), recv.data(), count, DataType::kFloat32, weft::RedOp::kSum).wait();
-        !s.ok())
-      return fail(s);
+    if (weft::Status s = c.allreduce(send.data(), recv.data(), a.count, a.dtype, a.op).wait(); !s.ok()) return fail(s);
     us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   }
-  // Every element of the last call's sum of ones is the rank count.
-  uint64_t wrong = 0, wrong_all = 0;
-  for (float v : recv) wrong += v != static_cast<float>(c.size());
+  uint64_t wrong = weft::bench::count_wrong(a, c.rank(), recv.data(), kSeed), wrong_all = 0;
   if (weft::Status s = c.allreduce(&wrong, &wrong_all, 1, DataType::kUint64, weft::RedOp::kSum).wait(); !s.ok())
     return fail(s);
   if (weft::Status s = c.allreduce(mine.data(), slowest.data(), mine.size(), DataType::kFloat64, weft::RedOp::kMax).wait();
@@ -92,8 +100,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (c.rank() != 0) return 0;
-  std::printf("# allreduce, %d ranks, %zu B, after %d 4-byte calls: us per call (slowest rank)\n", c.size(),
-              count * sizeof(float), prior);
+  std::printf("# allreduce, %d ranks, %zu B, after %ld 4-byte calls: us per call (slowest rank)\n", c.size(),
+              a.count * sizeof(float), prior);
   for (size_t i = 0; i < slowest.size(); ++i)
     std::printf("%.0f%c", slowest[i], i % 20 == 19 || i + 1 == slowest.size() ? '\n' : ' ');
   std::printf("# mean of each fifth:");

@@ -1,6 +1,7 @@
 #!/bin/sh
 # weft-first-calls: CALLS times on rank 0 (20 to a line) and five means, after PRIOR small calls,
-# at 3 ranks (ragged sums checked by the tool: exit 1 on a wrong element); bad flags exit 2.
+# at 3 ranks (the last call checked by the tool against the serial reference: exit 1 on a wrong
+# element); bad flags exit 2 naming the value.
 #   sh first_calls_test.sh BUILD_DIR
 set -u
 BUILD=$1
@@ -18,7 +19,9 @@ grep -v '^#' "$TMP/rank0" | tr ' ' '\n' | grep -qv '^[0-9][0-9]*$' && fail "a ti
 [ -z "$(sed -n 's/^\[[12]\] //p' "$TMP/out")" ] || fail "other ranks printed: $(cat "$TMP/out")"
 
 "$BUILD/bench/weft-first-calls" -b 3x >/dev/null 2>"$TMP/err"
-[ $? -eq 2 ] && grep -q 'not a byte size' "$TMP/err" || fail "-b 3x: $(cat "$TMP/err")"
+[ $? -eq 2 ] && grep -q "bad value '3x' for -b" "$TMP/err" || fail "-b 3x: $(cat "$TMP/err")"
+"$BUILD/bench/weft-first-calls" -p 2x >/dev/null 2>"$TMP/err"
+[ $? -eq 2 ] && grep -q "bad value '2x' for -p" "$TMP/err" || fail "-p 2x: $(cat "$TMP/err")"
 "$BUILD/bench/weft-first-calls" -n 4 >/dev/null 2>"$TMP/err"
 [ $? -eq 2 ] && grep -q usage "$TMP/err" || fail "-n 4: $(cat "$TMP/err")"
 echo PASS

@@ -73,6 +73,13 @@ grep -qx 'all files: ring: 1 of 2 within 10%, worst 0.80' "$TMP/ratios.out" &&
   grep -qx 'all files: tree: 2 of 2 within 10%, worst 0.95' "$TMP/ratios.out" ||
   fail "variant-ratios: $(cat "$TMP/ratios.out")"
 grep -q tuner "$TMP/ratios.out" && fail "variant-ratios counted the tuner's rows: $(cat "$TMP/ratios.out")"
+# Per size over files: a second file where the ring took 300 at 2M (0.35 of the tree's 105):
+# the ring within 10% in 1 of 2 files, median of 100 and 300; the tuner scored when named.
+printf '%s\n' bytes,time_us,variant 2097152,300,ring 2097152,105,tree 2097152,90,tuner >"$TMP/ratios2.csv"
+python3 "$SRC/bench/variant-ratios" --min-bytes 2M --variants ring,tree,tuner "$TMP/ratios.csv" "$TMP/ratios2.csv" \
+  >"$TMP/ratios.out" 2>&1 || fail "variant-ratios on two files exited $?: $(cat "$TMP/ratios.out")"
+grep -qx 'size 2097152: within 10% in ring 1 of 2 (median 200.0 us), tree 2 of 2 (median 105.0 us), tuner 2 of 2 (median 70.0 us)' \
+  "$TMP/ratios.out" || fail "variant-ratios per size: $(cat "$TMP/ratios.out")"
 # bench/sim-error (docs/SIMULATOR.md quotes it) on rows made from weft-sim's own predictions: the
 # ring measured as predicted at 64 KiB (+0%) and in half the time at 128 KiB (+100%); the tuner's
 # and in-place rows are left out.
