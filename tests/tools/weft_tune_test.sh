@@ -2,8 +2,9 @@
 # weft-tune end to end on a tiny sweep: the table, the --check report (the tuner's pick against
 # the best measured algorithm), the CSV of every row and the per-algorithm plot; the check with the
 # table loaded (--check-with); then with forced slices (--slices), whose winner's slice the table
-# names; --passes above -i is refused; and bench/variant-ratios, which counts from such CSVs, on
-# rows with a known answer; bench/sim-error on rows made from weft-sim's predictions.
+# names; a sure miss re-measured head to head (--recheck); --passes above -i is refused; and
+# bench/variant-ratios, which counts from such CSVs, on rows with a known answer; bench/sim-error
+# on rows made from weft-sim's predictions.
 #   sh weft_tune_test.sh SOURCE_DIR BUILD_DIR
 set -u
 SRC=$1
@@ -58,6 +59,19 @@ grep -q ',ring@64$' "$TMP/slices.csv" && grep -q ',ring@1K$' "$TMP/slices.csv" |
 awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "slice_bytes") c = i; next }
          $NF == "ring@64" && $c != 64 { exit 1 }' "$TMP/slices.csv" || fail "ring@64 rows ran another slice"
 python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 --slices 32 -o - >/dev/null 2>&1 && fail "--slices 32 accepted"
+# --recheck: a table that forces the ring in 64-byte slices at 4 KiB (64 FIFO hand-offs, where
+# the best variants take one) makes a miss for sure; re-measured head to head it stays a miss, in
+# the last column and in the last summary line.
+echo "shm allreduce 2 1 0 1000000 ring 64" >"$TMP/ring64.txt"
+python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 -t shm -C allreduce -b 4K -e 4K -i 2 --slices 64,1024 \
+  --check-with "$TMP/ring64.txt" --recheck 2 >"$TMP/recheck.md" 2>"$TMP/err" ||
+  fail "weft-tune --recheck exited $?: $(tail -5 "$TMP/err")"
+grep '^| 4096 ' "$TMP/recheck.md" | awk -F'|' '$5 ~ /ring@64/ && $8 + 0 < 0.9 && $11 + 0 > 0 && $11 + 0 < 0.9 { ok = 1 }
+  END { exit !ok }' || fail "--recheck: no re-measured miss for ring@64: $(cat "$TMP/recheck.md")"
+grep -q "^1 sizes re-measured head to head (2 runs, medians), 0 of them within 10%; with them, 1 sizes: within 10% at 0," \
+  "$TMP/recheck.md" || fail "--recheck summary: $(cat "$TMP/recheck.md")"
+python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 --recheck 2 -o - >"$TMP/err" 2>&1 && fail "--recheck without --check accepted"
+grep -q -- "--recheck: a count of runs >= 0, with --check or --check-with" "$TMP/err" || fail "--recheck: $(cat "$TMP/err")"
 python3 "$SRC/tools/weft-tune" --build "$BUILD" -n 2 -i 2 --passes 3 -o - >"$TMP/err" 2>&1 && fail "--passes 3 with -i 2 accepted"
 grep -q -- "--passes: 3 is not between 1 and the timed iterations (-i 2)" "$TMP/err" || fail "--passes: $(cat "$TMP/err")"
 
