@@ -121,17 +121,22 @@ int expect_error(const Status& s, const std::string& who, Clock::duration took, 
 
 class Faults : public ::testing::TestWithParam<std::string> {};
 
+// Three allreduces of `count` floats, stopping at the first failure. The tests below kill rank 1
+// once its own third call has returned, when a slower rank may still be in its third: that call
+// may then fail, and must name rank 1 as a later call would, so the caller checks it as one.
+Status warm_up(Communicator& c, float* buf, size_t count) {
+  Status s;
+  for (int i = 0; i < 3 && s.ok(); ++i) s = c.allreduce(buf, buf, count, DataType::kFloat32, RedOp::kSum).wait();
+  return s;
+}
+
 TEST_P(Faults, PeerKilledMidCollective) {
   const Config config = make_config(GetParam(), 20);
   auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
     if (!comm.ok()) return 20;
     std::vector<float> buf(8 << 20, 1.0f);
     Communicator& c = **comm;
-    // As in PeerKilledBeforeSmallCollective: a slow rank may still be in its third small call
-    // when rank 1 dies (30 ms after its own third returned); that call must then name rank 1.
-    Status s;
-    for (int i = 0; i < 3 && s.ok(); ++i)
-      s = c.allreduce(buf.data(), buf.data(), 1024, DataType::kFloat32, RedOp::kSum).wait();
+    Status s = warm_up(c, buf.data(), 1024);
     if (r == 1) {
       if (!s.ok()) return 21;
       Request q = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum);
@@ -156,11 +161,7 @@ TEST_P(Faults, PeerKilledBeforeSmallCollective) {
     if (!comm.ok()) return 20;
     Communicator& c = **comm;
     std::vector<float> buf(16, 1.0f);
-    // Rank 1 dies as soon as its third call returns, when another rank may still be finishing
-    // its own third call: that call may fail too, and must then name rank 1 as the next would.
-    Status s;
-    for (int i = 0; i < 3 && s.ok(); ++i)
-      s = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    Status s = warm_up(c, buf.data(), buf.size());
     if (r == 1) {
       if (!s.ok()) return 21;
       raise(SIGKILL);
