@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -123,6 +124,20 @@ weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newc
     auto sub = comm->comm->split(color, key);
     WEFT_TRY(sub);
     if (*sub) *newcomm = wrap(std::move(*sub));
+    return weft::Status();
+  });
+}
+
+weftResult_t weftCommShrink(weftComm_t comm, const int* exclude, int nexclude, weftComm_t* newcomm) {
+  return call(comm, [&]() -> weft::Status {
+    if (comm == nullptr || newcomm == nullptr) return weft::invalid_argument("weftCommShrink: comm or newcomm is NULL");
+    *newcomm = nullptr;
+    if (nexclude < 0 || (nexclude > 0 && exclude == nullptr))
+      return weft::invalid_argument("weftCommShrink: nexclude is " + std::to_string(nexclude) +
+                                    (exclude == nullptr ? " and exclude is NULL" : ""));
+    auto small = comm->comm->shrink(std::span<const int>(exclude, static_cast<size_t>(nexclude)));
+    WEFT_TRY(small);
+    *newcomm = wrap(std::move(*small));
     return weft::Status();
   });
 }

@@ -106,6 +106,10 @@ class CommState : public ConnectionSource {
 
   void abort(const std::string& reason);
   GroupState& group() { return group_; }
+  // The number of this rank's shrinks of this communicator so far, then one more: each shrink's
+  // rendezvous gets its own secret from it. (Kept ranks make their shrinks in one order, as
+  // their other calls; the count is atomic only so that shrinks in one group cannot race.)
+  uint64_t count_shrink() { return shrinks_.fetch_add(1, std::memory_order_relaxed); }
   // The error that broke the communicator (OK while it works). Any thread.
   Status async_error();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
@@ -258,6 +262,7 @@ class CommState : public ConnectionSource {
   std::set<std::pair<int, int>> device_links_;
 
   GroupState group_;
+  std::atomic<uint64_t> shrinks_{0};
   std::shared_ptr<Operation> spare_op_;  // new_operation()'s (the calling thread's)
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;  // guarded by queue_mu_

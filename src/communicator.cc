@@ -286,4 +286,46 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, co
   return init(ids[static_cast<size_t>(members.front())], new_rank, static_cast<int>(members.size()), child);
 }
 
+Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> exclude) {
+  return shrink(exclude, config());
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> exclude, const Config& config) {
+  CommState& st = *state_;
+  const int n = st.nranks();
+  std::vector<int> gone(exclude.begin(), exclude.end());
+  std::sort(gone.begin(), gone.end());
+  for (size_t i = 0; i < gone.size(); ++i) {
+    if (gone[i] < 0 || gone[i] >= n)
+      return invalid_argument("shrink: excluded rank " + std::to_string(gone[i]) + " is out of range for " +
+                              std::to_string(n) + " ranks");
+    if (i > 0 && gone[i] == gone[i - 1])
+      return invalid_argument("shrink: rank " + std::to_string(gone[i]) + " is excluded twice");
+  }
+  if (std::binary_search(gone.begin(), gone.end(), st.rank()))
+    return invalid_argument("shrink: rank " + std::to_string(st.rank()) +
+                            " is in the exclude list; excluded ranks must not call shrink");
+  std::vector<int> kept;
+  for (int r = 0; r < n; ++r)
+    if (!std::binary_search(gone.begin(), gone.end(), r)) kept.push_back(r);
+  // The salt: this shrink's number and the list, so that ranks whose lists or counts differ
+  // present different secrets and the root refuses them.
+  uint64_t salt = st.count_shrink() * 0x9e3779b97f4a7c15ull;
+  for (int r : gone) salt = (salt ^ static_cast<uint64_t>(r + 1)) * 0x100000001b3ull;
+  const std::string what = "shrink of " + std::to_string(n) + " ranks to " + std::to_string(kept.size()) +
+                           " (the rendezvous is at rank " + std::to_string(kept.front()) + ", the lowest kept)";
+  auto id = st.bootstrap().subgroup_id(kept, salt, st.config());
+  if (!id.ok()) return id.status().with_context(what);
+  const int new_rank = static_cast<int>(std::find(kept.begin(), kept.end(), st.rank()) - kept.begin());
+  Config child = config;
+  child.torus.clear();  // WEFT_TORUS describes this communicator's ranks, not the survivors'
+  auto comm = init(*id, new_rank, static_cast<int>(kept.size()), child);
+  if (comm.ok()) return comm;
+  // A root that refused this rank's secret, or ranks that never came: what differing lists give.
+  const bool mismatch = comm.status().code() == StatusCode::kRemoteError || comm.status().code() == StatusCode::kTimeout;
+  return comm.status().with_context(what + ", rank " + std::to_string(st.rank()) + " as new rank " +
+                                    std::to_string(new_rank) +
+                                    (mismatch ? " (do all kept ranks pass the same exclude list?)" : ""));
+}
+
 }  // namespace weft

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "weft/config.h"
@@ -90,6 +91,16 @@ class Communicator {
   static constexpr int kNoColor = -1;
   Result<std::unique_ptr<Communicator>> split(int color, int key);
   Result<std::unique_ptr<Communicator>> split(int color, int key, const Config& config);
+
+  // The ranks not in `exclude` form a new communicator, keeping their order (new rank = old rank
+  // less the excluded ranks below it), as ncclCommShrink does. Unlike split(), the excluded ranks
+  // take no part and may be dead: the survivors meet at the lowest kept rank's bootstrap listener,
+  // not through this communicator's connections or the UniqueId's root, so this works after a
+  // peer died or abort() (call abort() first to stop pending calls). Every kept rank calls it with
+  // the same list (any order) and the same number of earlier shrinks of this communicator; an
+  // excluded rank that calls gets kInvalidArgument. Runs with `config`, or this one's.
+  Result<std::unique_ptr<Communicator>> shrink(std::span<const int> exclude);
+  Result<std::unique_ptr<Communicator>> shrink(std::span<const int> exclude, const Config& config);
 
   // Fails every pending and later operation with kRemoteError/kInvalidUsage and tells the peers,
   // whose pending operations then fail naming this rank. Returns promptly; idempotent.

@@ -1,7 +1,7 @@
 /* weft C API. Semantics map one to one onto NCCL's (ncclX -> weftX), on host memory:
  *
- *   weftGetUniqueId / weftCommInitRank / weftCommInitAll / weftCommSplit / weftCommDestroy /
- *   weftCommAbort / weftCommGetAsyncError / weftCommCount / weftCommUserRank
+ *   weftGetUniqueId / weftCommInitRank / weftCommInitAll / weftCommSplit / weftCommShrink /
+ *   weftCommDestroy / weftCommAbort / weftCommGetAsyncError / weftCommCount / weftCommUserRank
  *   weftAllReduce, weftReduceScatter, weftAllGather, weftBroadcast, weftReduce, weftAlltoAll,
  *   weftGather, weftScatter, weftSend, weftRecv, weftBarrier, weftGroupStart / weftGroupEnd
  *
@@ -90,6 +90,9 @@ weftResult_t weftCommInitFromEnv(weftComm_t* comm);
 /* ndev communicators in this process, one per rank (threads are started internally). */
 weftResult_t weftCommInitAll(weftComm_t* comms, int ndev, const int* devlist);
 weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newcomm);
+/* The ranks not in exclude[0..nexclude) form a new communicator in their old order; the excluded
+ * ranks do not call and may be dead (Communicator::shrink, docs/API.md). */
+weftResult_t weftCommShrink(weftComm_t comm, const int* exclude, int nexclude, weftComm_t* newcomm);
 weftResult_t weftCommDestroy(weftComm_t comm);
 weftResult_t weftCommAbort(weftComm_t comm);
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* async_error);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "src/comm_state.h"
 #include "src/cuda/device.h"
@@ -80,6 +81,24 @@ Status start_comm(ncclComm* h, std::function<Result<std::unique_ptr<Communicator
     }));
   }
   return Status(StatusCode::kInProgress, "initialization runs in the background");
+}
+
+// ncclCommSplit and ncclCommShrink: the communicator `make` makes from `parent`, started as
+// start_comm() does; work left in the background is lent to the parent (its next use waits for
+// it). *out gets the handle once the communicator exists or is being made.
+Status start_child(ncclComm& parent, const CommOptions& options,
+                   std::function<Result<std::unique_ptr<Communicator>>()> make, ncclComm_t* out) {
+  auto h = std::make_unique<ncclComm>();
+  h->blocking = options.blocking;
+  h->name = options.name;
+  h->cuda_dev = parent.cuda_dev;
+  Status s = start_comm(h.get(), std::move(make));
+  if (h->init) {
+    std::lock_guard<std::mutex> lock(parent.lent_mu);
+    parent.lent.push_back(h->init);
+  }
+  if (h->init || s.ok() || s.code() == StatusCode::kInProgress) *out = h.release();
+  return s;
 }
 
 // ncclCommInitRank and ncclCommInitRankConfig.
@@ -233,17 +252,29 @@ WEFT_NCCL_API(ncclResult_t, CommSplit, ncclComm_t comm, int color, int key, nccl
       if (options->blocking) return capi::at_group_end([bg] { return bg->wait(); });
       return Status();
     }
-    auto h = std::make_unique<ncclComm>();
-    h->blocking = options->blocking;
-    h->name = options->name;
-    h->cuda_dev = parent.cuda_dev;
-    Status s = start_comm(h.get(), [from, color, key] { return from->split(color, key); });
-    if (h->init) {
-      std::lock_guard<std::mutex> lock(parent.lent_mu);
-      parent.lent.push_back(h->init);
-    }
-    if (h->init || s.ok() || s.code() == weft::StatusCode::kInProgress) *newcomm = h.release();
-    return s;
+    return start_child(parent, *options, [from, color, key] { return from->split(color, key); }, newcomm);
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, CommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+              ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  if (newcomm == nullptr) return fail(weft::invalid_argument("ncclCommShrink: newcomm is NULL"));
+  *newcomm = nullptr;
+  return with_comm(comm, "ncclCommShrink", [&](ncclComm& parent) -> Status {
+    if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr))
+      return weft::invalid_argument("ncclCommShrink: excludeRanksCount is " + std::to_string(excludeRanksCount) +
+                                    (excludeRanksList == nullptr ? " and excludeRanksList is NULL" : ""));
+    if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+      return weft::invalid_argument("ncclCommShrink: shrinkFlags " + std::to_string(shrinkFlags) +
+                                    " is neither NCCL_SHRINK_DEFAULT (0) nor NCCL_SHRINK_ABORT (1)");
+    auto options = parse_config(config, parent.comm->config(), parent.blocking);
+    if (!options.ok()) return options.status().with_context("ncclCommShrink");
+    if (config == nullptr) options->name = parent.name;
+    weft::Communicator* from = parent.comm.get();
+    // As NCCL: the abort flag stops what is pending on the parent (a dead peer's calls) first.
+    if (shrinkFlags == NCCL_SHRINK_ABORT) from->abort();
+    std::vector<int> exclude(excludeRanksList, excludeRanksList + excludeRanksCount);
+    return start_child(parent, *options, [from, exclude] { return from->shrink(exclude); }, newcomm);
   });
 }
 

@@ -1,5 +1,5 @@
-// The NCCL ABI, part 3: entry points of NCCL 2.27/2.28 that weft does not provide (shrink,
-// symmetric windows, device communicators, simulated groups). They exist so programs linked
+// The NCCL ABI, part 3: entry points of NCCL 2.27/2.28 that weft does not provide (symmetric
+// windows, device communicators, simulated groups). They exist so programs linked
 // against those versions load (PyTorch references each of them), and they refuse with
 // ncclInvalidUsage and a message that says what to use instead. docs/NCCL.md lists them.
 #include <string>
@@ -16,11 +16,6 @@ ncclResult_t unsupported(const char* fn, const char* instead) {
 }  // namespace
 
 extern "C" {
-
-WEFT_NCCL_API(ncclResult_t, CommShrink, ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
-  if (newcomm != nullptr) *newcomm = nullptr;
-  return unsupported("ncclCommShrink", "; use ncclCommSplit with NCCL_SPLIT_NOCOLOR on the excluded ranks");
-}
 
 WEFT_NCCL_API(ncclResult_t, CommWindowRegister, ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
   if (win != nullptr) *win = nullptr;

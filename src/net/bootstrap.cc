@@ -3,9 +3,11 @@
 // Ring set-up: rank r connects to rank r+1's listener and sends a RingHello (secret, rank);
 // it accepts from rank r-1, checks the hello (other connections are refused and logged), and
 // acknowledges it. Rank r then waits for rank r+1's acknowledgement, so create() returns only
-// when both of its ring links are joined.
+// when both of its ring links are joined. The listener stays open afterwards: a subgroup's root
+// (subgroup_id) listens on it.
 #include "src/net/bootstrap.h"
 
+#include <fcntl.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -47,11 +49,13 @@ Deadline extend(Deadline d, std::chrono::milliseconds extra) {
 
 class TcpBootstrap final : public Bootstrap {
  public:
-  TcpBootstrap(int rank, int nranks, std::string host_ip, const Config& config)
+  TcpBootstrap(int rank, int nranks, std::string host_ip, std::span<const uint8_t> secret, const Config& config)
       : rank_(rank),
         nranks_(nranks),
         host_ip_(std::move(host_ip)),
-        log_(parse_log_level(config.debug), rank) {}
+        log_(parse_log_level(config.debug), rank) {
+    std::copy(secret.begin(), secret.end(), secret_.begin());
+  }
 
   Status rendezvous(const UniqueId& id, const Config& config, Socket root, Deadline deadline);
   Status build_ring(const UniqueId& id, Deadline deadline);
@@ -72,8 +76,9 @@ class TcpBootstrap final : public Bootstrap {
     next_.shutdown();
     prev_.shutdown();
   }
+  Result<UniqueId> subgroup_id(std::span<const int> members, uint64_t salt, const Config& config) override;
 
-  Socket listener_;  // open from rendezvous until the ring is built
+  Socket listener_;  // open from rendezvous on: the ring's, then subgroups' roots'
 
  private:
   int next_rank() const { return (rank_ + 1) % nranks_; }
@@ -87,6 +92,7 @@ class TcpBootstrap final : public Bootstrap {
   int nranks_;
   std::string host_ip_;
   Logger log_;
+  std::array<uint8_t, UniqueId::kSecretBytes> secret_{};
   std::vector<SocketAddress> table_;
   Socket next_;  // to rank+1
   Socket prev_;  // from rank-1
@@ -152,10 +158,7 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
 }
 
 Status TcpBootstrap::build_ring(const UniqueId& id, Deadline deadline) {
-  if (nranks_ == 1) {
-    listener_.close();
-    return Status();
-  }
+  if (nranks_ == 1) return Status();
   const int next = next_rank(), prev = prev_rank();
   const SocketAddress& to = table_[static_cast<size_t>(next)];
   net::SocketOptions opts;
@@ -217,7 +220,6 @@ Status TcpBootstrap::build_ring(const UniqueId& id, Deadline deadline) {
     if (!rs.ok()) return Status(rs.code(), "acknowledging rank " + std::to_string(prev) + ": " + rs.message());
     prev_ = std::move(c);
   }
-  listener_.close();
 
   std::array<uint8_t, kAckBytes> ack{};
   st = next_.recv_all(ack.data(), ack.size(), deadline);
@@ -295,6 +297,33 @@ Status TcpBootstrap::ring_allgather(const void* mine, void* all, size_t bytes, D
   return Status();
 }
 
+Result<UniqueId> TcpBootstrap::subgroup_id(std::span<const int> members, uint64_t salt, const Config& config) {
+  if (members.empty() || !std::is_sorted(members.begin(), members.end()) || members.front() < 0 ||
+      members.back() >= nranks_ || std::find(members.begin(), members.end(), rank_) == members.end())
+    return invalid_argument("bootstrap: a subgroup must list ascending ranks of " + std::to_string(nranks_) +
+                            ", this rank (" + std::to_string(rank_) + ") among them");
+  // The secret: 8 bytes at a time, FNV-1a over this one's secret, the salt and the word's index.
+  std::array<uint8_t, UniqueId::kSecretBytes> secret{};
+  for (size_t word = 0; word < secret.size() / 8; ++word) {
+    uint64_t h = 1469598103934665603ull;
+    auto eat = [&h](uint64_t v) {
+      for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;
+    };
+    for (uint8_t byte : secret_) eat(byte);
+    eat(salt);
+    eat(word);
+    net::put_be64(secret.data() + 8 * word, h);
+  }
+  const SocketAddress& at = table_[static_cast<size_t>(members.front())];
+  if (members.front() == rank_) {
+    // The root gets its own descriptor of the listener: it closes it when done, this one stays.
+    const int fd = ::fcntl(listener_.fd(), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return system_error("bootstrap: duplicating the listener for a subgroup's root");
+    WEFT_TRY(net::start_root(Socket(fd), at, secret, config));
+  }
+  return UniqueId::for_address(at.ip, at.port, secret);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int rank, int nranks,
@@ -315,7 +344,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int ran
   }
   auto local = root->local_address();
   WEFT_TRY(local);
-  auto boot = std::make_unique<TcpBootstrap>(rank, nranks, local->ip, config);
+  auto boot = std::make_unique<TcpBootstrap>(rank, nranks, local->ip, id.secret(), config);
   auto listener = Socket::listen(local->ip, 0);
   if (!listener.ok()) return listener.status().with_context("bootstrap: rank listener");
   boot->listener_ = std::move(listener).value();

@@ -5,15 +5,18 @@
 // were missing, a closed socket names the peer ("bootstrap: rank 2 closed the connection during
 // allgather").
 //
-// The Bootstrap owns its ring sockets (to rank+1, from rank-1); its listener lives only while
-// create() builds the ring.
+// The Bootstrap owns its ring sockets (to rank+1, from rank-1) and its listener, which builds the
+// ring and then stays open for subgroup_id(): the rendezvous of a communicator that must form
+// without some of these ranks (Communicator::shrink, whose excluded ranks may be dead).
 //
 // Thread-safety: one thread at a time, except abort(), which may be called from any thread (it
 // only shuts the sockets down, waking a thread blocked in allgather/barrier).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "src/deadline.h"
@@ -48,6 +51,13 @@ class Bootstrap {
   // Shuts the sockets down so the peers' pending bootstrap calls fail promptly (kRemoteError
   // naming this rank); this rank's later calls fail with kInvalidUsage.
   virtual void abort() = 0;
+
+  // The UniqueId of a rendezvous among `members` (ascending, this rank among them) that needs no
+  // other rank of this Bootstrap: its root is members[0]'s bootstrap listener, its secret this
+  // one's mixed with `salt` (callers that pass different salts are refused by the root). On
+  // members[0] this also starts that root, for one rendezvous (it gives up after
+  // config.timeout). Works after abort() too. Every member then joins with the id.
+  virtual Result<UniqueId> subgroup_id(std::span<const int> members, uint64_t salt, const Config& config) = 0;
 };
 
 }  // namespace weft

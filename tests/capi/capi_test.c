@@ -93,6 +93,21 @@ int main(void) {
   CHECK(hn == (n + 1 - rank % 2) / 2, "split size %d", hn);
   OK(weftCommDestroy(half));
 
+  /* shrink: every rank but the last keeps going (the last does not call) */
+  if (n > 1 && rank < n - 1) {
+    const int last = n - 1;
+    weftComm_t rest = NULL;
+    OK(weftCommShrink(comm, &last, 1, &rest));
+    int rn = 0, rr = -1;
+    OK(weftCommCount(rest, &rn));
+    OK(weftCommUserRank(rest, &rr));
+    CHECK(rn == n - 1 && rr == rank, "shrink gave rank %d of %d", rr, rn);
+    int64_t one = 1, total = 0;
+    OK(weftAllReduce(&one, &total, 1, weftInt64, weftSum, rest, NULL));
+    CHECK(total == n - 1, "allreduce after shrink gave %lld", (long long)total);
+    OK(weftCommDestroy(rest));
+  }
+
   free(all);
   free(blocks);
   OK(weftCommDestroy(comm));

@@ -2,7 +2,7 @@
  * (checked at compile time, nccl_abi_layout.h), the version, error codes and ncclGetLastError
  * texts for bad arguments, ncclConfig_t handling (magic, size,
  * version gating, ranges, NCCL_COMM_BLOCKING), non-blocking init, several ranks driven by one
- * thread in groups (init, collectives, split), PreMulSum op ids, memory and registration, and
+ * thread in groups (init, collectives, split, shrink), PreMulSum op ids, memory and registration, and
  * ncclCommAbort from another thread releasing a call blocked on a peer that never comes.
  * Written against nccl.h only; linked to libnccl.so.2. Exits non-zero on any failed check. */
 #define _GNU_SOURCE
@@ -306,6 +306,49 @@ static void test_one_thread_many_ranks(void) {
   for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclCommDestroy(comms[i]));
 }
 
+/* Shrink, in a group: ranks 0 and 2 leave rank 1 out (it does not call) and keep their order;
+ * then a second shrink of the same communicators with NCCL_SHRINK_ABORT, which aborts them; then
+ * the argument errors. (Survivors of a dead rank: tests/multirank/shrink_test.cc.) */
+static void test_shrink(void) {
+  enum { kRanks = 3 };
+  ncclComm_t comms[kRanks], shrunk[kRanks] = {NULL, NULL, NULL};
+  NCCLCHECK(ncclCommInitAll(comms, kRanks, NULL));
+  int left_out[1] = {1};
+  for (int round = 0; round < 2; ++round) {
+    NCCLCHECK(ncclGroupStart());
+    for (int i = 0; i < kRanks; i += 2)
+      NCCLCHECK(ncclCommShrink(comms[i], left_out, 1, &shrunk[i], NULL, round == 0 ? NCCL_SHRINK_DEFAULT : NCCL_SHRINK_ABORT));
+    NCCLCHECK(ncclGroupEnd());
+    int64_t x[kRanks] = {5, 0, 7};
+    NCCLCHECK(ncclGroupStart());
+    for (int i = 0; i < kRanks; i += 2) NCCLCHECK(ncclAllReduce(&x[i], &x[i], 1, ncclInt64, ncclSum, shrunk[i], NULL));
+    NCCLCHECK(ncclGroupEnd());
+    for (int i = 0; i < kRanks; i += 2) {
+      int rank = -1, n = -1;
+      NCCLCHECK(ncclCommUserRank(shrunk[i], &rank));
+      NCCLCHECK(ncclCommCount(shrunk[i], &n));
+      CHECK(n == 2 && rank == i / 2 && x[i] == 12, "shrink round %d: comm %d is rank %d of %d, allreduce %lld", round, i,
+            rank, n, (long long)x[i]);
+      NCCLCHECK(ncclCommDestroy(shrunk[i]));
+    }
+  }
+  ncclResult_t parent_state = ncclSuccess;
+  NCCLCHECK(ncclCommGetAsyncError(comms[2], &parent_state));
+  CHECK(parent_state != ncclSuccess && parent_state != ncclInProgress,
+        "NCCL_SHRINK_ABORT left the parent working (%d)", parent_state);
+  EXPECT_ERROR(ncclCommShrink(comms[1], left_out, 1, &shrunk[1], NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument,
+               "rank 1 is in the exclude list; excluded ranks must not call shrink");
+  CHECK(shrunk[1] == NULL, "a failed shrink left a communicator");
+  EXPECT_ERROR(ncclCommShrink(comms[1], left_out, 1, &shrunk[1], NULL, 2), ncclInvalidArgument, "shrinkFlags 2");
+  EXPECT_ERROR(ncclCommShrink(comms[1], NULL, 1, &shrunk[1], NULL, 0), ncclInvalidArgument, "excludeRanksList is NULL");
+  EXPECT_ERROR(ncclCommShrink(comms[1], left_out, -1, &shrunk[1], NULL, 0), ncclInvalidArgument, "excludeRanksCount is -1");
+  EXPECT_ERROR(ncclCommShrink(comms[1], left_out, 1, NULL, NULL, 0), ncclInvalidArgument, "newcomm is NULL");
+  left_out[0] = 3;
+  EXPECT_ERROR(ncclCommShrink(comms[1], left_out, 1, &shrunk[1], NULL, 0), ncclInvalidArgument,
+               "excluded rank 3 is out of range for 3 ranks");
+  for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclCommDestroy(comms[i]));
+}
+
 static void test_memory(void) {
   void* p = NULL;
   NCCLCHECK(ncclMemAlloc(&p, 1 << 20));
@@ -366,6 +409,7 @@ int main(void) {
   test_nonblocking_init();
   test_comm_blocking_env();
   test_one_thread_many_ranks();
+  test_shrink();
   test_memory();
   test_abort_unblocks();
   if (failures == 0) printf("NCCL ABI checks passed\n");

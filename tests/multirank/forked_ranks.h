@@ -1,0 +1,124 @@
+// Ranks as forked processes, for the multirank tests in which ranks die or misbehave (weft-run
+// would stop the survivors as soon as one rank dies): run_ranks() forks them, each joins a
+// communicator and returns its exit code, and the parent reaps them all within 120 s.
+// expect_error() checks an error names the rank it should, in time. Header-only, for
+// tests/multirank.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/forked_processes.h"
+#include "weft/communicator.h"
+
+namespace weft {
+
+using Clock = std::chrono::steady_clock;
+
+inline Config make_config(const std::string& transport, int timeout_s) {
+  Config c;
+  c.transport = transport;
+  c.timeout = std::chrono::seconds(timeout_s);
+  return c;
+}
+
+// Forks `started` of `nranks` ranks; each joins (with `config`, changed by adjust(rank, config)
+// where given) and returns body(rank, comm-or-error) as its exit code. Returns each child's wait status (bounded: children still running after 120 s are killed).
+// The children are forked first and the UniqueId (whose root is a thread) made afterwards and
+// passed down a pipe, so no thread is alive across fork() to leave a lock held in a child.
+inline std::vector<int> run_ranks(int nranks, int started, const Config& config,
+                           const std::function<int(int, Result<std::unique_ptr<Communicator>>&)>& body,
+                           const std::function<void(int, Config&)>& adjust = nullptr) {
+  std::vector<pid_t> pids;
+  std::vector<int> to_child;
+  for (int r = 0; r < started; ++r) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      ADD_FAILURE() << "pipe failed";
+      break;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[1]);
+      for (int fd : to_child) close(fd);
+      std::string hex(UniqueId::kBytes * 2, '\0');
+      if (!testing::read_exact(fds[0], hex.data(), hex.size(), 10000)) _exit(40);
+      auto id = UniqueId::from_hex(hex);
+      if (!id.ok()) _exit(41);
+      Config mine = config;
+      if (adjust) adjust(r, mine);
+      auto comm = Communicator::init(*id, r, nranks, mine);
+      int rc = body(r, comm);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(rc);
+    }
+    close(fds[0]);
+    pids.push_back(pid);
+    to_child.push_back(fds[1]);
+  }
+  auto id = UniqueId::create(config);
+  EXPECT_TRUE(id.ok()) << id.status().to_string();
+  for (int fd : to_child) {
+    if (id.ok()) testing::write_all(fd, id->to_hex());
+    close(fd);
+  }
+  std::vector<int> status(pids.size(), -1);
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  size_t left = pids.size();
+  while (left > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (status[i] != -1) continue;
+      int st = 0;
+      if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+        status[i] = st;
+        --left;
+      }
+    }
+    if (Clock::now() > deadline) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (status[i] == -1) kill(pids[i], SIGKILL);
+      ADD_FAILURE() << "ranks still running after 120 s";
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (status[i] == -1) waitpid(pids[i], &status[i], 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return status;
+}
+
+inline int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+// Checks `s` failed naming `who` within `limit`; prints why not. Returns a child exit code.
+inline int expect_error(const Status& s, const std::string& who, Clock::duration took, Clock::duration limit, int rank) {
+  if (s.ok()) {
+    std::fprintf(stderr, "rank %d: expected an error, got OK\n", rank);
+    return 10;
+  }
+  if (s.message().find(who) == std::string::npos) {
+    std::fprintf(stderr, "rank %d: error does not name '%s': %s\n", rank, who.c_str(), s.to_string().c_str());
+    return 11;
+  }
+  if (took > limit) {
+    std::fprintf(stderr, "rank %d: error took %lld ms: %s\n", rank,
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+                 s.to_string().c_str());
+    return 12;
+  }
+  std::fprintf(stderr, "rank %d saw: %s\n", rank, s.to_string().c_str());
+  return 0;
+}
+
+}  // namespace weft
