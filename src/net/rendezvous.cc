@@ -115,6 +115,10 @@ class Root {
   // Sends an error to every waiting rank and enters the failed state.
   void fail(StatusCode code, const std::string& message);
   void send_error(Socket& s, StatusCode code, const std::string& message, Deadline deadline);
+  // send_error() to every rank that arrived, the highest rank first: the root usually lives in
+  // rank 0's process (a shrink's in the lowest kept rank's), which may exit as soon as it has its
+  // answer, ending this thread; by then the others' answers are in their sockets.
+  void send_error_to_arrived(StatusCode code, const std::string& message);
   void send_table();
   void log(LogLevel level, const std::string& m) { log_.log(level, "bootstrap root at " + where_.to_string() + ": " + m); }
 
@@ -149,13 +153,18 @@ void Root::send_error(Socket& s, StatusCode code, const std::string& message, De
   ++served_;
 }
 
+void Root::send_error_to_arrived(StatusCode code, const std::string& message) {
+  std::sort(arrived_.begin(), arrived_.end(), [](const Arrived& a, const Arrived& b) { return a.hello.rank > b.hello.rank; });
+  Deadline d = Deadline::after(std::chrono::milliseconds(500));
+  for (Arrived& a : arrived_) send_error(a.socket, code, message, d);
+}
+
 void Root::fail(StatusCode code, const std::string& message) {
   log(LogLevel::kWarn, message);
   failed_ = true;
   failure_code_ = code;
   failure_ = message;
-  Deadline d = Deadline::after(std::chrono::milliseconds(500));
-  for (Arrived& a : arrived_) send_error(a.socket, code, message, d);
+  send_error_to_arrived(code, message);
   arrived_.clear();
   if (served_ >= most_ranks_) done_ = true;
 }
@@ -298,8 +307,7 @@ void Root::run() {
                       ranks_phrase(missing) + " of " + std::to_string(expected_) + " at " +
                       where_.to_string();
       log(LogLevel::kWarn, m);
-      Deadline d = Deadline::after(std::chrono::milliseconds(500));
-      for (Arrived& a : arrived_) send_error(a.socket, StatusCode::kTimeout, m, d);
+      send_error_to_arrived(StatusCode::kTimeout, m);
     }
   }
   // Everything (listener, sockets) closes here; the thread ends.

@@ -138,7 +138,10 @@ TEST_P(Shrink, RanksWhoseListsDifferGetErrors) {
   auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
     if (!comm.ok()) return 20;
     Communicator& c = **comm;
-    if (r == 3) return 0;  // no list needs it: rank 2's keeps it but is refused first
+    if (r == 3) {  // no list needs it (rank 2's keeps it, but is refused first); alive while the others join
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      return 0;
+    }
     const int without_3[] = {3};
     const int without_1[] = {1};
     const auto t0 = Clock::now();
