@@ -1,7 +1,7 @@
 // The NCCL ABI, part 3: entry points of NCCL 2.27/2.28 that weft does not provide (symmetric
-// windows, device communicators, simulated groups). They exist so programs linked
-// against those versions load (PyTorch references each of them), and they refuse with
-// ncclInvalidUsage and a message that says what to use instead. docs/NCCL.md lists them.
+// windows, device communicators, simulated groups). They exist so programs linked against those
+// versions load (PyTorch references each of them), and they refuse with ncclInvalidUsage and a
+// message that says what to use instead. docs/NCCL.md lists them.
 #include <string>
 
 #include "src/nccl/internal.h"
