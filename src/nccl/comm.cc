@@ -83,6 +83,15 @@ Status start_comm(ncclComm* h, std::function<Result<std::unique_ptr<Communicator
   return Status(StatusCode::kInProgress, "initialization runs in the background");
 }
 
+// The options of a communicator made from `parent` (split, shrink): `config`'s; with no config,
+// the parent's blocking mode and name.
+Result<CommOptions> child_options(const ncclComm& parent, const ncclConfig_t* config, const char* fn) {
+  auto options = parse_config(config, parent.comm->config(), parent.blocking);
+  if (!options.ok()) return options.status().with_context(fn);
+  if (config == nullptr) options->name = parent.name;
+  return options;
+}
+
 // ncclCommSplit and ncclCommShrink: the communicator `make` makes from `parent`, started as
 // start_comm() does; work left in the background is lent to the parent (its next use waits for
 // it). *out gets the handle once the communicator exists or is being made.
@@ -235,9 +244,8 @@ WEFT_NCCL_API(ncclResult_t, CommSplit, ncclComm_t comm, int color, int key, nccl
     if (color < NCCL_SPLIT_NOCOLOR)
       return weft::invalid_argument("ncclCommSplit: color " + std::to_string(color) +
                                     " is negative (NCCL_SPLIT_NOCOLOR = -1 opts out)");
-    auto options = parse_config(config, parent.comm->config(), parent.blocking);
-    if (!options.ok()) return options.status().with_context("ncclCommSplit");
-    if (config == nullptr) options->name = parent.name;
+    auto options = child_options(parent, config, "ncclCommSplit");
+    WEFT_TRY(options);
     weft::Communicator* from = parent.comm.get();
     if (color == NCCL_SPLIT_NOCOLOR) {
       // This rank takes part in the split's exchange but gets no communicator.
@@ -267,9 +275,8 @@ WEFT_NCCL_API(ncclResult_t, CommShrink, ncclComm_t comm, int* excludeRanksList, 
     if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
       return weft::invalid_argument("ncclCommShrink: shrinkFlags " + std::to_string(shrinkFlags) +
                                     " is neither NCCL_SHRINK_DEFAULT (0) nor NCCL_SHRINK_ABORT (1)");
-    auto options = parse_config(config, parent.comm->config(), parent.blocking);
-    if (!options.ok()) return options.status().with_context("ncclCommShrink");
-    if (config == nullptr) options->name = parent.name;
+    auto options = child_options(parent, config, "ncclCommShrink");
+    WEFT_TRY(options);
     weft::Communicator* from = parent.comm.get();
     // As NCCL: the abort flag stops what is pending on the parent (a dead peer's calls) first.
     if (shrinkFlags == NCCL_SHRINK_ABORT) from->abort();

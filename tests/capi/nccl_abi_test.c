@@ -343,6 +343,11 @@ static void test_shrink(void) {
   EXPECT_ERROR(ncclCommShrink(comms[1], NULL, 1, &shrunk[1], NULL, 0), ncclInvalidArgument, "excludeRanksList is NULL");
   EXPECT_ERROR(ncclCommShrink(comms[1], left_out, -1, &shrunk[1], NULL, 0), ncclInvalidArgument, "excludeRanksCount is -1");
   EXPECT_ERROR(ncclCommShrink(comms[1], left_out, 1, NULL, NULL, 0), ncclInvalidArgument, "newcomm is NULL");
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 0x12345678;
+  left_out[0] = 0;
+  EXPECT_ERROR(ncclCommShrink(comms[1], left_out, 1, &shrunk[1], &bad, 0), ncclInvalidArgument,
+               "ncclCommShrink: ncclConfig_t.magic is 0x12345678");
   left_out[0] = 3;
   EXPECT_ERROR(ncclCommShrink(comms[1], left_out, 1, &shrunk[1], NULL, 0), ncclInvalidArgument,
                "excluded rank 3 is out of range for 3 ranks");
