@@ -12,6 +12,7 @@
 #include "topology/topo_file.h"
 #include "src/cpu_mask.h"
 #include "src/cuda/device.h"
+#include "src/fnv1a.h"
 #include "src/node_id.h"
 
 namespace weft {
@@ -28,11 +29,6 @@ constexpr int kEagerConnectRanks = 64;  // communicators up to this size connect
 // How long a call that run_now() started on the mailbox may wait there for its peers before the
 // queue takes it over (and the caller returns with a Request).
 constexpr int64_t kRunNowPatienceUs = 50;
-
-uint64_t hash_bytes(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 // Whether a cluster description matches a communicator's placement: as many devices as ranks and,
 // unless it is a torus, the same nodes and ranks per node.
@@ -90,7 +86,7 @@ std::string program_settings(const Config& c, const algorithms::TuneTable& table
   const std::string tuned = table.entries().empty()
                                 ? "(no entries)"
                                 : std::to_string(table.entries().size()) + " entries, digest " +
-                                      std::to_string(hash_bytes(reinterpret_cast<const uint8_t*>(entries.data()), entries.size()));
+                                      std::to_string(fnv1a(entries.data(), entries.size()));
   return "WEFT_ALGO=" + c.algo + "\nWEFT_SLICE_BYTES=" + (c.slice_bytes == 0 ? "(unset)" : std::to_string(c.slice_bytes)) +
          "\nWEFT_TRANSPORT=" + c.transport + "\nWEFT_TORUS=" + c.torus + "\nWEFT_TUNE_FILE table=" + tuned;
 }
@@ -178,7 +174,7 @@ Status CommState::init(const UniqueId& id) {
   ctx.rank = rank_;
   ctx.nranks = nranks_;
   ctx.secret.assign(id.secret().begin(), id.secret().end());
-  ctx.comm_tag = hash_bytes(ctx.secret.data(), ctx.secret.size());
+  ctx.comm_tag = fnv1a(ctx.secret.data(), ctx.secret.size());
   ctx.host_ip = bootstrap_->host_ip();
   ctx.node = node_identity(config_);
   ctx.config = config_;

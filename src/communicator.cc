@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "src/comm_state.h"
+#include "src/fnv1a.h"
 #include "src/launch_env.h"
 
 namespace weft {
@@ -310,8 +311,8 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
     if (!std::binary_search(gone.begin(), gone.end(), r)) kept.push_back(r);
   // The salt: this shrink's number and the list, so that ranks whose lists or counts differ
   // present different secrets and the root refuses them.
-  uint64_t salt = st.count_shrink() * 0x9e3779b97f4a7c15ull;
-  for (int r : gone) salt = (salt ^ static_cast<uint64_t>(r + 1)) * 0x100000001b3ull;
+  const uint64_t count = st.count_shrink();
+  const uint64_t salt = fnv1a(gone.data(), gone.size() * sizeof(int), fnv1a(&count, sizeof count));
   const std::string what = "shrink of " + std::to_string(n) + " ranks to " + std::to_string(kept.size()) +
                            " (the rendezvous is at rank " + std::to_string(kept.front()) + ", the lowest kept)";
   auto id = st.bootstrap().subgroup_id(kept, salt, st.config());

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "src/fnv1a.h"
 #include "src/log.h"
 #include "src/net/rendezvous.h"
 #include "src/net/socket.h"
@@ -304,16 +305,9 @@ Result<UniqueId> TcpBootstrap::subgroup_id(std::span<const int> members, uint64_
                             ", this rank (" + std::to_string(rank_) + ") among them");
   // The secret: 8 bytes at a time, FNV-1a over this one's secret, the salt and the word's index.
   std::array<uint8_t, UniqueId::kSecretBytes> secret{};
-  for (size_t word = 0; word < secret.size() / 8; ++word) {
-    uint64_t h = 1469598103934665603ull;
-    auto eat = [&h](uint64_t v) {
-      for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;
-    };
-    for (uint8_t byte : secret_) eat(byte);
-    eat(salt);
-    eat(word);
-    net::put_be64(secret.data() + 8 * word, h);
-  }
+  const uint64_t mixed = fnv1a(&salt, sizeof salt, fnv1a(secret_.data(), secret_.size()));
+  for (uint64_t word = 0; word < secret.size() / 8; ++word)
+    net::put_be64(secret.data() + 8 * word, fnv1a(&word, sizeof word, mixed));
   const SocketAddress& at = table_[static_cast<size_t>(members.front())];
   if (members.front() == rank_) {
     // The root gets its own descriptor of the listener: it closes it when done, this one stays.

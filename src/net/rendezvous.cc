@@ -154,7 +154,8 @@ void Root::send_error(Socket& s, StatusCode code, const std::string& message, De
 }
 
 void Root::send_error_to_arrived(StatusCode code, const std::string& message) {
-  std::sort(arrived_.begin(), arrived_.end(), [](const Arrived& a, const Arrived& b) { return a.hello.rank > b.hello.rank; });
+  std::sort(arrived_.begin(), arrived_.end(),
+            [](const Arrived& a, const Arrived& b) { return a.hello.rank > b.hello.rank; });
   Deadline d = Deadline::after(std::chrono::milliseconds(500));
   for (Arrived& a : arrived_) send_error(a.socket, code, message, d);
 }

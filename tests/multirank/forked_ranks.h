@@ -34,12 +34,13 @@ inline Config make_config(const std::string& transport, int timeout_s) {
 }
 
 // Forks `started` of `nranks` ranks; each joins (with `config`, changed by adjust(rank, config)
-// where given) and returns body(rank, comm-or-error) as its exit code. Returns each child's wait status (bounded: children still running after 120 s are killed).
+// where given) and returns body(rank, comm-or-error) as its exit code. Returns each child's wait
+// status (bounded: children still running after 120 s are killed).
 // The children are forked first and the UniqueId (whose root is a thread) made afterwards and
 // passed down a pipe, so no thread is alive across fork() to leave a lock held in a child.
 inline std::vector<int> run_ranks(int nranks, int started, const Config& config,
-                           const std::function<int(int, Result<std::unique_ptr<Communicator>>&)>& body,
-                           const std::function<void(int, Config&)>& adjust = nullptr) {
+                                  const std::function<int(int, Result<std::unique_ptr<Communicator>>&)>& body,
+                                  const std::function<void(int, Config&)>& adjust = nullptr) {
   std::vector<pid_t> pids;
   std::vector<int> to_child;
   for (int r = 0; r < started; ++r) {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,8 +21,8 @@
 namespace weft {
 namespace {
 
-// Checks `comm` is rank `rank` of `size` and that an allreduce over it sums `contributions`
-// (one per rank, each rank passing its own). Returns 0 or a child exit code, saying why.
+// Checks `comm` is rank `rank` of `size` and that an allreduce of `mine` (this rank's value, in
+// every element) over it gives `want` everywhere. Returns 0 or a child exit code, saying why.
 int check_comm(const Result<std::unique_ptr<Communicator>>& comm, int old_rank, int rank, int size,
                double mine, double want) {
   if (!comm.ok()) {
