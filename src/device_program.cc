@@ -10,6 +10,7 @@
 #include "algorithms/program_index.h"
 #include "src/cuda/walker.h"
 #include "src/device_walker.h"
+#include "src/fnv1a.h"
 
 namespace weft {
 
@@ -140,11 +141,11 @@ void walker_group_header(const DeviceProgram& p, uint32_t q, int sender, uint64_
                          uint8_t (&out)[64]) {
   const DeviceQueue& dq = p.queues[q];
   const size_t elem = dtype_size(p.dtype);
-  uint64_t bytes = 0, hash = 0xcbf29ce484222325ull;  // FNV-1a over the sizes
+  uint64_t bytes = 0, hash = kFnv1aOffset;  // of the sizes
   for (uint32_t k = 0; k < dq.steps_count; ++k) {
     const uint64_t b = p.steps[p.queue_steps[dq.steps_begin + k]].count * elem;
     bytes += b;
-    hash = (hash ^ b) * 0x100000001b3ull;
+    hash = fnv1a(&b, sizeof b, hash);
   }
   pack_header(lanes, {static_cast<uint64_t>(algorithms::Collective::kSendRecv), bytes, dq.steps_count, hash, 0}, sender,
               group, out);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/fnv1a.h"
 #include "src/split.h"
 
 namespace weft {
@@ -66,14 +67,6 @@ Result<uint16_t> parse_port(const char* name, const std::string& text) {
   auto v = parse_integer(name, text, 1, 65535);
   WEFT_TRY(v);
   return static_cast<uint16_t>(*v);
-}
-
-uint64_t fnv1a(std::string_view s, uint64_t h = 0xcbf29ce484222325ULL) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser

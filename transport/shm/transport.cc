@@ -9,6 +9,7 @@
 #include <memory>
 #include <utility>
 
+#include "src/fnv1a.h"
 #include "transport/shm/connection.h"
 #include "transport/transport.h"
 
@@ -26,15 +27,6 @@ struct Card {
   uint64_t node_hash;
 };
 static_assert(sizeof(Card) == 24);
-
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 class ShmTransport final : public Transport {
  public:
