@@ -1,6 +1,7 @@
 #include "algorithms/access_map.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace weft::algorithms {
 
@@ -9,30 +10,45 @@ AccessMap::Fragments& AccessMap::space(int index) {
   return spaces_[static_cast<size_t>(index)];
 }
 
-void AccessMap::split_at(Fragments& f, int64_t pos) {
-  auto it = f.upper_bound(pos);
-  if (it == f.begin()) return;
-  --it;
-  if (it->first == pos || it->second.end <= pos) return;
-  Fragment tail = it->second;
-  it->second.end = pos;
-  f.emplace(pos, std::move(tail));
+AccessMap::Fragments::iterator AccessMap::split(Fragments& f, int64_t begin, int64_t end) {
+  auto first = f.upper_bound(begin);
+  if (first != f.begin()) {
+    const auto prev = std::prev(first);
+    if (prev->first == begin) {
+      first = prev;
+    } else if (prev->second.end > begin) {
+      Fragment tail = prev->second;
+      prev->second.end = begin;
+      first = f.emplace_hint(first, begin, std::move(tail));
+    }
+  }
+  for (auto it = first; it != f.end() && it->first < end; ++it) {
+    if (it->second.end <= end) continue;
+    Fragment tail = it->second;
+    it->second.end = end;
+    f.emplace_hint(std::next(it), end, std::move(tail));
+    break;
+  }
+  return first;
 }
 
-void AccessMap::record_write(const SpaceRange& r, uint32_t step) {
-  Fragments& f = space(r.space);
-  split_at(f, r.begin);
-  split_at(f, r.end);
-  f.erase(f.lower_bound(r.begin), f.lower_bound(r.end));
-  f.emplace(r.begin, Fragment{r.end, step, {}});
+void AccessMap::record_write(Fragments& f, Fragments::iterator first, const SpaceRange& r, uint32_t step) {
+  Fragments::iterator last = first;
+  while (last != f.end() && last->first < r.end) ++last;
+  if (first != last && first->first == r.begin) {  // reuse the first fragment's node
+    first->second.end = r.end;
+    first->second.writer = step;
+    first->second.readers.clear();
+    f.erase(std::next(first), last);
+    return;
+  }
+  f.erase(first, last);
+  f.emplace_hint(last, r.begin, Fragment{r.end, step, {}});
 }
 
-void AccessMap::record_read(const SpaceRange& r, uint32_t step) {
-  Fragments& f = space(r.space);
-  split_at(f, r.begin);
-  split_at(f, r.end);
+void AccessMap::record_read(Fragments& f, Fragments::iterator first, const SpaceRange& r, uint32_t step) {
   int64_t pos = r.begin;
-  auto it = f.lower_bound(r.begin);
+  auto it = first;
   while (pos < r.end) {
     if (it == f.end() || it->first > pos) {  // a gap nobody touched yet
       const int64_t gap_end = it == f.end() ? r.end : std::min(r.end, it->first);

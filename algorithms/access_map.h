@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace weft::algorithms {
@@ -27,24 +28,29 @@ class AccessMap {
     std::vector<uint32_t> readers;
   };
 
-  // Calls fn(const Fragment&) for each fragment overlapping the range.
+  // Step `step` reads (write false) or writes the range: first calls fn(const Fragment&) for each
+  // fragment overlapping it (the earlier accesses a step may conflict with, its own included when
+  // its other region overlaps), then records the access. A write alone is what later steps must
+  // follow there; a read is what later writes must follow too.
   template <class F>
-  void for_each_conflict(const SpaceRange& r, F&& fn) {
+  void access(const SpaceRange& r, uint32_t step, bool write, F&& fn) {
     Fragments& f = space(r.space);
-    split_at(f, r.begin);
-    split_at(f, r.end);
-    for (auto it = f.lower_bound(r.begin); it != f.end() && it->first < r.end; ++it) fn(it->second);
+    const Fragments::iterator first = split(f, r.begin, r.end);
+    for (auto it = first; it != f.end() && it->first < r.end; ++it) fn(std::as_const(it->second));
+    if (write) record_write(f, first, r, step);
+    else record_read(f, first, r, step);
   }
-  // Step `step` wrote the range: it alone is what later steps must follow there.
-  void record_write(const SpaceRange& r, uint32_t step);
-  // Step `step` read the range: later writes must follow it too.
-  void record_read(const SpaceRange& r, uint32_t step);
   void clear() { spaces_.clear(); }
 
  private:
   using Fragments = std::map<int64_t, Fragment>;  // keyed by the fragment's first element
   Fragments& space(int index);
-  static void split_at(Fragments& f, int64_t pos);
+  // Splits the fragments that straddle `begin` or `end`; returns the first fragment at or after
+  // `begin`. One search in the tree, then a walk over the range's fragments.
+  static Fragments::iterator split(Fragments& f, int64_t begin, int64_t end);
+  // The range's fragments start at `first`, split at its ends.
+  static void record_write(Fragments& f, Fragments::iterator first, const SpaceRange& r, uint32_t step);
+  static void record_read(Fragments& f, Fragments::iterator first, const SpaceRange& r, uint32_t step);
   std::vector<Fragments> spaces_;
 };
 

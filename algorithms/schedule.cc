@@ -95,8 +95,9 @@ uint32_t ProgramBuilder::add(Step s) {
   scratch_deps_.clear();
   for (int i = 0; i < ntouched; ++i) {
     const bool write = touched[i].write;
-    accesses_.for_each_conflict(touched[i].range, [&](const AccessMap::Fragment& f) {
-      if (f.writer >= 0) scratch_deps_.push_back(static_cast<uint32_t>(f.writer));
+    accesses_.access(touched[i].range, id, write, [&](const AccessMap::Fragment& f) {
+      // The read comes after the write: where src overlaps dst it sees this step, no dependency.
+      if (f.writer >= 0 && f.writer != id) scratch_deps_.push_back(static_cast<uint32_t>(f.writer));
       if (write) scratch_deps_.insert(scratch_deps_.end(), f.readers.begin(), f.readers.end());
     });
   }
@@ -106,10 +107,6 @@ uint32_t ProgramBuilder::add(Step s) {
   s.deps_count = static_cast<uint32_t>(scratch_deps_.size());
   program_.deps.insert(program_.deps.end(), scratch_deps_.begin(), scratch_deps_.end());
 
-  for (int i = 0; i < ntouched; ++i) {
-    if (touched[i].write) accesses_.record_write(touched[i].range, id);
-    else accesses_.record_read(touched[i].range, id);
-  }
   program_.steps.push_back(s);
   return id;
 }

@@ -580,7 +580,7 @@ class Machine {
         const SpaceRange range = space_range(touched[i].g, in_off);
         const bool write = touched[i].write;
         Status race;
-        accesses.for_each_conflict(range, [&](const AccessMap::Fragment& f) {
+        accesses.access(range, s, write, [&](const AccessMap::Fragment& f) {
           if (!race.ok()) return;
           if (f.writer >= 0 && static_cast<uint32_t>(f.writer) != s && !ancestor(p, static_cast<uint32_t>(f.writer), s))
             race = fail(r, s, std::string(write ? "writes" : "reads") + " memory that " +
@@ -593,8 +593,6 @@ class Machine {
                                     " reads, and no dependency orders the two (a race)");
         });
         WEFT_TRY(race);
-        if (write) accesses.record_write(range, s);
-        else accesses.record_read(range, s);
       }
     }
     return Status();

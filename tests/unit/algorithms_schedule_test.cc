@@ -35,6 +35,29 @@ TEST(ProgramBuilder, DerivesHazards) {
   EXPECT_EQ(deps(tail), std::vector<uint32_t>{copy});
 }
 
+// Ranges that start or end inside earlier ones, or cover memory nothing touched yet, and a step
+// whose src overlaps its dst: it follows whatever wrote either, and never itself.
+TEST(ProgramBuilder, PartialAndOverlappingRanges) {
+  ProgramBuilder b(0, 2, DataType::kFloat32, RedOp::kSum);
+  b.need_tmp(9);
+  const uint32_t low = b.recv(1, {kTmp, 0, 4});                // writes [0,4)
+  const uint32_t high = b.recv(1, {kTmp, 4, 4});               // writes [4,8)
+  const uint32_t red = b.reduce({kTmp, 2, 4}, {kTmp, 4, 4});   // reads [2,6), writes [4,8)
+  const uint32_t send = b.send(1, {kTmp, 3, 6});               // reads [3,9); [8,9) untouched
+  const uint32_t over = b.recv(1, {kTmp, 1, 8});               // writes [1,9)
+  const uint32_t head = b.send(1, {kTmp, 0, 2});               // reads [0,2)
+  const uint32_t end = b.send(1, {kTmp, 8, 1});                // reads [8,9)
+  Program p = b.finish();
+  auto deps = [&](uint32_t s) {
+    return std::vector<uint32_t>(p.deps_of(p.steps[s]), p.deps_of(p.steps[s]) + p.steps[s].deps_count);
+  };
+  EXPECT_EQ(deps(red), (std::vector<uint32_t>{low, high}));
+  EXPECT_EQ(deps(send), (std::vector<uint32_t>{low, red}));
+  EXPECT_EQ(deps(over), (std::vector<uint32_t>{low, red, send}));  // WAW low, red; WAR red, send
+  EXPECT_EQ(deps(head), (std::vector<uint32_t>{low, over}));
+  EXPECT_EQ(deps(end), std::vector<uint32_t>{over});
+}
+
 TEST(ProgramBuilder, InPlaceAliasing) {
   // IN starts 4 elements into OUT: writing OUT[4..6) must wait for a send reading IN[0..2).
   ProgramBuilder b(0, 2, DataType::kFloat32, RedOp::kSum, int64_t{4});
