@@ -10,7 +10,8 @@ AccessMap::Fragments& AccessMap::space(int index) {
   return spaces_[static_cast<size_t>(index)];
 }
 
-AccessMap::Fragments::iterator AccessMap::split(Fragments& f, int64_t begin, int64_t end) {
+std::pair<AccessMap::Fragments::iterator, AccessMap::Fragments::iterator> AccessMap::split(Fragments& f, int64_t begin,
+                                                                                         int64_t end) {
   auto first = f.upper_bound(begin);
   if (first != f.begin()) {
     const auto prev = std::prev(first);
@@ -22,19 +23,21 @@ AccessMap::Fragments::iterator AccessMap::split(Fragments& f, int64_t begin, int
       first = f.emplace_hint(first, begin, std::move(tail));
     }
   }
-  for (auto it = first; it != f.end() && it->first < end; ++it) {
-    if (it->second.end <= end) continue;
-    Fragment tail = it->second;
-    it->second.end = end;
-    f.emplace_hint(std::next(it), end, std::move(tail));
-    break;
+  auto last = first;
+  while (last != f.end() && last->first < end) {
+    if (last->second.end > end) {  // straddles the end: the tail is not the range's
+      Fragment tail = last->second;
+      last->second.end = end;
+      last = f.emplace_hint(std::next(last), end, std::move(tail));
+      break;
+    }
+    ++last;
   }
-  return first;
+  return {first, last};
 }
 
-void AccessMap::record_write(Fragments& f, Fragments::iterator first, const SpaceRange& r, uint32_t step) {
-  Fragments::iterator last = first;
-  while (last != f.end() && last->first < r.end) ++last;
+void AccessMap::record_write(Fragments& f, Fragments::iterator first, Fragments::iterator last, const SpaceRange& r,
+                             uint32_t step) {
   if (first != last && first->first == r.begin) {  // reuse the first fragment's node
     first->second.end = r.end;
     first->second.writer = step;

@@ -29,15 +29,17 @@ class AccessMap {
   };
 
   // Step `step` reads (write false) or writes the range: first calls fn(const Fragment&) for each
-  // fragment overlapping it (the earlier accesses a step may conflict with, its own included when
-  // its other region overlaps), then records the access. A write alone is what later steps must
-  // follow there; a read is what later writes must follow too.
+  // fragment overlapping it that another step wrote or nobody did (the earlier accesses the step
+  // may conflict with; not the part of its src that its own dst, recorded first, overlaps), then
+  // records the access. A write alone is what later steps must follow there; a read is what later
+  // writes must follow too.
   template <class F>
   void access(const SpaceRange& r, uint32_t step, bool write, F&& fn) {
     Fragments& f = space(r.space);
-    const Fragments::iterator first = split(f, r.begin, r.end);
-    for (auto it = first; it != f.end() && it->first < r.end; ++it) fn(std::as_const(it->second));
-    if (write) record_write(f, first, r, step);
+    const auto [first, last] = split(f, r.begin, r.end);
+    for (auto it = first; it != last; ++it)
+      if (it->second.writer != step) fn(std::as_const(it->second));
+    if (write) record_write(f, first, last, r, step);
     else record_read(f, first, r, step);
   }
   void clear() { spaces_.clear(); }
@@ -45,11 +47,12 @@ class AccessMap {
  private:
   using Fragments = std::map<int64_t, Fragment>;  // keyed by the fragment's first element
   Fragments& space(int index);
-  // Splits the fragments that straddle `begin` or `end`; returns the first fragment at or after
-  // `begin`. One search in the tree, then a walk over the range's fragments.
-  static Fragments::iterator split(Fragments& f, int64_t begin, int64_t end);
-  // The range's fragments start at `first`, split at its ends.
-  static void record_write(Fragments& f, Fragments::iterator first, const SpaceRange& r, uint32_t step);
+  // Splits the fragments that straddle `begin` or `end`; returns the range's fragments [first,
+  // last) (with gaps where nothing touched the memory yet). One search in the tree, then a walk.
+  static std::pair<Fragments::iterator, Fragments::iterator> split(Fragments& f, int64_t begin, int64_t end);
+  // [first, last): the range's fragments, as split() returns them.
+  static void record_write(Fragments& f, Fragments::iterator first, Fragments::iterator last, const SpaceRange& r,
+                           uint32_t step);
   static void record_read(Fragments& f, Fragments::iterator first, const SpaceRange& r, uint32_t step);
   std::vector<Fragments> spaces_;
 };

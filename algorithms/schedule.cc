@@ -96,8 +96,7 @@ uint32_t ProgramBuilder::add(Step s) {
   for (int i = 0; i < ntouched; ++i) {
     const bool write = touched[i].write;
     accesses_.access(touched[i].range, id, write, [&](const AccessMap::Fragment& f) {
-      // The read comes after the write: where src overlaps dst it sees this step, no dependency.
-      if (f.writer >= 0 && f.writer != id) scratch_deps_.push_back(static_cast<uint32_t>(f.writer));
+      if (f.writer >= 0) scratch_deps_.push_back(static_cast<uint32_t>(f.writer));
       if (write) scratch_deps_.insert(scratch_deps_.end(), f.readers.begin(), f.readers.end());
     });
   }

@@ -582,7 +582,7 @@ class Machine {
         Status race;
         accesses.access(range, s, write, [&](const AccessMap::Fragment& f) {
           if (!race.ok()) return;
-          if (f.writer >= 0 && static_cast<uint32_t>(f.writer) != s && !ancestor(p, static_cast<uint32_t>(f.writer), s))
+          if (f.writer >= 0 && !ancestor(p, static_cast<uint32_t>(f.writer), s))
             race = fail(r, s, std::string(write ? "writes" : "reads") + " memory that " +
                                   step_name(r, static_cast<uint32_t>(f.writer)) +
                                   " writes, and no dependency orders the two (a race)");

@@ -4,6 +4,8 @@
 //   weft-verify --suite large --coll alltoall --algo bruck -n 4096   a suite's cases, filtered
 //   weft-verify --coll allreduce --algo tree -n 5,6,7 [--count 11] [--nodes 2] [--torus 4x4]
 //               [--in-place] [--root 2] [--op avg] [--slice 3] [--dot FILE]
+//   weft-verify ... --digest             also a digest of every program verified, to show that a
+//                                        change to the builder or a generator left them alone
 // Prints one line per (collective, algorithm): the cases verified, the time, and OK or the first
 // failure (which names the rank and step). A case whose programs would not fit in this machine's
 // memory is skipped and said so on its line. Exit status 0 when everything verified, 1 when
@@ -21,6 +23,7 @@
 #include "algorithms/schedule_dot.h"
 #include "algorithms/verifier.h"
 #include "algorithms/verify_cases.h"
+#include "src/fnv1a.h"
 #include "src/split.h"
 
 namespace {
@@ -40,6 +43,7 @@ struct Options {
   std::string op = "sum";
   size_t slice = size_t{1} << 20;
   std::string dot;  // write the (first) verified schedule here as Graphviz
+  bool digest = false;
 };
 
 // Roughly what verifying `c` holds at once, from rank 0's program `p0`: every rank's program with
@@ -64,7 +68,8 @@ std::string gigabytes(double bytes) {
                "weft-verify: %s\n"
                "usage: weft-verify [--suite small|large] [--coll C] [--algo A] [-n N[,N...]]\n"
                "       weft-verify --coll C [--algo A] -n N[,N...] [--count C] [--nodes RANKS_PER_NODE]\n"
-               "                   [--torus XxY[xZ]] [--in-place] [--root R] [--op sum|prod|max|min|avg] [--slice ELEMS]\n",
+               "                   [--torus XxY[xZ]] [--in-place] [--root R] [--op sum|prod|max|min|avg] [--slice ELEMS]\n"
+               "       either with --digest: also FNV-1a over every verified program's text\n",
                error.c_str());
   std::exit(2);
 }
@@ -111,6 +116,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--root") o.root = std::atoi(value().c_str());
     else if (arg == "--op") o.op = value();
     else if (arg == "--dot") o.dot = value();
+    else if (arg == "--digest") o.digest = true;
     else if (arg == "--slice") o.slice = static_cast<size_t>(parse_list(value(), "slice")[0]);
     else if (arg == "-h" || arg == "--help") usage("help");
     else usage("unknown argument '" + arg + "'");
@@ -175,6 +181,8 @@ int main(int argc, char** argv) {
               sizes.front(), sizes.back(), sizes.size());
   std::printf("# %-15s %-19s %8s %9s  %s\n", "collective", "algorithm", "cases", "seconds", "result");
   int failed = 0, matched = 0, skipped_total = 0;
+  uint64_t digest = weft::kFnv1aOffset;
+  size_t digested = 0;
   const double memory = physical_bytes();
   for (const AlgorithmEntry& e : algorithm_table()) {
     if ((coll && e.coll != *coll) || (algo && e.algorithm != *algo)) continue;
@@ -196,6 +204,10 @@ int main(int argc, char** argv) {
         weft::Status s = verify_programs(c.args, programs);
         ++cases;
         if (s.ok() && !o.dot.empty()) write_dot(o.dot, c, e, programs);
+        if (s.ok() && o.digest) {
+          for (const Program& p : programs) digest = weft::fnv1a(p.to_string(), digest);
+          digested += programs.size();
+        }
         if (!s.ok()) {
           result = "FAILED (" + c.layout.describe() + (c.args.in_place ? ", in place" : "") + ", slice " +
                    std::to_string(c.args.slice_count) + "): " + s.message();
@@ -219,6 +231,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   if (matched == 0) usage("no algorithm in the table matches --coll/--algo");
+  if (o.digest) std::printf("# digest of the %zu programs verified: %016llx\n", digested, static_cast<unsigned long long>(digest));
   if (failed > 0) std::printf("# %d failed\n", failed);
   else if (skipped_total > 0) std::printf("# all verified but %d cases skipped (too large for this machine)\n", skipped_total);
   else std::printf("# all verified\n");
