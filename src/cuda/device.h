@@ -4,8 +4,9 @@
 // Built with CUDA (WEFT_CUDA, src/cuda/device.cc + kernels.cu): real calls into the CUDA runtime,
 // linked statically, so libweft.so and libnccl.so.2 load on machines without a GPU driver; there
 // available() is false and is_device_pointer() false for every pointer.
-// Built without (device_none.cc): available() is false, is_device_pointer() false, and every
-// other call returns kInvalidUsage saying weft was built without CUDA.
+// Built without (device_emulated.cc): available() is false, is_device_pointer() false, and every
+// other call returns kInvalidUsage saying weft was built without CUDA; or, under
+// WEFT_EMULATE_GPU=1, one GPU emulated in host memory for tests (that file says how).
 //
 // Handles (Stream, Event) are the CUDA objects behind void*; a null Stream is CUDA's legacy
 // default stream, as in NCCL's API. Every failure comes back as a Status naming the call and

@@ -12,7 +12,9 @@
  * rounding to the dtype).
  *
  * Written against nccl.h only; linked to libnccl.so.2. Run: weft-run -n N -- nccl_collectives_test
- * (the communicator comes from WEFT_UNIQUE_ID, WEFT_RANK and WEFT_NRANKS). */
+ * (the communicator comes from WEFT_UNIQUE_ID, WEFT_RANK and WEFT_NRANKS). WEFT_TEST_TYPES limits
+ * the types; WEFT_TEST_NCCL_MEM=1 takes the sweep's buffers from ncclMemAlloc (with
+ * WEFT_EMULATE_GPU=1: device memory of the emulated GPU, so the GPU path runs; docs/ENV.md). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
@@ -217,13 +219,32 @@ static Val reduce_ref(const Type* t, enum Op op, size_t i) {
 
 /* ---- Buffers and checks ---- */
 
+/* Every buffer of the sweep comes from malloc, or from ncclMemAlloc under WEFT_TEST_NCCL_MEM=1:
+ * device memory where weft has a GPU. The test reads and writes those buffers directly, so that
+ * is for the emulated GPU (WEFT_EMULATE_GPU=1, whose device memory is host memory) only. */
+static int nccl_mem(void) {
+  static int on = -1;
+  if (on < 0) on = getenv("WEFT_TEST_NCCL_MEM") != NULL && strcmp(getenv("WEFT_TEST_NCCL_MEM"), "1") == 0;
+  return on;
+}
+
 static void* alloc(size_t bytes) {
-  void* p = malloc(bytes > 0 ? bytes : 1);
+  void* p = NULL;
+  if (nccl_mem()) {
+    NCCLCHECK(ncclMemAlloc(&p, bytes > 0 ? bytes : 1));
+  } else {
+    p = malloc(bytes > 0 ? bytes : 1);
+  }
   if (p == NULL) {
     fprintf(stderr, "out of memory\n");
     exit(2);
   }
   return p;
+}
+
+static void release(void* p) {
+  if (nccl_mem()) NCCLCHECK(ncclMemFree(p));
+  else free(p);
 }
 
 static void fill_bytes(unsigned char* p, size_t bytes, int r) {
@@ -272,8 +293,8 @@ static void test_allreduce(const Type* t, enum Op op, size_t count, int in_place
   snprintf(what, sizeof what, "allreduce(%s%s)", kOpNames[op], in_place ? ", in place" : "");
   expect_elems(what, t, recv, want, count);
   if (!in_place) CHECK(memcmp(send, orig, bytes) == 0, "rank %d: %s %s changed sendbuff", rank, what, t->name);
-  if (!in_place) free(recv);
-  free(send), free(want), free(orig);
+  if (!in_place) release(recv);
+  release(send), release(want), release(orig);
 }
 
 static void test_reduce_scatter(const Type* t, enum Op op, size_t count, int in_place) {
@@ -284,12 +305,14 @@ static void test_reduce_scatter(const Type* t, enum Op op, size_t count, int in_
   for (size_t i = 0; i < total; ++i) put(t, send, i, input(t, op, rank, i));
   for (size_t k = 0; k < count; ++k) put(t, want, k, reduce_ref(t, op, (size_t)rank * count + k));
   if (!in_place) memset(recv, 0xA5, bytes);
-  NCCLCHECK(ncclReduceScatter(send, recv, count, t->type, nccl_op(t, op), comm, (cudaStream_t)&seed));
+  /* Host buffers work with any stream, even one that is none; device buffers need a real one. */
+  cudaStream_t stream = nccl_mem() ? NULL : (cudaStream_t)&seed;
+  NCCLCHECK(ncclReduceScatter(send, recv, count, t->type, nccl_op(t, op), comm, stream));
   char what[64];
   snprintf(what, sizeof what, "reduce_scatter(%s%s)", kOpNames[op], in_place ? ", in place" : "");
   expect_elems(what, t, recv, want, count);
-  if (!in_place) free(recv);
-  free(send), free(want);
+  if (!in_place) release(recv);
+  release(send), release(want);
 }
 
 static void test_reduce(const Type* t, enum Op op, size_t count, int root, int in_place) {
@@ -307,8 +330,8 @@ static void test_reduce(const Type* t, enum Op op, size_t count, int root, int i
     snprintf(what, sizeof what, "reduce(%s, root %d%s)", kOpNames[op], root, in_place ? ", in place" : "");
     expect_elems(what, t, recv, want, count);
   }
-  if (!in_place) free(recv);
-  free(send), free(want);
+  if (!in_place) release(recv);
+  release(send), release(want);
 }
 
 /* ---- Data movement (random bytes: any bit pattern must pass unchanged) ---- */
@@ -325,8 +348,8 @@ static void test_broadcast(const Type* t, size_t count, int root, int variant /*
   else NCCLCHECK(ncclBroadcast(send, recv, count, t->type, root, comm, NULL));
   static const char* const kNames[] = {"broadcast", "broadcast(in place)", "bcast"};
   expect_elems(kNames[variant], t, recv, want, count);
-  if (!variant) free(recv);
-  free(send), free(want);
+  if (!variant) release(recv);
+  release(send), release(want);
 }
 
 static void test_allgather(const Type* t, size_t count, int in_place) {
@@ -339,8 +362,8 @@ static void test_allgather(const Type* t, size_t count, int in_place) {
   memcpy(send, want + (size_t)rank * bytes, bytes);
   NCCLCHECK(ncclAllGather(send, recv, count, t->type, comm, NULL));
   expect_elems(in_place ? "allgather(in place)" : "allgather", t, recv, want, count * (size_t)nranks);
-  if (!in_place) free(send);
-  free(recv), free(want);
+  if (!in_place) release(send);
+  release(recv), release(want);
 }
 
 static void test_alltoall(const Type* t, size_t count, int in_place) {
@@ -355,8 +378,8 @@ static void test_alltoall(const Type* t, size_t count, int in_place) {
   if (!in_place) memset(recv, 0xA5, all);
   NCCLCHECK(ncclAlltoAll(send, recv, count, t->type, comm, NULL));
   expect_elems(in_place ? "alltoall(in place)" : "alltoall", t, recv, want, count * (size_t)nranks);
-  if (!in_place) free(recv);
-  free(send), free(want), free(theirs);
+  if (!in_place) release(recv);
+  release(send), release(want), release(theirs);
 }
 
 static void test_gather(const Type* t, size_t count, int root, int in_place) {
@@ -370,8 +393,8 @@ static void test_gather(const Type* t, size_t count, int root, int in_place) {
   memcpy(send, want + (size_t)rank * bytes, bytes);
   NCCLCHECK(ncclGather(send, recv, count, t->type, root, comm, NULL));
   if (rank == root) expect_elems(in_place ? "gather(in place)" : "gather", t, recv, want, count * (size_t)nranks);
-  if (!in_recv) free(send);
-  free(recv), free(want);
+  if (!in_recv) release(send);
+  release(recv), release(want);
 }
 
 static void test_scatter(const Type* t, size_t count, int root, int in_place) {
@@ -388,8 +411,8 @@ static void test_scatter(const Type* t, size_t count, int root, int in_place) {
   if (!in_send) memset(recv, 0xA5, bytes);
   NCCLCHECK(ncclScatter(send, recv, count, t->type, root, comm, NULL));
   expect_elems(in_place ? "scatter(in place)" : "scatter", t, recv, want, count);
-  if (!in_send) free(recv);
-  free(send), free(want), free(full);
+  if (!in_send) release(recv);
+  release(send), release(want), release(full);
 }
 
 /* Every rank sends a block to every rank (itself included), in one group, receives posted first. */
@@ -414,7 +437,7 @@ static void test_sendrecv(const Type* t, size_t count) {
   }
   NCCLCHECK(ncclGroupEnd());
   expect_elems("send/recv", t, recv, want, count * (size_t)nranks);
-  free(send), free(recv), free(want), free(theirs);
+  release(send), release(recv), release(want), release(theirs);
 }
 
 static void sweep(const Type* t) {
@@ -552,9 +575,26 @@ static void test_premul_group(void) {
   }
 }
 
+/* WEFT_TEST_TYPES="float,int8,...": only these types, as in the multirank sweep (docs/ENV.md). */
+static int type_selected(const Type* t) {
+  const char* only = getenv("WEFT_TEST_TYPES");
+  if (only == NULL) return 1;
+  const size_t n = strlen(t->name);
+  for (const char* p = only;;) {
+    const char* end = strchr(p, ',');
+    const size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+    if (len == n && strncmp(p, t->name, n) == 0) return 1;
+    if (end == NULL) return 0;
+    p = end + 1;
+  }
+}
+
 int main(void) {
   if (nccl_join_from_env(&comm, &rank, &nranks) != ncclSuccess) return 1;
-  for (int t = 0; t < kNumTypes; ++t) sweep(&kTypes[t]);
+  int swept = 0;
+  for (int t = 0; t < kNumTypes; ++t)
+    if (type_selected(&kTypes[t])) sweep(&kTypes[t]), ++swept;
+  CHECK(swept > 0, "WEFT_TEST_TYPES=%s names none of the types", getenv("WEFT_TEST_TYPES"));
   test_split();
   test_nonblocking_comm();
   test_group();

@@ -1,0 +1,525 @@
+// device.h in a build without the CUDA toolkit. By default there is no GPU: no pointer is device
+// memory, and the calls only a device path makes say why they cannot work.
+//
+// WEFT_EMULATE_GPU=1 emulates one GPU (device 0) in host memory instead, so that the GPU path's
+// host side (the executor on device buffers, the cuda transport's FIFOs over IPC, staging
+// through host memory, stream order) runs in tests on machines without a GPU:
+//   - device memory is shared memory (memfd), so another process maps it through an "IPC
+//     handle" (the allocating process's pid and descriptor, opened through /proc);
+//     host_alloc's "pinned" memory is ordinary memory that copies treat as asynchronous;
+//   - a stream is a thread running its work in order; an event is a number of records and of
+//     records done; a stream's wait for a counter polls it;
+//   - the kernels are the CPU kernels (src/kernels/reduce.h), so results have their bits;
+//   - as CUDA: a copy from or to pageable host memory waits for the stream and is done when it
+//     returns; device_free, host_free and ipc_close first wait for every stream to be idle.
+// It does not emulate kernels of weft's own (the device-side executor: launch_walker refuses),
+// several GPUs, or the legacy default stream's ordering with other streams (the null stream is
+// one more stream here).
+//
+// Every definition names its declaration (cuda::f), so one that no longer matches device.h or
+// walker.h fails to compile instead of leaving the link short; src/CMakeLists.txt compiles this
+// file in CUDA builds too, for that check alone.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/backoff.h"
+#include "src/cuda/device.h"
+#include "src/cuda/walker.h"
+#include "src/kernels/reduce.h"
+
+namespace weft {
+namespace {
+
+Status none() { return invalid_usage("this weft was built without CUDA (configure with the CUDA toolkit installed)"); }
+
+bool emulating() {
+  static const bool on = [] {
+    const char* v = std::getenv("WEFT_EMULATE_GPU");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+// A stream: a thread that runs the work queued on it in order. Destroying one runs what is
+// queued; waits for counters and events then give up (CUDA would leave them waiting).
+class EmuStream {
+ public:
+  EmuStream() : worker_([this] { run(); }) {}
+  ~EmuStream() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    work_cv_.notify_all();
+    worker_.join();
+  }
+  EmuStream(const EmuStream&) = delete;
+  EmuStream& operator=(const EmuStream&) = delete;
+
+  void push(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+      ++queued_;
+    }
+    work_cv_.notify_one();
+  }
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_ == queued_;
+  }
+  void sync() {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [&] { return done_ == queued_; });
+  }
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++done_;
+      }
+      idle_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, idle_cv_;
+  std::deque<std::function<void()>> tasks_;
+  uint64_t queued_ = 0, done_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread worker_;  // last: starts once the rest exists
+};
+
+// An event: how many times it was recorded, and how many of those records its streams reached.
+// Queued work holds the state, so an event may be destroyed with records pending (as in CUDA).
+struct EventState {
+  std::atomic<uint64_t> recorded{0}, reached{0};
+};
+struct EmuEvent {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+};
+
+enum class BlockKind { kDevice, kPinned, kMapped };
+struct Block {
+  size_t bytes = 0;
+  int fd = -1;  // kDevice: the memfd, kept for IPC
+  BlockKind kind = BlockKind::kDevice;
+};
+
+// The emulated GPU: its streams and the memory it knows, by base address.
+struct Gpu {
+  std::mutex mu;
+  std::map<const void*, std::shared_ptr<EmuStream>> streams;  // by handle
+  std::shared_ptr<EmuStream> null_stream;  // CUDA's legacy default stream (Stream nullptr)
+  std::map<uintptr_t, Block> blocks;
+
+  // The block holding p, or blocks.end(). REQUIRES: mu held.
+  std::map<uintptr_t, Block>::iterator find(const void* p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    auto it = blocks.upper_bound(a);
+    if (it == blocks.begin()) return blocks.end();
+    --it;
+    return a < it->first + it->second.bytes ? it : blocks.end();
+  }
+};
+
+Gpu& gpu() {
+  static Gpu* g = new Gpu;  // never destroyed: streams may still run while the process exits
+  return *g;
+}
+
+// The stream behind a handle; null for one that is not a live stream (CUDA: an invalid handle).
+EmuStream* stream_of(cuda::Stream s) {
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (s == nullptr) {
+    if (!g.null_stream) {
+      g.null_stream = std::make_shared<EmuStream>();
+      g.streams[nullptr] = g.null_stream;
+    }
+    return g.null_stream.get();
+  }
+  auto it = g.streams.find(s);
+  return it == g.streams.end() ? nullptr : it->second.get();
+}
+
+Status bad_stream(cuda::Stream s) {
+  return invalid_argument("not a stream of the emulated GPU: " + std::to_string(reinterpret_cast<uintptr_t>(s)));
+}
+
+// Waits until every stream is idle.
+void wait_for_device() {
+  Gpu& g = gpu();
+  std::vector<std::shared_ptr<EmuStream>> all;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    for (auto& [handle, stream] : g.streams) all.push_back(stream);
+  }
+  for (auto& s : all) s->sync();
+}
+
+// What cudaFree, cudaFreeHost and cudaIpcCloseMemHandle do: wait for every stream, then forget
+// the block at `base` if it is one of `kind` (else nothing: CUDA's error, which callers ignore).
+// Returns the block for the caller to release.
+std::optional<Block> forget(void* base, BlockKind kind) {
+  wait_for_device();
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  auto it = g.blocks.find(reinterpret_cast<uintptr_t>(base));
+  if (it == g.blocks.end() || it->second.kind != kind) return std::nullopt;
+  const Block b = it->second;
+  g.blocks.erase(it);
+  return b;
+}
+
+std::optional<BlockKind> kind_of(const void* p) {
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  auto it = g.find(p);
+  if (it == g.blocks.end()) return std::nullopt;
+  return it->second.kind;
+}
+
+// Polls until done() or the stream is being destroyed.
+template <typename Done>
+void poll(const EmuStream& s, Done done) {
+  Backoff backoff(true);
+  while (!done() && !s.stopping()) backoff.pause();
+}
+
+constexpr char kHandleMagic[8] = {'w', 'e', 'f', 't', 'e', 'm', 'u', '1'};
+struct Handle {
+  char magic[8];
+  int32_t pid;
+  int32_t fd;
+  uint64_t bytes;
+};
+static_assert(sizeof(Handle) <= sizeof(cuda::IpcExport::handle));
+
+size_t page_rounded(size_t bytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+}
+
+}  // namespace
+
+using cuda::Event;
+using cuda::IpcExport;
+using cuda::Stream;
+using cuda::WalkerCall;
+
+bool cuda::available() { return emulating(); }
+
+bool cuda::is_device_pointer(const void* p) {
+  if (p == nullptr || !emulating()) return false;
+  const auto k = kind_of(p);
+  return k && *k != BlockKind::kPinned;
+}
+
+Result<int> cuda::pointer_device(const void* p) {
+  if (!emulating()) return none();
+  if (!is_device_pointer(p)) return invalid_argument("not memory of the emulated GPU");
+  return 0;
+}
+
+Status cuda::set_device(int device) {
+  if (!emulating()) return none();
+  if (device != 0) return invalid_argument("the emulated GPU is device 0, not " + std::to_string(device));
+  return Status();
+}
+
+Result<int> cuda::current_device() {
+  if (!emulating()) return none();
+  return 0;
+}
+
+Result<cuda::GpuIdentity> cuda::gpu_identity(int device) {
+  if (!emulating()) return none();
+  WEFT_TRY(set_device(device));
+  GpuIdentity g;
+  g.bus_id = "0000:ee:00.0";  // every process of the machine shares the one emulated GPU
+  g.sms = 4;
+  return g;
+}
+
+Result<Stream> cuda::stream_create() {
+  if (!emulating()) return none();
+  auto s = std::make_shared<EmuStream>();
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.streams[s.get()] = s;
+  return static_cast<Stream>(s.get());
+}
+
+void cuda::stream_destroy(Stream s) {
+  if (s == nullptr || !emulating()) return;
+  std::shared_ptr<EmuStream> owned;
+  {
+    Gpu& g = gpu();
+    std::lock_guard<std::mutex> lock(g.mu);
+    auto it = g.streams.find(s);
+    if (it == g.streams.end()) return;
+    owned = std::move(it->second);
+    g.streams.erase(it);
+  }
+  // The stream's thread finishes its work and ends when the last holder lets go (here, or a
+  // wait_for_device() that is syncing it).
+}
+
+Status cuda::stream_sync(Stream s) {
+  if (!emulating()) return none();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  stream->sync();
+  return Status();
+}
+
+Result<bool> cuda::stream_idle(Stream s) {
+  if (!emulating()) return none();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  return stream->idle();
+}
+
+Result<Event> cuda::event_create() {
+  if (!emulating()) return none();
+  return static_cast<Event>(new EmuEvent);
+}
+
+void cuda::event_destroy(Event e) { delete static_cast<EmuEvent*>(e); }
+
+Status cuda::event_record(Event e, Stream s) {
+  if (!emulating()) return none();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  std::shared_ptr<EventState> state = static_cast<EmuEvent*>(e)->state;
+  const uint64_t n = state->recorded.fetch_add(1, std::memory_order_acq_rel) + 1;
+  stream->push([state, n] {
+    uint64_t was = state->reached.load(std::memory_order_acquire);
+    while (was < n && !state->reached.compare_exchange_weak(was, n, std::memory_order_acq_rel)) {
+    }
+  });
+  return Status();
+}
+
+Result<bool> cuda::event_done(Event e) {
+  if (!emulating()) return none();
+  const EventState& state = *static_cast<EmuEvent*>(e)->state;
+  return state.reached.load(std::memory_order_acquire) >= state.recorded.load(std::memory_order_acquire);
+}
+
+Status cuda::stream_wait_event(Stream s, Event e) {
+  if (!emulating()) return none();
+  std::shared_ptr<EventState> state = static_cast<EmuEvent*>(e)->state;
+  const uint64_t n = state->recorded.load(std::memory_order_acquire);  // the last record so far
+  if (n == 0) return Status();  // never recorded: nothing to wait for
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  stream->push([state, n, stream] { poll(*stream, [&] { return state->reached.load(std::memory_order_acquire) >= n; }); });
+  return Status();
+}
+
+Status cuda::stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
+  if (!emulating()) return none();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  stream->push([flag, value, stream] {
+    poll(*stream, [&] {
+      const uint32_t now = std::atomic_ref<const uint32_t>(*flag).load(std::memory_order_acquire);
+      return static_cast<int32_t>(now - value) >= 0;
+    });
+  });
+  return Status();
+}
+
+Status cuda::stream_write_value(Stream s, uint32_t* flag, uint32_t value) {
+  if (!emulating()) return none();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  stream->push([flag, value] { std::atomic_ref<uint32_t>(*flag).store(value, std::memory_order_release); });
+  return Status();
+}
+
+bool cuda::lazy_loading() { return false; }
+
+Result<void*> cuda::device_alloc(size_t bytes) {
+  if (!emulating()) return none();
+  const size_t size = page_rounded(bytes);
+  const int fd = ::memfd_create("weft-emulated-gpu", MFD_CLOEXEC);
+  if (fd < 0) return system_error("emulated GPU: memfd_create");
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    Status s = system_error("emulated GPU: cannot allocate " + std::to_string(bytes) + " bytes");
+    ::close(fd);
+    return s;
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    Status s = system_error("emulated GPU: mmap of " + std::to_string(bytes) + " bytes");
+    ::close(fd);
+    return s;
+  }
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.blocks[reinterpret_cast<uintptr_t>(p)] = Block{size, fd, BlockKind::kDevice};
+  return p;
+}
+
+void cuda::device_free(void* p) {
+  if (p == nullptr || !emulating()) return;
+  if (auto b = forget(p, BlockKind::kDevice)) {
+    ::munmap(p, b->bytes);
+    ::close(b->fd);
+  }
+}
+
+Result<void*> cuda::host_alloc(size_t bytes) {
+  if (!emulating()) return none();
+  void* p = nullptr;
+  if (::posix_memalign(&p, 4096, std::max<size_t>(bytes, 1)) != 0)
+    return system_error("emulated GPU: cannot allocate " + std::to_string(bytes) + " bytes of pinned memory");
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.blocks[reinterpret_cast<uintptr_t>(p)] = Block{std::max<size_t>(bytes, 1), -1, BlockKind::kPinned};
+  return p;
+}
+
+void cuda::host_free(void* p) {
+  if (p == nullptr || !emulating()) return;
+  if (forget(p, BlockKind::kPinned)) std::free(p);
+}
+
+Status cuda::copy_async(void* dst, const void* src, size_t bytes, Stream s) {
+  if (!emulating()) return none();
+  if (bytes == 0 || dst == src) return Status();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  if (!kind_of(dst) || !kind_of(src)) {  // pageable host memory: done before the call returns
+    stream->sync();
+    std::memcpy(dst, src, bytes);
+    return Status();
+  }
+  stream->push([dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  return Status();
+}
+
+Status cuda::reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op, Stream s) {
+  if (!emulating()) return none();
+  if (count == 0) return Status();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  stream->push([=] { kernels::reduce(dst, a, b, count, type, op); });
+  return Status();
+}
+
+Status cuda::divide(void* dst, const void* src, size_t count, DataType type, int divisor, Stream s) {
+  if (!emulating()) return none();
+  if (count == 0) return Status();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  stream->push([=] { kernels::divide_by(dst, src, count, type, divisor); });
+  return Status();
+}
+
+Status cuda::scale(void* dst, const void* src, size_t count, DataType type, const void* scalar, bool scalar_on_device,
+                   Stream s) {
+  if (!emulating()) return none();
+  if (count == 0) return Status();
+  const size_t elem = dtype_size(type);
+  // A host scalar is read now; a device one when the stream gets to it.
+  auto value = std::make_shared<std::vector<char>>(elem);
+  if (!scalar_on_device) std::memcpy(value->data(), scalar, elem);
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  stream->push([=] {
+    if (scalar_on_device) std::memcpy(value->data(), scalar, elem);
+    // The prod kernel against a block of copies of the scalar, as the host path's PreMulSum.
+    constexpr size_t kBlock = 4096;
+    std::vector<char> scalars(std::min(count, kBlock) * elem);
+    for (size_t i = 0; i < scalars.size(); i += elem) std::memcpy(scalars.data() + i, value->data(), elem);
+    for (size_t done = 0; done < count; done += kBlock) {
+      const size_t n = std::min(kBlock, count - done);
+      kernels::reduce(static_cast<char*>(dst) + done * elem, static_cast<const char*>(src) + done * elem,
+                      scalars.data(), n, type, RedOp::kProd);
+    }
+  });
+  return Status();
+}
+
+Result<IpcExport> cuda::ipc_export(const void* p) {
+  if (!emulating()) return none();
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  auto it = g.find(p);
+  if (it == g.blocks.end() || it->second.kind != BlockKind::kDevice)
+    return invalid_argument("a device buffer is not an allocation of the emulated GPU made by this process");
+  Handle h{};
+  std::memcpy(h.magic, kHandleMagic, sizeof h.magic);
+  h.pid = static_cast<int32_t>(::getpid());
+  h.fd = it->second.fd;
+  h.bytes = it->second.bytes;
+  IpcExport out;
+  std::memcpy(out.handle, &h, sizeof h);
+  out.offset = reinterpret_cast<uintptr_t>(p) - it->first;
+  return out;
+}
+
+Result<void*> cuda::ipc_open(const uint8_t (&handle)[64]) {
+  if (!emulating()) return none();
+  Handle h;
+  std::memcpy(&h, handle, sizeof h);
+  if (std::memcmp(h.magic, kHandleMagic, sizeof h.magic) != 0)
+    return invalid_argument("not an IPC handle of the emulated GPU (is every rank running with WEFT_EMULATE_GPU=1?)");
+  if (h.pid == static_cast<int32_t>(::getpid()))
+    return invalid_argument("an IPC handle of this process's own emulated GPU memory (use the address)");
+  const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return system_error("emulated GPU: cannot open process " + std::to_string(h.pid) + "'s memory at " + path);
+  void* p = ::mmap(nullptr, h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return system_error("emulated GPU: cannot map process " + std::to_string(h.pid) + "'s memory");
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.blocks[reinterpret_cast<uintptr_t>(p)] = Block{h.bytes, -1, BlockKind::kMapped};
+  return p;
+}
+
+void cuda::ipc_close(void* base) {
+  if (base == nullptr || !emulating()) return;
+  if (auto b = forget(base, BlockKind::kMapped)) ::munmap(base, b->bytes);
+}
+
+Status cuda::launch_walker(const WalkerCall&, Stream, unsigned) {
+  if (!emulating()) return none();
+  return invalid_usage(
+      "the emulated GPU (WEFT_EMULATE_GPU=1) runs no device-side executor; unset WEFT_DEVICE_EXECUTOR=kernel");
+}
+
+}  // namespace weft
