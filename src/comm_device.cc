@@ -240,10 +240,12 @@ Result<transport::Connection*> CommState::device_connection(int peer, int channe
   log_.trace("device connection to rank " + std::to_string(peer) + " over " + via + ": joining the host link");
   auto link = (*host)->connect(peer, channel + kDeviceChannel, deadline);
   if (!link.ok()) {
-    // A peer that called with host buffers joins the host link instead, and never this one.
-    const std::string hint = link.status().code() == StatusCode::kTimeout
+    // A peer that called with host buffers joins the host link instead, and never this one: it
+    // fails on this rank's note (Executor::prepare) and aborts, or this rank times out.
+    const StatusCode code = link.status().code();
+    const std::string hint = code == StatusCode::kTimeout || code == StatusCode::kRemoteError
                                  ? " (this rank's buffers are device memory: did rank " + std::to_string(peer) +
-                                       " pass host memory? every rank of a call must pass the same kind)"
+                                       " pass host memory? every rank of a call must pass the same kind of memory)"
                                  : "";
     return link.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via + hint);
   }

@@ -369,6 +369,11 @@ transport::Connection* CommState::joined(int peer, int channel) {
   return it == joined.end() ? nullptr : it->second.get();
 }
 
+transport::Connection* CommState::note_connection(int peer) {
+  auto it = connections_.find({peer, 0});  // the host link, device runs too
+  return it == connections_.end() ? nullptr : it->second.get();
+}
+
 std::shared_ptr<Operation> CommState::new_operation() {
   if (spare_op_ && spare_op_.use_count() == 1) {
     // The last other owner let go with a release decrement; this fence orders its last use of

@@ -117,6 +117,7 @@ class CommState : public ConnectionSource {
   // ConnectionSource: the executor's view.
   Result<transport::Connection*> connection(int peer, int channel, Deadline deadline) override;
   transport::Connection* joined(int peer, int channel) override;
+  transport::Connection* note_connection(int peer) override;
   // The transports' watch while connect() waits for `peer` (Transport::set_peer_watch): an error
   // once this rank aborted, or a connection to the peer on another channel failed (it closed,
   // died or aborted).

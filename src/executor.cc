@@ -103,6 +103,16 @@ Status Executor::bind(const RunSpec& spec) {
     q.is_send = f.is_send;
     q.steps = index.steps_of(f);
   }
+  // A collective on device buffers about to connect a device link first tells its peers where
+  // its buffers are: a peer that called it on host buffers waits on the host link instead, and
+  // fails at once on this note rather than at the timeout (check_waiting, the mailbox).
+  if (spec.device && spec.args.coll != Collective::kSendRecv) {
+    for (const algorithms::ProgramIndex::Link& l : index.links) {
+      if (connections_.joined(l.peer, l.channel) != nullptr) continue;
+      post_notes();
+      break;
+    }
+  }
   // Join the connections in ascending (peer, channel) order: with every rank doing the same, the
   // symmetric connect() cannot deadlock.
   for (const algorithms::ProgramIndex::Link& l : index.links) {
@@ -349,23 +359,25 @@ Status Executor::check_waiting() {
   for (const auto& [peer, c] : noted_) {
     const transport::Note* note = c->last_note();
     if (note == nullptr) continue;
-    CollHeader theirs;
+    CallNote theirs;
     std::memcpy(&theirs, note->data(), sizeof(theirs));
-    if (theirs.magic != CollHeader::kMagic || theirs.sender != peer || theirs.seq != spec_->seq) continue;
-    Status s = check_collective_header(theirs, *spec_, peer);
+    const CollHeader& h = theirs.header;
+    if (h.magic != CollHeader::kMagic || h.sender != peer || h.seq != spec_->seq) continue;
+    Status s = check_call_note(theirs, *spec_, spec_->device, peer);
     if (!s.ok()) return Status(s.code(), s.message() + " (both ranks were waiting in it)");
   }
   return Status();
 }
 
 void Executor::post_notes() {
-  const CollHeader mine = collective_header(*spec_);
-  static_assert(sizeof(CollHeader) <= transport::kNoteBytes);
+  CallNote mine;
+  mine.header = collective_header(*spec_);
+  mine.device = spec_->device ? 1 : 0;
   transport::Note note{};
   std::memcpy(note.data(), &mine, sizeof(mine));
   noted_.clear();
   for (int peer = 0; peer < spec_->program->nranks; ++peer) {
-    transport::Connection* c = peer == spec_->program->rank ? nullptr : connections_.joined(peer, 0);
+    transport::Connection* c = peer == spec_->program->rank ? nullptr : connections_.note_connection(peer);
     if (c != nullptr && c->post_note(note)) noted_.emplace_back(peer, c);
   }
 }

@@ -67,6 +67,17 @@ struct CollHeader {
 };
 static_assert(sizeof(CollHeader) == 56);
 
+// What a rank leaves its peers as a note (Connection::post_note) while it waits in a collective,
+// and before a call on device buffers first connects a device link: its call's header and where
+// its buffers are. A peer in the same call that sees another kind of memory fails at once
+// instead of waiting on a connection this rank never uses.
+struct CallNote {
+  CollHeader header;
+  uint8_t device = 0;  // 1: the call's buffers are device memory
+  uint8_t reserved[7] = {};
+};
+static_assert(sizeof(CallNote) <= transport::kNoteBytes);
+
 // Where IN, OUT, TMP and USER(i) live for one run.
 struct Bindings {
   void* in = nullptr;
@@ -85,6 +96,9 @@ class ConnectionSource {
     (void)peer, (void)channel;
     return nullptr;
   }
+  // Where notes to and from `peer` go (CallNote): its channel-0 connection if joined, else null.
+  // For a run on device buffers too, the host connection, where a peer on host buffers looks.
+  virtual transport::Connection* note_connection(int peer) { return joined(peer, 0); }
 };
 
 // From this many bytes of OUT up, a call's receives into OUT stream their stores past the caches
@@ -154,9 +168,11 @@ class Executor {
   // then waits a little.
   Status idle(Backoff& backoff, uint32_t& polls);
   // idle(), collectives: learns whether a peer called something else in this collective while
-  // both wait (two roots of a reduce, each waiting for the other). Once the call has waited
-  // kTellAfter, it leaves its header as a note (Connection::post_note) on every joined channel-0
-  // connection (post_notes) and then compares, at every later check, the notes its peers left.
+  // both wait (two roots of a reduce, each waiting for the other), or the same on the other kind
+  // of memory. Once the call has waited kTellAfter, it leaves a CallNote on every peer's note
+  // connection (post_notes) and then compares, at every later check, the notes its peers left. A
+  // run on device buffers also leaves its note before it first connects a device link (prepare),
+  // which a peer on host buffers would wait for until the timeout.
   // shm notes are read from the segment; tcp notes travel in the stream, so a peer's note is seen
   // once this call's progress() on that connection has read up to it (ranks that wait for each
   // other are each in the other's program, so they do).

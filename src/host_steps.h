@@ -23,6 +23,11 @@ CollHeader collective_header(const RunSpec& spec);
 // an error naming both ranks and both calls. The caller has checked magic and sender.
 Status check_collective_header(const CollHeader& got, const RunSpec& spec, int peer);
 
+// A peer's note (CallNote) for this call (its header's magic, sender and sequence number
+// checked by the caller): an error naming both ranks when it calls another collective or on the
+// other kind of memory than `device` (this rank's buffers).
+Status check_call_note(const CallNote& theirs, const RunSpec& spec, bool device, int peer);
+
 // "allreduce(count=..., ...)" for the call a header announces.
 std::string describe_header(const CollHeader& h, int nranks);
 
