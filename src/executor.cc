@@ -106,13 +106,12 @@ Status Executor::bind(const RunSpec& spec) {
   // A collective on device buffers about to connect a device link first tells its peers where
   // its buffers are: a peer that called it on host buffers waits on the host link instead, and
   // fails at once on this note rather than at the timeout (check_waiting, the mailbox).
-  if (spec.device && spec.args.coll != Collective::kSendRecv) {
-    for (const algorithms::ProgramIndex::Link& l : index.links) {
-      if (connections_.joined(l.peer, l.channel) != nullptr) continue;
-      post_notes();
-      break;
-    }
-  }
+  const auto unjoined = [&](const algorithms::ProgramIndex::Link& l) {
+    return connections_.joined(l.peer, l.channel) == nullptr;
+  };
+  if (spec.device && spec.args.coll != Collective::kSendRecv &&
+      std::any_of(index.links.begin(), index.links.end(), unjoined))
+    post_notes();
   // Join the connections in ascending (peer, channel) order: with every rank doing the same, the
   // symmetric connect() cannot deadlock.
   for (const algorithms::ProgramIndex::Link& l : index.links) {
@@ -357,13 +356,7 @@ Status Executor::check_waiting() {
     waiting_told_ = true;
   }
   for (const auto& [peer, c] : noted_) {
-    const transport::Note* note = c->last_note();
-    if (note == nullptr) continue;
-    CallNote theirs;
-    std::memcpy(&theirs, note->data(), sizeof(theirs));
-    const CollHeader& h = theirs.header;
-    if (h.magic != CollHeader::kMagic || h.sender != peer || h.seq != spec_->seq) continue;
-    Status s = check_call_note(theirs, *spec_, spec_->device, peer);
+    Status s = check_peer_note(c->last_note(), *spec_, peer);
     if (!s.ok()) return Status(s.code(), s.message() + " (both ranks were waiting in it)");
   }
   return Status();

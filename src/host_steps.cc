@@ -83,16 +83,20 @@ Status check_collective_header(const CollHeader& got, const RunSpec& spec, int p
   return Status();
 }
 
-Status check_call_note(const CallNote& theirs, const RunSpec& spec, bool device, int peer) {
-  if ((theirs.device != 0) != device) {
+Status check_peer_note(const transport::Note* note, const RunSpec& spec, int peer) {
+  if (note == nullptr) return Status();
+  CallNote theirs;
+  std::memcpy(&theirs, note->data(), sizeof(theirs));
+  const CollHeader& h = theirs.header;
+  if (h.magic != CollHeader::kMagic || h.sender != peer || h.seq != spec.seq) return Status();
+  if ((theirs.device != 0) != spec.device) {
     const auto kind = [](bool d) { return d ? std::string("device") : std::string("host"); };
-    return invalid_usage("rank " + std::to_string(peer) + " called " +
-                         describe_header(theirs.header, spec.program->nranks) +
-                         " on " + kind(!device) + " buffers but rank " + std::to_string(spec.program->rank) +
-                         " on " + kind(device) + " buffers (collective #" + std::to_string(spec.seq) +
+    return invalid_usage("rank " + std::to_string(peer) + " called " + describe_header(h, spec.program->nranks) +
+                         " on " + kind(!spec.device) + " buffers but rank " + std::to_string(spec.program->rank) +
+                         " on " + kind(spec.device) + " buffers (collective #" + std::to_string(spec.seq) +
                          "): every rank of a call must pass the same kind of memory");
   }
-  return check_collective_header(theirs.header, spec, peer);
+  return check_collective_header(h, spec, peer);
 }
 
 std::string describe_header(const CollHeader& h, int nranks) {

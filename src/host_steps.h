@@ -23,10 +23,11 @@ CollHeader collective_header(const RunSpec& spec);
 // an error naming both ranks and both calls. The caller has checked magic and sender.
 Status check_collective_header(const CollHeader& got, const RunSpec& spec, int peer);
 
-// A peer's note (CallNote) for this call (its header's magic, sender and sequence number
-// checked by the caller): an error naming both ranks when it calls another collective or on the
-// other kind of memory than `device` (this rank's buffers).
-Status check_call_note(const CallNote& theirs, const RunSpec& spec, bool device, int peer);
+// `peer`'s latest note (a CallNote; null: none yet), read while this rank waits in the call
+// `spec`: an error naming both ranks when it is a note of this call made on the other kind of
+// memory (spec.device says which this rank's buffers are) or for another collective; OK for no
+// note or one of another call number.
+Status check_peer_note(const transport::Note* note, const RunSpec& spec, int peer);
 
 // "allreduce(count=..., ...)" for the call a header announces.
 std::string describe_header(const CollHeader& h, int nranks);

@@ -215,16 +215,6 @@ Status Mailbox::other_call(const RunSpec& spec, transport::Connection& conn, int
   return s.ok() ? differ() : s;
 }
 
-Status Mailbox::check_note(const RunSpec& spec, const transport::Connection& conn, int peer) const {
-  const transport::Note* note = conn.last_note();
-  if (note == nullptr) return Status();
-  CallNote theirs;
-  std::memcpy(&theirs, note->data(), sizeof(theirs));
-  const CollHeader& h = theirs.header;
-  if (h.magic != CollHeader::kMagic || h.sender != peer || h.seq != spec.seq) return Status();
-  return check_call_note(theirs, spec, false, peer);
-}
-
 Status Mailbox::skipped(const RunSpec& spec, int peer, uint64_t nth) const {
   const std::string them = "rank " + std::to_string(peer), us = "rank " + std::to_string(rank_);
   for (uint64_t l = 0; l < kLines; ++l) {
@@ -297,7 +287,7 @@ Status Mailbox::await(const RunSpec& spec, const std::atomic<uint64_t>& word, ui
         if ((word.load(std::memory_order_acquire) & kCallMask) >= want) break;
         if (elsewhere) return other_call(spec, **conn, peer);
         if (!alive.ok()) return alive;
-        WEFT_TRY(check_note(spec, **conn, peer));
+        WEFT_TRY(check_peer_note((*conn)->last_note(), spec, peer));
         if (message) WEFT_TRY(passed_without_sending(spec, peer, want - 1));
       }
     }

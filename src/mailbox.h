@@ -159,9 +159,6 @@ class Mailbox {
   // The error for a peer that sent a message over `conn` (another call) instead of its part of
   // this one: what it called, from the header of its call.
   Status other_call(const RunSpec& spec, transport::Connection& conn, int peer);
-  // The error for a peer whose note (CallNote) says it is in this call on device buffers, or
-  // in another call; else OK (no note, or another call's).
-  Status check_note(const RunSpec& spec, const transport::Connection& conn, int peer) const;
   // The error for a message from `peer` that this rank did not take (its nth_of(number) was
   // `nth`): the call it came with, from its line if still there.
   Status skipped(const RunSpec& spec, int peer, uint64_t nth) const;

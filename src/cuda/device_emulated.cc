@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -452,23 +453,14 @@ Status cuda::scale(void* dst, const void* src, size_t count, DataType type, cons
                    Stream s) {
   if (!emulating()) return none();
   if (count == 0) return Status();
-  const size_t elem = dtype_size(type);
-  // A host scalar is read now; a device one when the stream gets to it.
-  auto value = std::make_shared<std::vector<char>>(elem);
-  if (!scalar_on_device) std::memcpy(value->data(), scalar, elem);
   EmuStream* stream = stream_of(s);
   if (stream == nullptr) return bad_stream(s);
-  stream->push([=] {
-    if (scalar_on_device) std::memcpy(value->data(), scalar, elem);
-    // The prod kernel against a block of copies of the scalar, as the host path's PreMulSum.
-    constexpr size_t kBlock = 4096;
-    std::vector<char> scalars(std::min(count, kBlock) * elem);
-    for (size_t i = 0; i < scalars.size(); i += elem) std::memcpy(scalars.data() + i, value->data(), elem);
-    for (size_t done = 0; done < count; done += kBlock) {
-      const size_t n = std::min(kBlock, count - done);
-      kernels::reduce(static_cast<char*>(dst) + done * elem, static_cast<const char*>(src) + done * elem,
-                      scalars.data(), n, type, RedOp::kProd);
-    }
+  // A host scalar is read now; a device one when the stream gets to it.
+  std::array<char, 8> value{};
+  if (!scalar_on_device) std::memcpy(value.data(), scalar, dtype_size(type));
+  stream->push([=]() mutable {
+    if (scalar_on_device) std::memcpy(value.data(), scalar, dtype_size(type));
+    kernels::scale(dst, src, count, type, value.data());
   });
   return Status();
 }

@@ -1,6 +1,10 @@
 // The public entry points of reduce.h and copy.h: pick the best kernel table once, then index it.
 #include "src/kernels/reduce.h"
 
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 #include "src/kernels/copy.h"
 #include "src/kernels/dispatch.h"
 
@@ -25,6 +29,19 @@ ReduceFn reduce_fn(DataType type, RedOp op) {
 
 void divide_by(void* dst, const void* src, size_t count, DataType type, int divisor) {
   active_kernels().divide[static_cast<int>(type)](dst, src, count, divisor);
+}
+
+void scale(void* dst, const void* src, size_t count, DataType type, const void* scalar) {
+  // The prod kernel against a block of copies of the scalar, so every dtype gets its arithmetic.
+  constexpr size_t kBlock = 4096;
+  const size_t elem = dtype_size(type);
+  std::vector<char> scalars(std::min(count, kBlock) * elem);
+  for (size_t i = 0; i < scalars.size(); i += elem) std::memcpy(scalars.data() + i, scalar, elem);
+  const ReduceFn mul = reduce_fn(type, RedOp::kProd);
+  for (size_t done = 0; done < count; done += kBlock) {
+    const size_t n = std::min(kBlock, count - done);
+    mul(static_cast<char*>(dst) + done * elem, static_cast<const char*>(src) + done * elem, scalars.data(), n);
+  }
 }
 
 void copy(void* dst, const void* src, size_t bytes) { active_kernels().copy(dst, src, bytes); }

@@ -55,6 +55,11 @@ inline void reduce(void* dst, const void* a, const void* b, size_t count, DataTy
 // REQUIRES: dtype_valid(type); divisor >= 1 (for floats, exact in fp32: divisor <= 2^24).
 void divide_by(void* dst, const void* src, size_t count, DataType type, int divisor);
 
+// dst[i] = src[i] * scalar (one element of `type`), rounded to `type` as the prod kernel rounds
+// (integers wrap): PreMulSum's first step. dst may equal src (no other overlap).
+// REQUIRES: dtype_valid(type).
+void scale(void* dst, const void* src, size_t count, DataType type, const void* scalar);
+
 // While one with `on` lives on a thread, the out-of-place reduces and the copies (copy.h) that
 // thread runs stream their stores past the caches (non-temporal, as calls of 4 MiB and more
 // always do) from 4 KiB up: for writes into memory the caller will not read again soon, which

@@ -27,20 +27,6 @@ struct Reduction {
   std::shared_ptr<DeviceScratch> scaled_device;    // device buffers (released by run())
 };
 
-// dst[i] = src[i] * scalar, rounded to `type` (integers wrap): the prod kernel against a block of
-// copies of the scalar, so every dtype gets reduce.h's arithmetic.
-void scale(std::byte* dst, const std::byte* src, size_t count, DataType type, const std::byte* scalar) {
-  constexpr size_t kBlock = 4096;
-  const size_t elem = dtype_size(type);
-  std::vector<std::byte> scalars(std::min(count, kBlock) * elem);
-  for (size_t i = 0; i < scalars.size(); i += elem) std::memcpy(scalars.data() + i, scalar, elem);
-  const kernels::ReduceFn mul = kernels::reduce_fn(type, RedOp::kProd);
-  for (size_t done = 0; done < count; done += kBlock) {
-    const size_t n = std::min(kBlock, count - done);
-    mul(dst + done * elem, src + done * elem, scalars.data(), n);
-  }
-}
-
 // A host buffer of at least `bytes` for a scaled copy that no unfinished call holds: the largest
 // free one of the communicator's (grown if short), else a new one.
 std::shared_ptr<std::vector<std::byte>> free_premul_buffer(ncclComm& c, size_t bytes) {
@@ -143,7 +129,7 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
     std::memcpy(scalar.data(), pre.pointer, elem);
   }
   r.scaled = free_premul_buffer(c, in_count * elem);
-  scale(r.scaled->data(), static_cast<const std::byte*>(send), in_count, type, scalar.data());
+  kernels::scale(r.scaled->data(), send, in_count, type, scalar.data());
   r.send = r.scaled->data();
   return r;
 }

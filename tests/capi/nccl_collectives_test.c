@@ -224,7 +224,10 @@ static Val reduce_ref(const Type* t, enum Op op, size_t i) {
  * is for the emulated GPU (WEFT_EMULATE_GPU=1, whose device memory is host memory) only. */
 static int nccl_mem(void) {
   static int on = -1;
-  if (on < 0) on = getenv("WEFT_TEST_NCCL_MEM") != NULL && strcmp(getenv("WEFT_TEST_NCCL_MEM"), "1") == 0;
+  if (on < 0) {
+    const char* v = getenv("WEFT_TEST_NCCL_MEM");
+    on = v != NULL && strcmp(v, "1") == 0;
+  }
   return on;
 }
 
