@@ -252,8 +252,9 @@ Result<transport::Connection*> CommState::device_connection(int peer, int channe
   log_.trace("device connection to rank " + std::to_string(peer) + ": host link joined; allocating " +
              (direct ? "the FIFO" : "the pinned staging buffers"));
   auto conn = direct
-                  ? transport::make_cuda_connection(std::move(*link), stream_, peer, channel, config_.timeout, deadline)
-                  : transport::make_staged_connection(std::move(*link), stream_);
+                  ? transport::make_cuda_connection(std::move(*link), stream_, peer, channel, config_.cuda_fifo_bytes,
+                                                    config_.timeout, deadline)
+                  : transport::make_staged_connection(std::move(*link), stream_, config_.stage_fifo_bytes);
   if (!conn.ok()) return conn.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);
   transport::Connection* raw = conn->get();
   log_.info("connected to rank " + std::to_string(peer) + " for device buffers: " + raw->describe());

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include "algorithms/tuner.h"
 #include "topology/discover.h"
@@ -88,7 +89,9 @@ std::string program_settings(const Config& c, const algorithms::TuneTable& table
                                 : std::to_string(table.entries().size()) + " entries, digest " +
                                       std::to_string(fnv1a(entries.data(), entries.size()));
   return "WEFT_ALGO=" + c.algo + "\nWEFT_SLICE_BYTES=" + (c.slice_bytes == 0 ? "(unset)" : std::to_string(c.slice_bytes)) +
-         "\nWEFT_TRANSPORT=" + c.transport + "\nWEFT_TORUS=" + c.torus + "\nWEFT_TUNE_FILE table=" + tuned;
+         "\nWEFT_TRANSPORT=" + c.transport + "\nWEFT_TORUS=" + c.torus + "\nWEFT_TUNE_FILE table=" + tuned +
+         "\nWEFT_CUDA_FIFO_BYTES (or NCCL_BUFFSIZE)=" + std::to_string(c.cuda_fifo_bytes) +
+         "\nWEFT_STAGE_FIFO_BYTES (or NCCL_BUFFSIZE)=" + std::to_string(c.stage_fifo_bytes);
 }
 
 // The first line where `theirs` differs from `mine`, as (mine, theirs); empty when they agree.
@@ -138,6 +141,13 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
   if (nranks < 1) return invalid_argument("nranks is " + std::to_string(nranks) + "; it must be at least 1");
   if (rank < 0 || rank >= nranks)
     return invalid_argument("rank " + std::to_string(rank) + " is out of range for " + std::to_string(nranks) + " ranks");
+  // from_env() refuses these; a program that fills the struct itself is checked here.
+  for (const auto& [name, bytes] : {std::pair{"cuda_fifo_bytes", config.cuda_fifo_bytes},
+                                    std::pair{"stage_fifo_bytes", config.stage_fifo_bytes}}) {
+    if (bytes < Config::kMinDeviceFifoBytes || bytes > Config::kMaxDeviceFifoBytes || bytes % (size_t{64} << 10) != 0)
+      return invalid_argument(std::string("Config::") + name + " is " + std::to_string(bytes) +
+                              "; it must be a multiple of 64 KiB from 64 KiB to 1 GiB");
+  }
   if (!id.valid()) return invalid_argument("the UniqueId was not made by weft (bad magic)");
   std::unique_ptr<CommState> state(new CommState(rank, nranks, config));
   Status s = state->init(id);
@@ -536,7 +546,9 @@ algorithms::TunedCall CommState::tuned_for(algorithms::CollectiveArgs a, bool de
   a.slice_count = config_.slice_bytes == 0 ? 0 : algorithms::slice_elements(config_.slice_bytes, a.dtype);
   algorithms::TunedCall pick = tuner_->choose(a);
   if (device && config_.slice_bytes == 0 && pick.slice_count > 0)
-    pick.slice_count = std::max(pick.slice_count, algorithms::slice_elements(transport::kCudaChunkBytes, a.dtype));
+    pick.slice_count = std::max(
+        pick.slice_count,
+        algorithms::slice_elements(config_.cuda_fifo_bytes / transport::kCudaFifoSlots, a.dtype));
   return pick;
 }
 

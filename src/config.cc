@@ -1,5 +1,6 @@
 #include "weft/config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <optional>
@@ -37,6 +38,24 @@ Status parse_size(const char* name, const char* text, size_t min, size_t* out) {
   return Status();
 }
 
+// A FIFO's size: from its WEFT_ variable when set (a multiple of `step` from `lo` to `hi`, else an
+// error naming the variable), else from NCCL_BUFFSIZE's `buffsize` / `share` rounded down to a
+// multiple of `step` and brought within [lo, hi]; *out unchanged when neither is set. `bounds`
+// says the same in words for the error.
+Status fifo_size(const char* weft_name, std::optional<size_t> buffsize, size_t share, size_t step, size_t lo,
+                 size_t hi, const char* bounds, size_t* out) {
+  if (const char* v = env(weft_name)) {
+    size_t n = 0;
+    WEFT_TRY(parse_size(weft_name, v, lo, &n));
+    if (n > hi || n % step != 0)
+      return invalid_argument(std::string(weft_name) + "='" + v + "' is not a multiple of " + bounds);
+    *out = n;
+  } else if (buffsize) {
+    *out = std::clamp(*buffsize / share / step * step, lo, hi);
+  }
+  return Status();
+}
+
 }  // namespace
 
 Result<Config> Config::from_env() {
@@ -67,9 +86,23 @@ Result<Config> Config::from_env() {
     c.tcp_sockets = static_cast<int>(n);
   }
   const char* name = nullptr;
-  if (const char* v = env("WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", &name)) {
-    WEFT_TRY(parse_size(name, v, 4096, &c.shm_fifo_bytes));
+  std::optional<size_t> buffsize;
+  if (const char* v = env("NCCL_BUFFSIZE")) {
+    WEFT_TRY(parse_size("NCCL_BUFFSIZE", v, 4096, &n));
+    buffsize = n;
   }
+  if (const char* v = env("WEFT_SHM_FIFO_BYTES")) {
+    WEFT_TRY(parse_size("WEFT_SHM_FIFO_BYTES", v, 4096, &c.shm_fifo_bytes));
+  } else if (buffsize) {
+    c.shm_fifo_bytes = *buffsize;
+  }
+  constexpr size_t k64K = size_t{64} << 10;
+  WEFT_TRY(fifo_size("WEFT_CUDA_FIFO_BYTES", buffsize, 1, k64K, Config::kMinDeviceFifoBytes,
+                     Config::kMaxDeviceFifoBytes, "64 KiB from 64 KiB to 1 GiB", &c.cuda_fifo_bytes));
+  WEFT_TRY(fifo_size("WEFT_STAGE_FIFO_BYTES", buffsize, 1, k64K, Config::kMinDeviceFifoBytes,
+                     Config::kMaxDeviceFifoBytes, "64 KiB from 64 KiB to 1 GiB", &c.stage_fifo_bytes));
+  WEFT_TRY(fifo_size("WEFT_DEVICE_WALKER_SLOT_BYTES", buffsize, 8, 4096, k64K, size_t{64} << 20,
+                     "4 KiB from 64 KiB to 64 MiB", &c.device_walker_slot_bytes));
   if (const char* v = env("WEFT_CMA")) {
     const std::string s = v;
     if (s != "0" && s != "1" && s != "auto") return invalid_argument("WEFT_CMA='" + s + "' is not 0, 1 or auto");
@@ -97,13 +130,6 @@ Result<Config> Config::from_env() {
       return invalid_argument(std::string("WEFT_DEVICE_WALKER_LANES='") + v + "' is not from 1 to " +
                               std::to_string(Config::kMaxDeviceWalkerLanes));
     c.device_walker_lanes = static_cast<int>(n);
-  }
-  if (const char* v = env("WEFT_DEVICE_WALKER_SLOT_BYTES")) {
-    WEFT_TRY(parse_size("WEFT_DEVICE_WALKER_SLOT_BYTES", v, size_t{64} << 10, &n));
-    if (n > size_t{64} << 20 || n % 4096 != 0)
-      return invalid_argument(std::string("WEFT_DEVICE_WALKER_SLOT_BYTES='") + v +
-                              "' is not a multiple of 4 KiB from 64 KiB to 64 MiB");
-    c.device_walker_slot_bytes = n;
   }
   if (const char* v = env("WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", &name)) WEFT_TRY(parse_flag(name, v, &c.p2p_disable));
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));

@@ -28,9 +28,25 @@ struct Config {
   std::string socket_ifname;
   // WEFT_TCP_SOCKETS: sockets per tcp peer; large messages are striped across them.
   int tcp_sockets = 1;
-  // WEFT_SHM_FIFO_BYTES (or NCCL_BUFFSIZE): bytes in each shared-memory FIFO (one per direction
-  // per peer pair).
+  // NCCL_BUFFSIZE sizes every FIFO below that its own WEFT_ variable leaves unset: the shm FIFO
+  // takes it whole (at least 4 KiB), the cuda and staging FIFOs take it rounded down to a multiple
+  // of 64 KiB within their bounds, and the walker's slots take an eighth of it, rounded down to a
+  // multiple of 4 KiB within theirs. The WEFT_ variables refuse a value out of bounds.
+  //
+  // WEFT_SHM_FIFO_BYTES: bytes in each shared-memory FIFO (one per direction per peer pair).
   size_t shm_fifo_bytes = size_t{4} << 20;
+  // WEFT_CUDA_FIFO_BYTES: bytes of each cuda transport FIFO (device memory, one per direction per
+  // peer pair and channel), in 4 slots: a slot is the largest chunk a device message moves in, and
+  // device calls are sliced no finer (transport/cuda/connection.h). A multiple of 64 KiB from
+  // kMinDeviceFifoBytes to kMaxDeviceFifoBytes. Every rank must set the same (init compares it).
+  static constexpr size_t kMinDeviceFifoBytes = size_t{64} << 10;
+  static constexpr size_t kMaxDeviceFifoBytes = size_t{1} << 30;
+  size_t cuda_fifo_bytes = size_t{32} << 20;
+  // WEFT_STAGE_FIFO_BYTES: bytes of pinned host memory each way of a connection that stages device
+  // buffers through host memory (transport/cuda/staged.h), in 4 slots: a slot is the largest host
+  // message a device message is cut into. Bounds as WEFT_CUDA_FIFO_BYTES; every rank must set
+  // the same (init compares it).
+  size_t stage_fifo_bytes = size_t{16} << 20;
   // WEFT_CMA: which shm messages of at least cma_threshold bytes move with one process_vm_readv
   // copy from the sender's buffer (CMA) instead of two through the FIFO, where the kernel allows
   // it (else the FIFO). "auto" (the default): those of allgather and all-to-all, where every rank
@@ -60,9 +76,9 @@ struct Config {
   // (a call between ranks that differ fails on its header).
   static constexpr int kMaxDeviceWalkerLanes = 16;
   int device_walker_lanes = 4;
-  // WEFT_DEVICE_WALKER_SLOT_BYTES: the size of each of the 8 slots of that kernel's FIFOs, 64 KiB
-  // to 64 MiB, a multiple of 4 KiB. Every rank must set the same (the link refuses a peer whose
-  // FIFO differs).
+  // WEFT_DEVICE_WALKER_SLOT_BYTES (or an eighth of NCCL_BUFFSIZE): the size of each of the 8 slots
+  // of that kernel's FIFOs, 64 KiB to 64 MiB, a multiple of 4 KiB. Every rank must set the same
+  // (the link refuses a peer whose FIFO differs).
   size_t device_walker_slot_bytes = size_t{4} << 20;
   // WEFT_P2P_DISABLE (or NCCL_P2P_DISABLE): 1 sends device buffers between processes of one node
   // through host memory over shm instead of GPU to GPU over the cuda transport.

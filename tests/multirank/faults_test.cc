@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -194,26 +195,46 @@ TEST_P(Faults, InitNamesMissingRanks) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
 }
 
-// Ranks whose settings would give them different programs (here: one fixes a slice, the others
-// let the tuner pick) would wait on each other: init tells every rank, naming the setting, the
-// rank and both values.
-TEST_P(Faults, SettingsThatDifferBetweenRanksFailInit) {
-  const Config config = make_config(GetParam(), 10);
+// Three ranks, one of them with a setting changed by `adjust`: init must fail on every rank with
+// kInvalidUsage and a message containing `want`.
+void expect_init_refused(const std::string& transport, const std::function<void(int, Config&)>& adjust,
+                         const std::string& want) {
   auto status = run_ranks(
-      3, 3, config,
-      [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+      3, 3, make_config(transport, 10),
+      [&](int r, Result<std::unique_ptr<Communicator>>& comm) {
         if (comm.ok()) return 30;
-        const std::string want = "rank 2 has WEFT_SLICE_BYTES=100000 but rank 0 has WEFT_SLICE_BYTES=(unset)";
         if (comm.status().code() != StatusCode::kInvalidUsage || comm.status().message().find(want) == std::string::npos) {
           std::fprintf(stderr, "rank %d: %s\n", r, comm.status().to_string().c_str());
           return 31;
         }
         return 0;
       },
+      adjust);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+}
+
+// Ranks whose settings would give them different programs (here: one fixes a slice, the others
+// let the tuner pick) would wait on each other: init tells every rank, naming the setting, the
+// rank and both values.
+TEST_P(Faults, SettingsThatDifferBetweenRanksFailInit) {
+  expect_init_refused(
+      GetParam(),
       [](int r, Config& c) {
         if (r == 2) c.slice_bytes = 100000;
-      });
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(exit_code(status[r]), 0) << "rank " << r;
+      },
+      "rank 2 has WEFT_SLICE_BYTES=100000 but rank 0 has WEFT_SLICE_BYTES=(unset)");
+}
+
+// Ranks whose device FIFOs differ would cut device messages differently (and slice device calls
+// differently): init refuses them too, whichever variable (WEFT_ or NCCL_BUFFSIZE) set the size.
+TEST_P(Faults, DeviceFifoSizesThatDifferBetweenRanksFailInit) {
+  expect_init_refused(
+      GetParam(),
+      [](int r, Config& c) {
+        if (r == 1) c.stage_fifo_bytes = size_t{64} << 10;
+      },
+      "rank 1 has WEFT_STAGE_FIFO_BYTES (or NCCL_BUFFSIZE)=65536 but rank 0 has WEFT_STAGE_FIFO_BYTES (or "
+      "NCCL_BUFFSIZE)=16777216");
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));

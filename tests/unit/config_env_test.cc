@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tests/unit/scoped_env.h"
+#include "weft/communicator.h"
 #include "weft/config.h"
 
 namespace weft {
@@ -16,7 +17,8 @@ const char* const kVars[] = {
     "WEFT_TRANSPORT", "NCCL_SHM_DISABLE", "WEFT_SHM_FIFO_BYTES", "NCCL_BUFFSIZE", "WEFT_DEBUG",
     "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
     "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR", "WEFT_DEVICE_WALKER_THREADS",
-    "WEFT_DEVICE_WALKER_LANES", "WEFT_DEVICE_WALKER_SLOT_BYTES", "WEFT_CMA",
+    "WEFT_DEVICE_WALKER_LANES", "WEFT_DEVICE_WALKER_SLOT_BYTES", "WEFT_CMA", "WEFT_CUDA_FIFO_BYTES",
+    "WEFT_STAGE_FIFO_BYTES",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -136,14 +138,88 @@ TEST_F(ConfigEnvTest, ShmDisableMeansTcpUnlessWeftTransportIsSet) {
   EXPECT_EQ(error(), "NCCL_SHM_DISABLE='yes' is not 0 or 1");
 }
 
-TEST_F(ConfigEnvTest, BuffsizeSetsTheShmFifoAndWeftWins) {
+TEST_F(ConfigEnvTest, BuffsizeSizesEveryFifoAndWeftWins) {
+  Config c = ok();
+  EXPECT_EQ(c.shm_fifo_bytes, size_t{4} << 20);
+  EXPECT_EQ(c.cuda_fifo_bytes, size_t{32} << 20);
+  EXPECT_EQ(c.stage_fifo_bytes, size_t{16} << 20);
+  EXPECT_EQ(c.device_walker_slot_bytes, size_t{4} << 20);
   ::setenv("NCCL_BUFFSIZE", "8388608", 1);
-  EXPECT_EQ(ok().shm_fifo_bytes, size_t{8} << 20);
+  c = ok();
+  EXPECT_EQ(c.shm_fifo_bytes, size_t{8} << 20);
+  EXPECT_EQ(c.cuda_fifo_bytes, size_t{8} << 20);
+  EXPECT_EQ(c.stage_fifo_bytes, size_t{8} << 20);
+  EXPECT_EQ(c.device_walker_slot_bytes, size_t{1} << 20);  // an eighth: the walker's FIFO has 8 slots
   ::setenv("WEFT_SHM_FIFO_BYTES", "1M", 1);
-  EXPECT_EQ(ok().shm_fifo_bytes, size_t{1} << 20);
+  ::setenv("WEFT_CUDA_FIFO_BYTES", "2M", 1);
+  ::setenv("WEFT_STAGE_FIFO_BYTES", "3M", 1);
+  ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "256K", 1);
+  c = ok();
+  EXPECT_EQ(c.shm_fifo_bytes, size_t{1} << 20);
+  EXPECT_EQ(c.cuda_fifo_bytes, size_t{2} << 20);
+  EXPECT_EQ(c.stage_fifo_bytes, size_t{3} << 20);
+  EXPECT_EQ(c.device_walker_slot_bytes, size_t{256} << 10);
   ::unsetenv("WEFT_SHM_FIFO_BYTES");
+  ::unsetenv("WEFT_CUDA_FIFO_BYTES");
+  ::unsetenv("WEFT_STAGE_FIFO_BYTES");
+  ::unsetenv("WEFT_DEVICE_WALKER_SLOT_BYTES");
   ::setenv("NCCL_BUFFSIZE", "12", 1);
   EXPECT_EQ(error(), "NCCL_BUFFSIZE='12' is not a size >= 4096 (digits, then optionally K, M or G)");  // names the variable used
+}
+
+// NCCL accepts any NCCL_BUFFSIZE; each FIFO takes the nearest size it allows (rounded down to its
+// step, within its bounds) instead of refusing a value a program set for NCCL.
+TEST_F(ConfigEnvTest, BuffsizeIsFittedToEachFifosBounds) {
+  ::setenv("NCCL_BUFFSIZE", "5000", 1);  // below every device FIFO's least
+  Config c = ok();
+  EXPECT_EQ(c.shm_fifo_bytes, 5000u);  // shm rounds up to its ring's 4 KiB when it makes the FIFO
+  EXPECT_EQ(c.cuda_fifo_bytes, Config::kMinDeviceFifoBytes);
+  EXPECT_EQ(c.stage_fifo_bytes, Config::kMinDeviceFifoBytes);
+  EXPECT_EQ(c.device_walker_slot_bytes, size_t{64} << 10);
+  ::setenv("NCCL_BUFFSIZE", "1000000", 1);  // 15.26 x 64 KiB; an eighth is 30.5 x 4 KiB
+  c = ok();
+  EXPECT_EQ(c.cuda_fifo_bytes, size_t{15} << 16);
+  EXPECT_EQ(c.stage_fifo_bytes, size_t{15} << 16);
+  EXPECT_EQ(c.device_walker_slot_bytes, size_t{30} << 12);
+  ::setenv("NCCL_BUFFSIZE", "8G", 1);  // above every device FIFO's most
+  c = ok();
+  EXPECT_EQ(c.shm_fifo_bytes, size_t{8} << 30);
+  EXPECT_EQ(c.cuda_fifo_bytes, Config::kMaxDeviceFifoBytes);
+  EXPECT_EQ(c.stage_fifo_bytes, Config::kMaxDeviceFifoBytes);
+  EXPECT_EQ(c.device_walker_slot_bytes, size_t{64} << 20);
+}
+
+// A program that fills Config itself gets the same bounds, checked when it makes a communicator
+// (before any rank is contacted).
+TEST(ConfigFilledByAProgram, DeviceFifosOutOfBoundsFailInit) {
+  Config c;
+  c.stage_fifo_bytes = 100000;
+  auto comm = Communicator::init(UniqueId{}, 0, 1, c);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(comm.status().message(),
+            "Config::stage_fifo_bytes is 100000; it must be a multiple of 64 KiB from 64 KiB to 1 GiB");
+  c = Config();
+  c.cuda_fifo_bytes = size_t{2} << 30;
+  comm = Communicator::init(UniqueId{}, 0, 1, c);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_NE(comm.status().message().find("Config::cuda_fifo_bytes is 2147483648"), std::string::npos)
+      << comm.status().to_string();
+}
+
+// The WEFT_ names refuse what they cannot take, naming the variable and the bounds.
+TEST_F(ConfigEnvTest, DeviceFifosAreWhole64KiBFrom64KiBTo1GiB) {
+  for (const char* name : {"WEFT_CUDA_FIFO_BYTES", "WEFT_STAGE_FIFO_BYTES"}) {
+    ::setenv(name, "100000", 1);
+    EXPECT_EQ(error(), std::string(name) + "='100000' is not a multiple of 64 KiB from 64 KiB to 1 GiB");
+    ::setenv(name, "2G", 1);
+    EXPECT_EQ(error(), std::string(name) + "='2G' is not a multiple of 64 KiB from 64 KiB to 1 GiB");
+    ::setenv(name, "32K", 1);
+    EXPECT_NE(error().find(name), std::string::npos);
+    ::setenv(name, "1G", 1);
+    EXPECT_TRUE(Config::from_env().ok());
+    ::unsetenv(name);
+  }
 }
 
 TEST_F(ConfigEnvTest, DebugLevelsInEitherCase) {

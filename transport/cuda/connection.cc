@@ -8,6 +8,7 @@
 #include <deque>
 #include <vector>
 
+#include "src/byte_size.h"
 #include "src/deadline.h"
 #include "transport/cuda/event_pool.h"
 
@@ -15,15 +16,14 @@ namespace weft::transport {
 namespace {
 
 constexpr size_t kInlineBytes = 64;
-constexpr size_t kSlotBytes = kCudaChunkBytes;  // a multiple of every element size
-constexpr uint32_t kSlots = 4;
+constexpr uint32_t kSlots = kCudaFifoSlots;
 
 enum class Kind : uint32_t { kFifo = 1, kData = 2, kInline = 3, kAck = 4, kClose = 5 };
 
 struct Record {
   Kind kind = Kind::kData;
   uint32_t inline_bytes = 0;
-  uint64_t bytes = 0;    // kData: the chunk's bytes
+  uint64_t bytes = 0;    // kData: the chunk's bytes; kFifo: the FIFO's slot bytes
   uint64_t address = 0;  // kFifo: the FIFO's address (for a rank of the same process)
   int64_t pid = 0;       // kFifo
   uint8_t handle[64] = {};
@@ -35,11 +35,12 @@ static_assert(sizeof(Record) == 192);
 class CudaConnection final : public Connection {
  public:
   CudaConnection(std::unique_ptr<Connection> control, cuda::Stream stream, int peer, int channel,
-                 std::chrono::milliseconds close_wait)
+                 size_t fifo_bytes, std::chrono::milliseconds close_wait)
       : ctrl_(std::move(control)),
         stream_(stream),
         peer_(peer),
         channel_(channel),
+        slot_bytes_(fifo_bytes / kSlots),
         pid_(getpid()),
         close_wait_(close_wait) {}
 
@@ -53,11 +54,12 @@ class CudaConnection final : public Connection {
   // Allocates this side's FIFO, announces it and maps the peer's (which the peer announces the
   // same way), so that a connection once made allocates and maps nothing more.
   Status start(Deadline deadline) {
-    auto fifo = cuda::device_alloc(kSlots * kSlotBytes);
+    auto fifo = cuda::device_alloc(kSlots * slot_bytes_);
     WEFT_TRY(fifo);
     fifo_ = static_cast<char*>(*fifo);
     Record r;
     r.kind = Kind::kFifo;
+    r.bytes = slot_bytes_;
     r.address = reinterpret_cast<uint64_t>(fifo_);
     r.pid = pid_;
     auto ex = cuda::ipc_export(fifo_);
@@ -117,7 +119,8 @@ class CudaConnection final : public Connection {
   void abort(std::string_view reason) override { ctrl_->abort(reason); }
   void begin_close() override { ctrl_->begin_close(); }
   std::string describe() const override {
-    return "cuda to rank " + std::to_string(peer_) + " channel " + std::to_string(channel_);
+    return "cuda to rank " + std::to_string(peer_) + " channel " + std::to_string(channel_) + " (FIFO of " +
+           std::to_string(kSlots) + " x " + format_byte_size(slot_bytes_) + ")";
   }
 
  private:
@@ -171,6 +174,11 @@ class CudaConnection final : public Connection {
     switch (in_.kind) {
       case Kind::kFifo:
         if (peer_fifo_ != nullptr) return internal_error(describe() + ": a second FIFO record");
+        // Each side cuts a message into the receiver's slots: both must be the same size.
+        if (in_.bytes != slot_bytes_)
+          return invalid_usage(describe() + ": rank " + std::to_string(peer_) + "'s FIFO has slots of " +
+                               std::to_string(in_.bytes) + " bytes, this rank's " + std::to_string(slot_bytes_) +
+                               " (every rank must set the same WEFT_CUDA_FIFO_BYTES or NCCL_BUFFSIZE)");
         if (in_.pid == pid_) {
           peer_fifo_ = reinterpret_cast<char*>(in_.address);
         } else {
@@ -222,8 +230,8 @@ class CudaConnection final : public Connection {
       }
       while (op.issued < op.bytes) {
         if (peer_fifo_ == nullptr || unacked_ == kSlots) return Status();
-        const size_t n = std::min(kSlotBytes, op.bytes - op.issued);
-        char* slot = peer_fifo_ + (out_chunks_ % kSlots) * kSlotBytes;
+        const size_t n = std::min(slot_bytes_, op.bytes - op.issued);
+        char* slot = peer_fifo_ + (out_chunks_ % kSlots) * slot_bytes_;
         WEFT_TRY(cuda::copy_async(slot, op.src + op.issued, n, stream_));
         auto e = events_.record(stream_);
         WEFT_TRY(e);
@@ -264,7 +272,7 @@ class CudaConnection final : public Connection {
     while (!incoming_.empty() && receiving_ < recvs_.size()) {
       RecvOp& op = recvs_[receiving_];
       const Record& r = incoming_.front();
-      const size_t want = r.kind == Kind::kInline ? op.bytes : std::min(kSlotBytes, op.bytes - op.issued);
+      const size_t want = r.kind == Kind::kInline ? op.bytes : std::min(slot_bytes_, op.bytes - op.issued);
       if (r.bytes != want || (r.kind == Kind::kInline && op.issued != 0))
         return internal_error(describe() + ": rank " + std::to_string(peer_) + " sent " + std::to_string(r.bytes) +
                               " bytes where " + std::to_string(want) + " were expected");
@@ -274,7 +282,7 @@ class CudaConnection final : public Connection {
         if (r.bytes > 0 && cuda::is_device_pointer(op.sink.dst)) WEFT_TRY(cuda::copy_async(dst, r.payload, r.bytes, stream_));
         else if (r.bytes > 0) std::memcpy(dst, r.payload, r.bytes);
       } else {
-        const char* slot = fifo_ + (in_chunks_ % kSlots) * kSlotBytes;
+        const char* slot = fifo_ + (in_chunks_ % kSlots) * slot_bytes_;
         if (op.sink.device_reduce != nullptr)
           WEFT_TRY(cuda::reduce(dst, static_cast<const char*>(op.reduce.src) + op.issued, slot,
                                 r.bytes / dtype_size(op.reduce.type), op.reduce.type, op.reduce.op, stream_));
@@ -335,6 +343,7 @@ class CudaConnection final : public Connection {
   cuda::Stream stream_;
   const int peer_;
   const int channel_;
+  const size_t slot_bytes_;  // a quarter of the FIFO: the largest chunk (a multiple of every element size)
   const int64_t pid_;
   const std::chrono::milliseconds close_wait_;
   Status failed_;
@@ -361,9 +370,9 @@ class CudaConnection final : public Connection {
 }  // namespace
 
 Result<std::unique_ptr<Connection>> make_cuda_connection(std::unique_ptr<Connection> control, cuda::Stream stream,
-                                                         int peer, int channel, std::chrono::milliseconds close_wait,
-                                                         Deadline deadline) {
-  auto conn = std::make_unique<CudaConnection>(std::move(control), stream, peer, channel, close_wait);
+                                                         int peer, int channel, size_t fifo_bytes,
+                                                         std::chrono::milliseconds close_wait, Deadline deadline) {
+  auto conn = std::make_unique<CudaConnection>(std::move(control), stream, peer, channel, fifo_bytes, close_wait);
   WEFT_TRY(conn->start(deadline));
   return std::unique_ptr<Connection>(std::move(conn));
 }

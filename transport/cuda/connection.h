@@ -1,8 +1,8 @@
 // The cuda transport: device buffers between two ranks of one node, over NVLink or PCIe (or
 // within one GPU when both ranks share it), through a FIFO in the receiver's device memory.
 //
-// Each side of a connection allocates a receive FIFO (4 slots of kCudaChunkBytes: 32 MiB) when the
-// connection is made and tells the peer where it is: an address to a rank of the same process,
+// Each side of a connection allocates a receive FIFO (kCudaFifoSlots slots, 32 MiB in all unless
+// WEFT_CUDA_FIFO_BYTES or NCCL_BUFFSIZE says otherwise; every rank the same) when the connection is made and tells the peer where it is: an address to a rank of the same process,
 // a CUDA IPC handle to any other, which the peer maps once and keeps until the connection closes.
 // A message is cut into chunks of at most one slot. The sender copies a chunk into the peer's
 // next slot on its stream, once the peer has acknowledged the slot's previous chunk; the copy
@@ -36,19 +36,20 @@
 
 namespace weft::transport {
 
-// The FIFO's slot: the largest chunk a message moves in. Each chunk costs a round of records and
-// events (~90 us between two processes sharing an H100: 22.6 GB/s with 2 MiB chunks, 5.7 with
-// 512 KiB; measured with this constant at 2 MiB, docs/PERFORMANCE.md "GPU path"), so device runs
-// slice collectives no finer than this (CommState::tuned_for).
-constexpr size_t kCudaChunkBytes = size_t{8} << 20;
+// The FIFO's slots. A slot (Config::cuda_fifo_bytes / kCudaFifoSlots) is the largest chunk a
+// message moves in. Each chunk costs a round of records and events (~90 us between two processes
+// sharing an H100: 22.6 GB/s with 2 MiB chunks, 5.7 with 512 KiB; docs/PERFORMANCE.md "GPU
+// path"), so device runs slice collectives no finer than a slot (CommState::tuned_for).
+constexpr uint32_t kCudaFifoSlots = 4;
 
 // `control` carries the records; `stream` orders this rank's copies and kernels (the
-// communicator's stream: the executor's local steps run on it too). The FIFO is allocated on the
-// calling thread's current device; the call returns once the peer's FIFO is mapped too (the peer
-// makes its end at the same time), or fails at `deadline`. At destruction the connection waits up to `close_wait` for a
-// peer in another process to unmap this side's FIFO before freeing it.
+// communicator's stream: the executor's local steps run on it too). The FIFO (`fifo_bytes`, a
+// multiple of 64 KiB; the peer's must be the same) is allocated on the calling thread's current
+// device; the call returns once the peer's FIFO is mapped too (the peer makes its end at the same
+// time), or fails at `deadline`. At destruction the connection waits up to `close_wait` for a peer
+// in another process to unmap this side's FIFO before freeing it.
 Result<std::unique_ptr<Connection>> make_cuda_connection(std::unique_ptr<Connection> control, cuda::Stream stream,
-                                                         int peer, int channel, std::chrono::milliseconds close_wait,
-                                                         Deadline deadline);
+                                                         int peer, int channel, size_t fifo_bytes,
+                                                         std::chrono::milliseconds close_wait, Deadline deadline);
 
 }  // namespace weft::transport

@@ -3,16 +3,18 @@
 #include <algorithm>
 #include <deque>
 
+#include "src/byte_size.h"
 #include "transport/cuda/event_pool.h"
 
 namespace weft::transport {
 namespace {
 
-constexpr uint32_t kSlots = 4;
+constexpr uint32_t kSlots = kStageSlots;
 
 class StagedConnection final : public Connection {
  public:
-  StagedConnection(std::unique_ptr<Connection> host, cuda::Stream stream) : host_(std::move(host)), stream_(stream) {}
+  StagedConnection(std::unique_ptr<Connection> host, cuda::Stream stream, size_t fifo_bytes)
+      : host_(std::move(host)), stream_(stream), slot_bytes_(fifo_bytes / kSlots) {}
 
   ~StagedConnection() override {
     for (auto& c : outgoing_) EventPool::drop(c.event);
@@ -22,7 +24,7 @@ class StagedConnection final : public Connection {
   }
 
   Status start() {
-    auto p = cuda::host_alloc(2 * kSlots * kStageBytes);
+    auto p = cuda::host_alloc(2 * kSlots * slot_bytes_);
     WEFT_TRY(p);
     stage_ = static_cast<char*>(*p);
     return Status();
@@ -57,7 +59,10 @@ class StagedConnection final : public Connection {
   bool idle() const override { return sends_.empty() && recvs_.empty() && host_->idle(); }
   void abort(std::string_view reason) override { host_->abort(reason); }
   void begin_close() override { host_->begin_close(); }
-  std::string describe() const override { return host_->describe() + " (device memory staged through host memory)"; }
+  std::string describe() const override {
+    return host_->describe() + " (device memory staged through host memory, " + std::to_string(kSlots) + " x " +
+           format_byte_size(slot_bytes_) + " each way)";
+  }
 
  private:
   struct Send {
@@ -94,8 +99,8 @@ class StagedConnection final : public Connection {
     cuda::Event event = nullptr;  // it has finished
   };
 
-  char* send_slot(uint64_t k) const { return stage_ + (k % kSlots) * kStageBytes; }
-  char* recv_slot(uint64_t k) const { return stage_ + (kSlots + k % kSlots) * kStageBytes; }
+  char* send_slot(uint64_t k) const { return stage_ + (k % kSlots) * slot_bytes_; }
+  char* recv_slot(uint64_t k) const { return stage_ + (kSlots + k % kSlots) * slot_bytes_; }
 
   Status step() {
     WEFT_TRY(stage_sends());
@@ -117,7 +122,7 @@ class StagedConnection final : public Connection {
       }
       while (op.staged < op.bytes) {
         if (send_slots_used_ == kSlots) return Status();
-        const size_t n = std::min(kStageBytes, op.bytes - op.staged);
+        const size_t n = std::min(slot_bytes_, op.bytes - op.staged);
         char* slot = send_slot(send_chunks_);
         WEFT_TRY(cuda::copy_async(slot, op.src + op.staged, n, stream_));
         auto e = events_.record(stream_);
@@ -162,7 +167,7 @@ class StagedConnection final : public Connection {
       while (op.posted < op.bytes) {
         if (recv_slots_used_ == kSlots) return Status();
         Landing l;
-        l.bytes = std::min(kStageBytes, op.bytes - op.posted);
+        l.bytes = std::min(slot_bytes_, op.bytes - op.posted);
         l.slot = recv_slot(recv_chunks_);
         l.dst = static_cast<char*>(op.sink.dst) + op.posted;
         if (op.sink.device_reduce != nullptr) {
@@ -235,6 +240,7 @@ class StagedConnection final : public Connection {
 
   std::unique_ptr<Connection> host_;
   cuda::Stream stream_;
+  const size_t slot_bytes_;  // a quarter of each way's staging memory: the largest chunk
   Status failed_;
   char* stage_ = nullptr;  // pinned: kSlots send slots, then kSlots receive slots
   EventPool events_;
@@ -253,8 +259,9 @@ class StagedConnection final : public Connection {
 
 }  // namespace
 
-Result<std::unique_ptr<Connection>> make_staged_connection(std::unique_ptr<Connection> host, cuda::Stream stream) {
-  auto conn = std::make_unique<StagedConnection>(std::move(host), stream);
+Result<std::unique_ptr<Connection>> make_staged_connection(std::unique_ptr<Connection> host, cuda::Stream stream,
+                                                           size_t fifo_bytes) {
+  auto conn = std::make_unique<StagedConnection>(std::move(host), stream, fifo_bytes);
   WEFT_TRY(conn->start());
   return std::unique_ptr<Connection>(std::move(conn));
 }
