@@ -199,6 +199,20 @@ Status CommState::prepare_device(const Operation& op) {
   // The worker runs ops under exec_mu_: taking it waits for the ops queued before this one.
   std::lock_guard<ExecLock> exec(exec_mu_);
   const algorithms::Plan& plan = group ? *group_plan : plan_for(op.args, true);
+  // Before waiting on a device link, tell the peers where this call's buffers are, as the
+  // executor does (Executor::prepare): a peer that made the call on host buffers fails on the
+  // note at once and aborts, which ends this wait. The call's number is the next while nothing
+  // is queued before it (its first call, say); otherwise such a peer is found at the timeout.
+  if (!group && queued_.load(std::memory_order_relaxed) == 0) {
+    RunSpec spec;
+    init_spec(spec, op.args);
+    spec.args.slice_count = plan.slice_count;
+    spec.seq = coll_seq_;
+    spec.program = &plan.program;
+    spec.algorithm = plan.algorithm;
+    spec.device = true;
+    executor_.post_notes(spec);
+  }
   const Deadline deadline = Deadline::after(config_.timeout);
   cuda::DeviceGuard guard(device_);
   for (const auto& l : plan.index.links) WEFT_TRY(device_connection(l.peer, l.channel, deadline));

@@ -419,8 +419,17 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
     // Unless stream order is asked for and safe from lazy loading (device.h), the call blocks
     // the caller until the result is in place instead of holding its stream.
     if (s.ok() && !device_stream_order_) op->stream_ordered = false;
-    // A held stream: what the op needs is allocated now, before the caller's stream waits.
-    if (s.ok() && op->stream_ordered) s = prepare_device(*op);
+    // A held stream: what the op needs is allocated now, before the caller's stream waits. Its
+    // failure is the run's (a device link not made, say), so it breaks the communicator as the
+    // run's would (outcome), and the peers learn why from this rank's abort.
+    if (s.ok() && op->stream_ordered) {
+      s = prepare_device(*op);
+      if (!s.ok()) {
+        std::lock_guard<ExecLock> exec(exec_mu_);
+        op->finish(outcome(s));
+        return;
+      }
+    }
     if (!s.ok()) {
       op->finish(Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message()));
       return;

@@ -111,7 +111,7 @@ Status Executor::bind(const RunSpec& spec) {
   };
   if (spec.device && spec.args.coll != Collective::kSendRecv &&
       std::any_of(index.links.begin(), index.links.end(), unjoined))
-    post_notes();
+    post_notes(spec);
   // Join the connections in ascending (peer, channel) order: with every rank doing the same, the
   // symmetric connect() cannot deadlock.
   for (const algorithms::ProgramIndex::Link& l : index.links) {
@@ -352,7 +352,7 @@ Status Executor::check_waiting() {
   }
   if (!waiting_told_) {
     if (DeadlineClock::now() - waiting_since_ < kTellAfter) return Status();
-    post_notes();
+    post_notes(*spec_);
     waiting_told_ = true;
   }
   for (const auto& [peer, c] : noted_) {
@@ -362,15 +362,15 @@ Status Executor::check_waiting() {
   return Status();
 }
 
-void Executor::post_notes() {
+void Executor::post_notes(const RunSpec& spec) {
   CallNote mine;
-  mine.header = collective_header(*spec_);
-  mine.device = spec_->device ? 1 : 0;
+  mine.header = collective_header(spec);
+  mine.device = spec.device ? 1 : 0;
   transport::Note note{};
   std::memcpy(note.data(), &mine, sizeof(mine));
   noted_.clear();
-  for (int peer = 0; peer < spec_->program->nranks; ++peer) {
-    transport::Connection* c = peer == spec_->program->rank ? nullptr : connections_.note_connection(peer);
+  for (int peer = 0; peer < spec.program->nranks; ++peer) {
+    transport::Connection* c = peer == spec.program->rank ? nullptr : connections_.note_connection(peer);
     if (c != nullptr && c->post_note(note)) noted_.emplace_back(peer, c);
   }
 }

@@ -130,6 +130,11 @@ class Executor {
  public:
   explicit Executor(ConnectionSource& connections) : connections_(connections) {}
   Status run(const RunSpec& spec);
+  // Leaves spec's CallNote (its call and where its buffers are) on every peer's note connection,
+  // as a waiting call does (check_waiting below). Also for a call on device buffers whose device
+  // links are made before it runs (CommState::prepare_device): a peer on host buffers fails on
+  // the note at once instead of waiting for those links until the timeout.
+  void post_notes(const RunSpec& spec);
 
  private:
   // One FIFO of sends to, or receives from, one (peer, channel). Collectives put one header at
@@ -177,7 +182,6 @@ class Executor {
   // once this call's progress() on that connection has read up to it (ranks that wait for each
   // other are each in the other's program, so they do).
   Status check_waiting();
-  void post_notes();
   static constexpr auto kTellAfter = std::chrono::milliseconds(1);
   Status run_local(uint32_t step);  // do_local, then complete
   Status do_local(uint32_t step);
