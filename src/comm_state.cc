@@ -144,9 +144,10 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
   // from_env() refuses these; a program that fills the struct itself is checked here.
   for (const auto& [name, bytes] : {std::pair{"cuda_fifo_bytes", config.cuda_fifo_bytes},
                                     std::pair{"stage_fifo_bytes", config.stage_fifo_bytes}}) {
-    if (bytes < Config::kMinDeviceFifoBytes || bytes > Config::kMaxDeviceFifoBytes || bytes % (size_t{64} << 10) != 0)
+    if (bytes < Config::kMinDeviceFifoBytes || bytes > Config::kMaxDeviceFifoBytes ||
+        bytes % Config::kDeviceFifoStep != 0)
       return invalid_argument(std::string("Config::") + name + " is " + std::to_string(bytes) +
-                              "; it must be a multiple of 64 KiB from 64 KiB to 1 GiB");
+                              "; it must be a multiple of " + Config::kDeviceFifoBounds);
   }
   if (!id.valid()) return invalid_argument("the UniqueId was not made by weft (bad magic)");
   std::unique_ptr<CommState> state(new CommState(rank, nranks, config));

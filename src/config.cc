@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "src/byte_size.h"
 
@@ -96,12 +97,11 @@ Result<Config> Config::from_env() {
   } else if (buffsize) {
     c.shm_fifo_bytes = *buffsize;
   }
-  constexpr size_t k64K = size_t{64} << 10;
-  WEFT_TRY(fifo_size("WEFT_CUDA_FIFO_BYTES", buffsize, 1, k64K, Config::kMinDeviceFifoBytes,
-                     Config::kMaxDeviceFifoBytes, "64 KiB from 64 KiB to 1 GiB", &c.cuda_fifo_bytes));
-  WEFT_TRY(fifo_size("WEFT_STAGE_FIFO_BYTES", buffsize, 1, k64K, Config::kMinDeviceFifoBytes,
-                     Config::kMaxDeviceFifoBytes, "64 KiB from 64 KiB to 1 GiB", &c.stage_fifo_bytes));
-  WEFT_TRY(fifo_size("WEFT_DEVICE_WALKER_SLOT_BYTES", buffsize, 8, 4096, k64K, size_t{64} << 20,
+  for (const auto& [name, out] : {std::pair{"WEFT_CUDA_FIFO_BYTES", &c.cuda_fifo_bytes},
+                                  std::pair{"WEFT_STAGE_FIFO_BYTES", &c.stage_fifo_bytes}})
+    WEFT_TRY(fifo_size(name, buffsize, 1, Config::kDeviceFifoStep, Config::kMinDeviceFifoBytes,
+                       Config::kMaxDeviceFifoBytes, Config::kDeviceFifoBounds, out));
+  WEFT_TRY(fifo_size("WEFT_DEVICE_WALKER_SLOT_BYTES", buffsize, 8, 4096, size_t{64} << 10, size_t{64} << 20,
                      "4 KiB from 64 KiB to 64 MiB", &c.device_walker_slot_bytes));
   if (const char* v = env("WEFT_CMA")) {
     const std::string s = v;

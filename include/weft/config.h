@@ -38,9 +38,12 @@ struct Config {
   // WEFT_CUDA_FIFO_BYTES: bytes of each cuda transport FIFO (device memory, one per direction per
   // peer pair and channel), in 4 slots: a slot is the largest chunk a device message moves in, and
   // device calls are sliced no finer (transport/cuda/connection.h). A multiple of 64 KiB from
-  // kMinDeviceFifoBytes to kMaxDeviceFifoBytes. Every rank must set the same (init compares it).
-  static constexpr size_t kMinDeviceFifoBytes = size_t{64} << 10;
+  // kMinDeviceFifoBytes to kMaxDeviceFifoBytes (kDeviceFifoBounds says so in words). Every rank
+  // must set the same (init compares it).
+  static constexpr size_t kDeviceFifoStep = size_t{64} << 10;
+  static constexpr size_t kMinDeviceFifoBytes = kDeviceFifoStep;
   static constexpr size_t kMaxDeviceFifoBytes = size_t{1} << 30;
+  static constexpr const char* kDeviceFifoBounds = "64 KiB from 64 KiB to 1 GiB";
   size_t cuda_fifo_bytes = size_t{32} << 20;
   // WEFT_STAGE_FIFO_BYTES: bytes of pinned host memory each way of a connection that stages device
   // buffers through host memory (transport/cuda/staged.h), in 4 slots: a slot is the largest host

@@ -101,7 +101,8 @@ void connect_pair(Route route, const size_t (&fifo)[2], End (&ends)[2]) {
 // A message's bytes, distinct per rank, message and position.
 std::vector<float> values(int rank, size_t msg, size_t count) {
   std::vector<float> v(count);
-  for (size_t i = 0; i < count; ++i) v[i] = static_cast<float>((i * 7 + msg * 131 + static_cast<size_t>(rank) * 1000) % 4093);
+  for (size_t i = 0; i < count; ++i)
+    v[i] = static_cast<float>((i * 7 + msg * 131 + static_cast<size_t>(rank) * 1000) % 4093);
   return v;
 }
 

@@ -2,8 +2,9 @@
 // within one GPU when both ranks share it), through a FIFO in the receiver's device memory.
 //
 // Each side of a connection allocates a receive FIFO (kCudaFifoSlots slots, 32 MiB in all unless
-// WEFT_CUDA_FIFO_BYTES or NCCL_BUFFSIZE says otherwise; every rank the same) when the connection is made and tells the peer where it is: an address to a rank of the same process,
-// a CUDA IPC handle to any other, which the peer maps once and keeps until the connection closes.
+// WEFT_CUDA_FIFO_BYTES or NCCL_BUFFSIZE says otherwise; every rank the same) when the connection
+// is made and tells the peer where it is: an address to a rank of the same process, a CUDA IPC
+// handle to any other, which the peer maps once and keeps until the connection closes.
 // A message is cut into chunks of at most one slot. The sender copies a chunk into the peer's
 // next slot on its stream, once the peer has acknowledged the slot's previous chunk; the copy
 // is ordered after the work that produced the data. Fixed-size records, in order each way, ride

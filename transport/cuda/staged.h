@@ -3,8 +3,9 @@
 //
 // A send of device memory is cut into chunks of at most one staging slot (kStageSlots slots each
 // way, pinned; 4 MiB each unless WEFT_STAGE_FIFO_BYTES or NCCL_BUFFSIZE says otherwise, and every
-// rank must say the same, since both sides cut a message alike). Each chunk is copied device-to-host on the communicator's stream
-// (after the work that produced it) and, once that copy has finished, sent as one host message.
+// rank must say the same, since both sides cut a message alike). Each chunk is copied
+// device-to-host on the communicator's stream (after the work that produced it) and, once that
+// copy has finished, sent as one host message.
 // The receiver posts one host receive per chunk into its own staging slot, then copies the chunk
 // to the destination, or reduces it there with a kernel that reads the pinned slot, on its stream.
 // Both sides cut a message the same way, so the k-th chunk sent matches the k-th posted receive.
