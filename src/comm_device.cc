@@ -205,11 +205,7 @@ Status CommState::prepare_device(const Operation& op) {
   // is queued before it (its first call, say); otherwise such a peer is found at the timeout.
   if (!group && queued_.load(std::memory_order_relaxed) == 0) {
     RunSpec spec;
-    init_spec(spec, op.args);
-    spec.args.slice_count = plan.slice_count;
-    spec.seq = coll_seq_;
-    spec.program = &plan.program;
-    spec.algorithm = plan.algorithm;
+    WEFT_TRY(collective_spec(spec, op.args, op.send, op.recv, coll_seq_, plan, true));
     spec.device = true;
     executor_.post_notes(spec);
   }

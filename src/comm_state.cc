@@ -629,49 +629,43 @@ Status CommState::execute(Operation& op) {
   if (op.mailbox_open) {
     // run_now() started it; its seq was taken then.
     RunSpec spec;
-    Status s = host_spec(spec, a, op.send, op.recv, op.mailbox_seq, plan_for(a, false));
+    Status s = collective_spec(spec, a, op.send, op.recv, op.mailbox_seq, plan_for(a, false), false);
     return outcome(s.ok() ? mailbox_->finish(spec, *this, -1) : s);
   }
   if (!group && !op.device) return run_host_collective(a, op.send, op.recv);
   WEFT_TRY(usable());
   RunSpec spec;
-  init_spec(spec, a);
   // Groups only: a Plan on the stack costs every call its zeroing and destruction.
   std::unique_ptr<algorithms::Plan> group_plan;
-  const algorithms::Plan* plan = nullptr;
   if (group) {
     group_plan = std::make_unique<algorithms::Plan>();
     group_plan->algorithm = algorithms::Algorithm::kGroup;
     group_plan->program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
     group_plan->index = algorithms::index_program(group_plan->program);
-    plan = group_plan.get();
+    init_spec(spec, a);
     spec.peer_seq = &peer_seq_;
     spec.bindings.user = op.buffers;
+    WEFT_TRY(set_program(spec, *group_plan, op.device));
   } else {
-    plan = &plan_for(a, op.device);
-    spec.args.slice_count = plan->slice_count;
-    spec.seq = coll_seq_++;
-    spec.bindings.in = const_cast<void*>(op.send);
-    spec.bindings.out = op.recv;
+    WEFT_TRY(collective_spec(spec, a, op.send, op.recv, coll_seq_++, plan_for(a, op.device), op.device));
   }
-  WEFT_TRY(set_program(spec, *plan, op.device));
   return outcome(op.device ? execute_device(op, spec) : executor_.run(spec));
 }
 
-Status CommState::host_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv,
-                            uint64_t seq, const algorithms::Plan& plan) {
+Status CommState::collective_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv,
+                                  uint64_t seq, const algorithms::Plan& plan, bool device) {
   init_spec(spec, a);
   spec.args.slice_count = plan.slice_count;
   spec.seq = seq;
   spec.bindings.in = const_cast<void*>(send);
   spec.bindings.out = recv;
-  return set_program(spec, plan, false);
+  return set_program(spec, plan, device);
 }
 
 Status CommState::run_host_collective(const algorithms::CollectiveArgs& a, const void* send, void* recv) {
   WEFT_TRY(usable());
   RunSpec spec;
-  WEFT_TRY(host_spec(spec, a, send, recv, coll_seq_++, plan_for(a, false)));
+  WEFT_TRY(collective_spec(spec, a, send, recv, coll_seq_++, plan_for(a, false), false));
   const bool mailbox = mailbox_ && algorithms::mailbox_runs(spec.algorithm, a);
   return outcome(mailbox ? mailbox_->run(spec, *this) : executor_.run(spec));
 }
@@ -692,7 +686,7 @@ std::optional<Request> CommState::run_now(const algorithms::CollectiveArgs& a, c
   repeat_.valid = false;
   RunSpec& spec = repeat_.spec;
   spec.bindings.tmp = nullptr;  // set_program() sets it only for a program with TMP
-  s = host_spec(spec, a, send, recv, coll_seq_++, plan);
+  s = collective_spec(spec, a, send, recv, coll_seq_++, plan, false);
   if (!s.ok()) return Request::completed(outcome(std::move(s)));
   repeat_.send = send;
   repeat_.recv = recv;

@@ -144,9 +144,10 @@ class CommState : public ConnectionSource {
   // REQUIRES: exec_mu_ held or its bias. Starts spec's call (prepared, its seq taken) on the
   // mailbox and completes it if its peers' messages come within a short wait; else queues it.
   Request open_on_mailbox(const RunSpec& spec, const void* send, void* recv, size_t bytes);
-  // The RunSpec of a host collective with sequence number `seq` (its plan's program and TMP).
-  Status host_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv, uint64_t seq,
-                   const algorithms::Plan& plan);
+  // The RunSpec of a collective with sequence number `seq`: its plan's program, and on host
+  // buffers (`device` false) its TMP.
+  Status collective_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv,
+                         uint64_t seq, const algorithms::Plan& plan, bool device);
   // The error to report when the communicator was aborted or broken by an earlier failure (OK
   // while it works; unusable() writes the error).
   Status usable() { return aborted() || !broken_.ok() ? unusable() : Status(); }

@@ -33,14 +33,16 @@ void divide_by(void* dst, const void* src, size_t count, DataType type, int divi
 
 void scale(void* dst, const void* src, size_t count, DataType type, const void* scalar) {
   // The prod kernel against a block of copies of the scalar, so every dtype gets its arithmetic.
-  constexpr size_t kBlock = 4096;
+  // The block lives on the stack: every PreMulSum call scales, so no allocation per call.
+  constexpr size_t kBlockBytes = 4096;
   const size_t elem = dtype_size(type);
-  std::vector<char> scalars(std::min(count, kBlock) * elem);
-  for (size_t i = 0; i < scalars.size(); i += elem) std::memcpy(scalars.data() + i, scalar, elem);
+  const size_t block = kBlockBytes / elem;  // elements
+  alignas(64) char scalars[kBlockBytes];
+  for (size_t i = 0; i < std::min(count, block) * elem; i += elem) std::memcpy(scalars + i, scalar, elem);
   const ReduceFn mul = reduce_fn(type, RedOp::kProd);
-  for (size_t done = 0; done < count; done += kBlock) {
-    const size_t n = std::min(kBlock, count - done);
-    mul(static_cast<char*>(dst) + done * elem, static_cast<const char*>(src) + done * elem, scalars.data(), n);
+  for (size_t done = 0; done < count; done += block) {
+    const size_t n = std::min(block, count - done);
+    mul(static_cast<char*>(dst) + done * elem, static_cast<const char*>(src) + done * elem, scalars, n);
   }
 }
 
