@@ -177,16 +177,11 @@ Status CommState::prepare_device(const Operation& op) {
   // op's program uses (FIFOs, IPC mappings, pinned staging) and its scratch. So the op's run on
   // this communicator's thread allocates nothing while the caller's stream is held (PyTorch's
   // first hang under stream order was there; docs/NCCL.md, "Stream order"). Ranks prepare in
-  // the same call, so the connections rendezvous as the executor's would. A collective prepared before (its plan key)
-  // skips all this; a group is checked link by link.
+  // the same call, so the connections rendezvous as the executor's would. A collective prepared
+  // before (its plan key) skips all this; a group is checked link by link.
   const bool group = op.args.coll == algorithms::Collective::kSendRecv;
   const PlanKey key = algorithms::plan_key(op.args, true);
-  std::unique_ptr<algorithms::Plan> group_plan;
-  if (group) {
-    group_plan = std::make_unique<algorithms::Plan>();
-    group_plan->program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
-    group_plan->index = algorithms::index_program(group_plan->program);
-  }
+  const std::unique_ptr<algorithms::Plan> group_plan = group ? group_plan_for(op) : nullptr;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     if (!group && device_prepared_.count(key) > 0) return Status();
@@ -196,22 +191,30 @@ Status CommState::prepare_device(const Operation& op) {
       if (all) return Status();
     }
   }
-  // The worker runs ops under exec_mu_: taking it waits for the ops queued before this one.
   std::lock_guard<ExecLock> exec(exec_mu_);
-  const algorithms::Plan& plan = group ? *group_plan : plan_for(op.args, true);
-  // Before waiting on a device link, tell the peers where this call's buffers are, as the
-  // executor does (Executor::prepare): a peer that made the call on host buffers fails on the
-  // note at once and aborts, which ends this wait. The call's number is the next while nothing
-  // is queued before it (its first call, say); otherwise such a peer is found at the timeout.
-  if (!group && queued_.load(std::memory_order_relaxed) == 0) {
-    RunSpec spec;
-    WEFT_TRY(collective_spec(spec, op.args, op.send, op.recv, coll_seq_, plan, true));
-    spec.device = true;
-    executor_.post_notes(spec);
+  // The ops queued before this one run first, here (as wait() runs them): a peer's thread may be
+  // in one of them, waiting for this rank's part, while that peer's caller waits for exec_mu_ to
+  // make these links; waiting for the links with this rank's part still queued waited for the
+  // timeout on every rank. So this call's number is the next one, and its note says so.
+  while (run_next()) {
   }
-  const Deadline deadline = Deadline::after(config_.timeout);
+  WEFT_TRY(usable());
+  const algorithms::Plan& plan = group ? *group_plan : plan_for(op.args, true);
+  RunSpec spec;
+  if (group) {
+    init_spec(spec, op.args);
+    WEFT_TRY(set_program(spec, plan, true));
+  } else {
+    WEFT_TRY(collective_spec(spec, op.args, op.send, op.recv, coll_seq_, plan, true));
+  }
+  spec.device = true;
   cuda::DeviceGuard guard(device_);
-  for (const auto& l : plan.index.links) WEFT_TRY(device_connection(l.peer, l.channel, deadline));
+  // The executor joins the links as its run would (leaving the call's note first, so that a peer
+  // that made it on host buffers fails at once), here on device connections.
+  device_run_ = true;
+  Status s = executor_.connect(spec);
+  device_run_ = false;
+  WEFT_TRY(s);
   if (plan.program.tmp_count > 0) WEFT_TRY(device_scratch(plan.program.tmp_count * dtype_size(plan.program.dtype)));
   std::lock_guard<std::mutex> lock(queue_mu_);
   if (!group) {

@@ -635,13 +635,9 @@ Status CommState::execute(Operation& op) {
   if (!group && !op.device) return run_host_collective(a, op.send, op.recv);
   WEFT_TRY(usable());
   RunSpec spec;
-  // Groups only: a Plan on the stack costs every call its zeroing and destruction.
   std::unique_ptr<algorithms::Plan> group_plan;
   if (group) {
-    group_plan = std::make_unique<algorithms::Plan>();
-    group_plan->algorithm = algorithms::Algorithm::kGroup;
-    group_plan->program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
-    group_plan->index = algorithms::index_program(group_plan->program);
+    group_plan = group_plan_for(op);
     init_spec(spec, a);
     spec.peer_seq = &peer_seq_;
     spec.bindings.user = op.buffers;
@@ -650,6 +646,14 @@ Status CommState::execute(Operation& op) {
     WEFT_TRY(collective_spec(spec, a, op.send, op.recv, coll_seq_++, plan_for(a, op.device), op.device));
   }
   return outcome(op.device ? execute_device(op, spec) : executor_.run(spec));
+}
+
+std::unique_ptr<algorithms::Plan> CommState::group_plan_for(const Operation& op) const {
+  auto plan = std::make_unique<algorithms::Plan>();
+  plan->algorithm = algorithms::Algorithm::kGroup;
+  plan->program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
+  plan->index = algorithms::index_program(plan->program);
+  return plan;
 }
 
 Status CommState::collective_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv,

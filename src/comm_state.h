@@ -144,6 +144,9 @@ class CommState : public ConnectionSource {
   // REQUIRES: exec_mu_ held or its bias. Starts spec's call (prepared, its seq taken) on the
   // mailbox and completes it if its peers' messages come within a short wait; else queues it.
   Request open_on_mailbox(const RunSpec& spec, const void* send, void* recv, size_t bytes);
+  // The plan of a group of send/recv calls (made per call: a Plan on the stack costs every call
+  // its zeroing and destruction).
+  std::unique_ptr<algorithms::Plan> group_plan_for(const Operation& op) const;
   // The RunSpec of a collective with sequence number `seq`: its plan's program, and on host
   // buffers (`device` false) its TMP.
   Status collective_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv,
@@ -176,7 +179,8 @@ class CommState : public ConnectionSource {
   Status launch_on_device(Operation& op, bool* taken);
   Status launch_group_on_device(Operation& op, bool* taken);
   // Stream order, on the caller's thread before its stream is held: makes the device
-  // connections and scratch `op` needs, so that its run allocates nothing.
+  // connections and scratch `op` needs, so that its run allocates nothing. The first call of a
+  // shape first runs the ops queued before it (so it waits for them).
   Status prepare_device(const Operation& op);
   Status execute_device(Operation& op, RunSpec& spec);
   // Blocks until the work queued on the caller's stream before `op` has run (or an abort).

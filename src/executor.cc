@@ -67,6 +67,24 @@ Status Executor::prepare(const RunSpec& spec) {
   return Status();
 }
 
+Status Executor::connect(const RunSpec& spec) {
+  bound_index_ = nullptr;
+  active_.clear();
+  const algorithms::ProgramIndex& index = *spec.index;
+  const auto unjoined = [&](const algorithms::ProgramIndex::Link& l) {
+    return connections_.joined(l.peer, l.channel) == nullptr;
+  };
+  if (spec.device && spec.args.coll != Collective::kSendRecv &&
+      std::any_of(index.links.begin(), index.links.end(), unjoined))
+    post_notes(spec);
+  for (const algorithms::ProgramIndex::Link& l : index.links) {
+    auto conn = connections_.connection(l.peer, l.channel, spec.deadline);
+    WEFT_TRY(conn);
+    active_.push_back(*conn);
+  }
+  return Status();
+}
+
 bool Executor::bound_to(const RunSpec& spec) const {
   const algorithms::ProgramIndex& index = *spec.index;
   if (bound_index_ != spec.index || bound_device_ != spec.device || queues_.size() != index.fifos.size()) return false;
@@ -90,9 +108,8 @@ Status Executor::bind(const RunSpec& spec) {
     }
     return Status();
   }
-  bound_index_ = nullptr;
+  WEFT_TRY(connect(spec));
   const algorithms::ProgramIndex& index = *spec.index;
-  active_.clear();
   queues_.resize(index.fifos.size());
   for (size_t k = 0; k < queues_.size(); ++k) {
     const algorithms::ProgramIndex::Fifo& f = index.fifos[k];
@@ -102,22 +119,6 @@ Status Executor::bind(const RunSpec& spec) {
     q.channel = f.channel;
     q.is_send = f.is_send;
     q.steps = index.steps_of(f);
-  }
-  // A collective on device buffers about to connect a device link first tells its peers where
-  // its buffers are: a peer that called it on host buffers waits on the host link instead, and
-  // fails at once on this note rather than at the timeout (check_waiting, the mailbox).
-  const auto unjoined = [&](const algorithms::ProgramIndex::Link& l) {
-    return connections_.joined(l.peer, l.channel) == nullptr;
-  };
-  if (spec.device && spec.args.coll != Collective::kSendRecv &&
-      std::any_of(index.links.begin(), index.links.end(), unjoined))
-    post_notes(spec);
-  // Join the connections in ascending (peer, channel) order: with every rank doing the same, the
-  // symmetric connect() cannot deadlock.
-  for (const algorithms::ProgramIndex::Link& l : index.links) {
-    auto conn = connections_.connection(l.peer, l.channel, spec.deadline);
-    WEFT_TRY(conn);
-    active_.push_back(*conn);
   }
   for (size_t k = 0; k < queues_.size(); ++k) queues_[k].conn = active_[index.fifos[k].link];
   // Every rank called the same collective, so both sides of each connection say the same (a run

@@ -130,11 +130,13 @@ class Executor {
  public:
   explicit Executor(ConnectionSource& connections) : connections_(connections) {}
   Status run(const RunSpec& spec);
-  // Leaves spec's CallNote (its call and where its buffers are) on every peer's note connection,
-  // as a waiting call does (check_waiting below). Also for a call on device buffers whose device
-  // links are made before it runs (CommState::prepare_device): a peer on host buffers fails on
-  // the note at once instead of waiting for those links until the timeout.
-  void post_notes(const RunSpec& spec);
+  // Joins the connections of spec's program, in ascending (peer, channel) order: with every rank
+  // doing the same, the symmetric connect() cannot deadlock. A call on device buffers about to
+  // join a device link first leaves its CallNote (post_notes): a peer that made the call on host
+  // buffers waits on the host link instead, and fails at once on this note rather than at the
+  // timeout (check_waiting, the mailbox). run() joins them; CommState::prepare_device joins a
+  // stream-ordered call's before its caller's stream is held.
+  Status connect(const RunSpec& spec);
 
  private:
   // One FIFO of sends to, or receives from, one (peer, channel). Collectives put one header at
@@ -176,13 +178,15 @@ class Executor {
   // both wait (two roots of a reduce, each waiting for the other), or the same on the other kind
   // of memory. Once the call has waited kTellAfter, it leaves a CallNote on every peer's note
   // connection (post_notes) and then compares, at every later check, the notes its peers left. A
-  // run on device buffers also leaves its note before it first connects a device link (prepare),
+  // call on device buffers also leaves its note before it first joins a device link (connect),
   // which a peer on host buffers would wait for until the timeout.
   // shm notes are read from the segment; tcp notes travel in the stream, so a peer's note is seen
   // once this call's progress() on that connection has read up to it (ranks that wait for each
   // other are each in the other's program, so they do).
   Status check_waiting();
   static constexpr auto kTellAfter = std::chrono::milliseconds(1);
+  // Leaves spec's CallNote (its call and where its buffers are) on every peer's note connection.
+  void post_notes(const RunSpec& spec);
   Status run_local(uint32_t step);  // do_local, then complete
   Status do_local(uint32_t step);
   Status post(Queue& q);

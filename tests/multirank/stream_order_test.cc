@@ -1,0 +1,274 @@
+// Stream order on the emulated GPU (WEFT_EMULATE_GPU=1, WEFT_CUDA_STREAM_ORDER=1; builds without
+// CUDA): calls on device buffers made under a CUDA stream, as the NCCL ABI makes them
+// (StreamScope), return before they run, start after the work queued before them on the stream,
+// and later work on the stream sees their result. Run under weft-run (see CMakeLists.txt); every
+// rank runs the same TESTs in the same order, and the first device call of the binary is in the
+// first TEST (its device links are new there).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "algorithms/collective.h"
+#include "bench/reference.h"
+#include "src/call_stream.h"
+#include "src/cuda/device.h"
+#include "tests/multirank/rank_env.h"
+
+namespace weft {
+namespace {
+
+using algorithms::Collective;
+using algorithms::CollectiveArgs;
+using testing::world;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kSeed = 11;
+
+// Device memory of the emulated GPU, which this process can also read and write directly.
+struct DeviceBuffer {
+  explicit DeviceBuffer(size_t bytes) {
+    auto p = cuda::device_alloc(bytes == 0 ? 1 : bytes);
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    if (p.ok()) ptr = *p;
+  }
+  ~DeviceBuffer() {
+    if (ptr != nullptr) cuda::device_free(ptr);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* ptr = nullptr;
+};
+
+struct Stream {
+  Stream() {
+    auto s = cuda::stream_create();
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    if (s.ok()) stream = *s;
+  }
+  ~Stream() {
+    if (stream != nullptr) cuda::stream_destroy(stream);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cuda::Stream stream = nullptr;
+};
+
+CollectiveArgs args(Collective coll, size_t count, DataType type, int root = 0) {
+  CollectiveArgs a;
+  a.coll = coll;
+  a.nranks = world().size();
+  a.count = count;
+  a.dtype = type;
+  a.root = root;
+  return a;
+}
+
+Request issue(const CollectiveArgs& a, const void* send, void* recv) {
+  Communicator& c = world();
+  switch (a.coll) {
+    case Collective::kAllReduce: return c.allreduce(send, recv, a.count, a.dtype, a.op);
+    case Collective::kReduceScatter: return c.reduce_scatter(send, recv, a.count, a.dtype, a.op);
+    case Collective::kAllGather: return c.allgather(send, recv, a.count, a.dtype);
+    case Collective::kBroadcast: return c.broadcast(send, recv, a.count, a.dtype, a.root);
+    case Collective::kReduce: return c.reduce(send, recv, a.count, a.dtype, a.op, a.root);
+    case Collective::kAllToAll: return c.alltoall(send, recv, a.count, a.dtype);
+    default: return Request::completed(invalid_argument("not a collective here"));
+  }
+}
+
+// One call in stream order: its input is copied into SEND on the stream just before it (so a call
+// that started early reads the poison SEND holds), and its result copied out of RECV just after
+// it (so the copy sees the result only if it waited for the call).
+struct OrderedCall {
+  explicit OrderedCall(const CollectiveArgs& call)
+      : a(call),
+        in_bytes(algorithms::in_count(a, world().rank()) * dtype_size(a.dtype)),
+        out_bytes(algorithms::out_count(a, world().rank()) * dtype_size(a.dtype)),
+        source(in_bytes),
+        send(in_bytes),
+        recv(out_bytes),
+        result(out_bytes) {
+    bench::fill_input(a, world().rank(), source.ptr, kSeed);
+    bench::poison(send.ptr, in_bytes);
+    bench::poison(recv.ptr, out_bytes);
+    bench::poison(result.ptr, out_bytes);
+  }
+  // Queues the copy in, the call, and the copy out on `stream`.
+  void queue(cuda::Stream stream) {
+    Status s = cuda::copy_async(send.ptr, source.ptr, in_bytes, stream);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    {
+      StreamScope scope(stream);
+      request = issue(a, send.ptr, recv.ptr);
+    }
+    s = cuda::copy_async(result.ptr, recv.ptr, out_bytes, stream);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  // After the stream is done: the call succeeded, in stream order, with the right result.
+  void check() {
+    SCOPED_TRACE(algorithms::describe(a) + " at rank " + std::to_string(world().rank()));
+    Status s = request.wait();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_TRUE(request.stream_ordered()) << "the call was not made in stream order";
+    EXPECT_EQ(bench::count_wrong(a, world().rank(), result.ptr, kSeed), 0u);
+  }
+
+  CollectiveArgs a;
+  size_t in_bytes, out_bytes;
+  DeviceBuffer source, send, recv, result;
+  Request request;
+};
+
+// The calls of the second TEST, of every shape a test here makes after the first.
+std::vector<CollectiveArgs> shapes() {
+  const int last = world().size() - 1;
+  return {args(Collective::kAllReduce, 1000, DataType::kFloat32),
+          args(Collective::kAllReduce, (size_t{1} << 18) + 5, DataType::kFloat32),
+          args(Collective::kAllGather, 777, DataType::kInt32),
+          args(Collective::kReduceScatter, 4099, DataType::kFloat16),
+          args(Collective::kBroadcast, 5000, DataType::kInt8, last),
+          args(Collective::kReduce, 3001, DataType::kFloat64, last),
+          args(Collective::kAllToAll, 333, DataType::kUint32)};
+}
+
+// The first device call of a shape makes its device links on the caller's thread, with the ranks'
+// callers meeting in the same call (CommState::prepare_device). Here a host call is still queued
+// before it on rank 0, and the other ranks come to the device call 300 ms later, their own threads
+// by then running the host call, which needs rank 0's part. Rank 0 must run its queued call before
+// it waits for the device links, not wait for its peers' links while its part of the earlier call
+// waits behind it (that waited for the timeout on every rank).
+TEST(StreamOrder, FirstDeviceCallBehindAQueuedHostCall) {
+  Communicator& c = world();
+  const CollectiveArgs host_call = args(Collective::kAllReduce, 1 << 14, DataType::kFloat32);
+  std::vector<char> host_in(host_call.count * 4), host_out(host_call.count * 4);
+  bench::fill_input(host_call, c.rank(), host_in.data(), kSeed);
+  Stream stream;
+  OrderedCall device_call(args(Collective::kAllReduce, 4096, DataType::kInt32));
+  const auto start = Clock::now();
+  Request queued = issue(host_call, host_in.data(), host_out.data());
+  if (c.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  device_call.queue(stream.stream);
+  Status s = queued.wait();
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(bench::count_wrong(host_call, c.rank(), host_out.data(), kSeed), 0u);
+  s = cuda::stream_sync(stream.stream);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  device_call.check();
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, c.config().timeout / 2) << "the calls waited for the timeout";
+}
+
+// With the caller's stream held (it waits for a word this thread writes), calls of shapes made
+// before return at once: had one waited for its result, it would wait for the held stream.
+// Then the stream runs the copies and the calls in its order.
+TEST(StreamOrder, CallsReturnWhileTheirStreamIsHeld) {
+  Stream stream;
+  std::vector<std::unique_ptr<OrderedCall>> calls;
+  for (const CollectiveArgs& a : shapes()) calls.push_back(std::make_unique<OrderedCall>(a));
+  // Once each, unheld: every shape's device links and scratch are made.
+  for (auto& call : calls) call->queue(stream.stream);
+  ASSERT_TRUE(cuda::stream_sync(stream.stream).ok());
+  for (auto& call : calls) call->check();
+  for (auto& call : calls) {
+    bench::poison(call->send.ptr, call->in_bytes);
+    bench::poison(call->recv.ptr, call->out_bytes);
+    bench::poison(call->result.ptr, call->out_bytes);
+  }
+
+  uint32_t hold = 0;
+  ASSERT_TRUE(cuda::stream_wait_value(stream.stream, &hold, 1).ok());
+  // A watchdog releases the stream if the calls have not all returned within 5 s, so that a call
+  // that blocks fails the test instead of hanging it.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool issued = false;
+  std::atomic<bool> released_by_watchdog{false};
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(5), [&] { return issued; })) {
+      released_by_watchdog = true;
+      std::atomic_ref<uint32_t>(hold).store(1, std::memory_order_release);
+    }
+  });
+  for (auto& call : calls) call->queue(stream.stream);
+  size_t done_while_held = 0;
+  for (auto& call : calls) done_while_held += call->request.test() ? 1 : 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    issued = true;
+  }
+  cv.notify_one();
+  watchdog.join();
+  EXPECT_FALSE(released_by_watchdog) << "a call blocked its caller while its stream was held";
+  EXPECT_EQ(done_while_held, 0u) << "calls completed before the work queued before them on their stream";
+  std::atomic_ref<uint32_t>(hold).store(1, std::memory_order_release);
+  ASSERT_TRUE(cuda::stream_sync(stream.stream).ok());
+  for (auto& call : calls) call->check();
+}
+
+// A group of send/recv calls under a stream: a message to and from every rank, each written by a
+// copy queued before the group and read by one queued after it, with rank 0 again ahead of its
+// peers and a host call queued before the group on every rank.
+TEST(StreamOrder, SendRecvGroupToEveryRank) {
+  Communicator& c = world();
+  const int n = c.size(), me = c.rank();
+  constexpr size_t kCount = 3000;
+  const size_t bytes = kCount * sizeof(int32_t);
+  const CollectiveArgs host_call = args(Collective::kAllGather, 100, DataType::kInt32);
+  std::vector<char> host_in(host_call.count * 4), host_out(host_call.count * 4 * n);
+  bench::fill_input(host_call, me, host_in.data(), kSeed);
+  Stream stream;
+  DeviceBuffer source(bytes * n), send(bytes * n), recv(bytes * n), result(bytes * n);
+  int32_t* const src = static_cast<int32_t*>(source.ptr);
+  for (int peer = 0; peer < n; ++peer)
+    for (size_t i = 0; i < kCount; ++i) src[peer * kCount + i] = me * 100000 + peer * 10000 + static_cast<int32_t>(i);
+  bench::poison(send.ptr, bytes * n);
+  bench::poison(recv.ptr, bytes * n);
+  bench::poison(result.ptr, bytes * n);
+  const auto start = Clock::now();
+  Request queued = issue(host_call, host_in.data(), host_out.data());
+  if (me != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(cuda::copy_async(send.ptr, source.ptr, bytes * n, stream.stream).ok());
+  std::vector<Request> requests;
+  {
+    StreamScope scope(stream.stream);
+    ASSERT_TRUE(c.group_start().ok());
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == me) continue;
+      requests.push_back(c.send(static_cast<char*>(send.ptr) + peer * bytes, kCount, DataType::kInt32, peer));
+      requests.push_back(c.recv(static_cast<char*>(recv.ptr) + peer * bytes, kCount, DataType::kInt32, peer));
+    }
+    Status s = c.group_end();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  ASSERT_TRUE(cuda::copy_async(result.ptr, recv.ptr, bytes * n, stream.stream).ok());
+  Status s = queued.wait();
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(bench::count_wrong(host_call, me, host_out.data(), kSeed), 0u);
+  ASSERT_TRUE(cuda::stream_sync(stream.stream).ok());
+  for (const Request& r : requests) {
+    s = r.wait();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_TRUE(r.stream_ordered()) << "the group was not made in stream order";
+  }
+  const int32_t* got = static_cast<const int32_t*>(result.ptr);
+  size_t wrong = 0;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    for (size_t i = 0; i < kCount; ++i)
+      wrong += got[peer * kCount + i] != peer * 100000 + me * 10000 + static_cast<int32_t>(i) ? 1 : 0;
+  }
+  EXPECT_EQ(wrong, 0u) << "of the messages from the " << n - 1 << " other ranks";
+  EXPECT_LT(Clock::now() - start, c.config().timeout / 2) << "the calls waited for the timeout";
+}
+
+}  // namespace
+}  // namespace weft
