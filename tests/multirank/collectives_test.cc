@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -12,9 +13,12 @@
 
 #include "algorithms/algo_filter.h"
 #include "algorithms/collective.h"
+#include "src/call_stream.h"
 #include "src/comm_state.h"
+#include "src/cuda/device.h"
 #include "src/executor.h"
 #include "bench/reference.h"
+#include "tests/multirank/issue_call.h"
 #include "tests/multirank/rank_env.h"
 
 namespace weft {
@@ -22,6 +26,7 @@ namespace {
 
 using algorithms::Collective;
 using algorithms::CollectiveArgs;
+using testing::issue;
 using testing::world;
 
 constexpr size_t kBig = (size_t{1} << 20) + 3;
@@ -31,18 +36,23 @@ constexpr DataType kAllTypes[] = {
     DataType::kFloat64, DataType::kBfloat16, DataType::kFloat8e4m3, DataType::kFloat8e5m2};
 constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
 
-Status call(Communicator& c, const CollectiveArgs& a, const void* send, void* recv) {
-  switch (a.coll) {
-    case Collective::kAllReduce: return c.allreduce(send, recv, a.count, a.dtype, a.op).wait();
-    case Collective::kReduceScatter: return c.reduce_scatter(send, recv, a.count, a.dtype, a.op).wait();
-    case Collective::kAllGather: return c.allgather(send, recv, a.count, a.dtype).wait();
-    case Collective::kBroadcast: return c.broadcast(send, recv, a.count, a.dtype, a.root).wait();
-    case Collective::kReduce: return c.reduce(send, recv, a.count, a.dtype, a.op, a.root).wait();
-    case Collective::kAllToAll: return c.alltoall(send, recv, a.count, a.dtype).wait();
-    case Collective::kGather: return c.gather(send, recv, a.count, a.dtype, a.root).wait();
-    case Collective::kScatter: return c.scatter(send, recv, a.count, a.dtype, a.root).wait();
-    default: return invalid_argument("not a collective");
-  }
+// WEFT_TEST_DEVICE=stream (with WEFT_EMULATE_GPU=1 and WEFT_CUDA_STREAM_ORDER=1, in builds without
+// CUDA; CMakeLists.txt): the sweep's buffers are device memory of the emulated GPU, which the test
+// reads and writes directly, and each call is made under a stream as the NCCL ABI makes them
+// (StreamScope); its result is read once the stream is done, before its Request is waited on.
+cuda::Stream case_stream() {
+  static const cuda::Stream stream = []() -> cuda::Stream {
+    const char* mode = std::getenv("WEFT_TEST_DEVICE");
+    if (mode == nullptr) return nullptr;
+    if (std::strcmp(mode, "stream") != 0) {
+      ADD_FAILURE() << "WEFT_TEST_DEVICE='" << mode << "': only 'stream' is known";
+      return nullptr;
+    }
+    auto s = cuda::stream_create();
+    if (!s.ok()) ADD_FAILURE() << "WEFT_TEST_DEVICE=stream needs the emulated GPU: " << s.status().to_string();
+    return s.ok() ? *s : nullptr;
+  }();
+  return stream;
 }
 
 // A case's two buffers, kept from one case to the next: allocating up to 64 MiB per case
@@ -52,6 +62,20 @@ Status call(Communicator& c, const CollectiveArgs& a, const void* send, void* re
 constexpr size_t kGuard = 64;
 
 char* case_buffer(int which, size_t bytes) {
+  if (case_stream() != nullptr) {
+    static void* device[2] = {nullptr, nullptr};
+    static size_t size[2] = {0, 0};
+    if (size[which] < bytes + kGuard) {
+      if (device[which] != nullptr) cuda::device_free(device[which]);
+      auto p = cuda::device_alloc(bytes + kGuard);
+      if (!p.ok()) ADD_FAILURE() << p.status().to_string();
+      device[which] = p.ok() ? *p : nullptr;
+      size[which] = p.ok() ? bytes + kGuard : 0;
+    }
+    char* b = static_cast<char*>(device[which]);
+    if (b != nullptr) bench::poison(b, bytes + kGuard);
+    return b;
+  }
   static std::vector<char> pool[2];
   std::vector<char>& b = pool[which];
   if (b.size() < bytes + kGuard) b.resize(bytes + kGuard);
@@ -76,6 +100,7 @@ void run_case(const CollectiveArgs& a) {
   const size_t in_bytes = std::max(in_elems, n * a.count) * elem, out_bytes = std::max(out_elems, n * a.count) * elem;
   char* const in = case_buffer(0, in_bytes);
   char* const out = case_buffer(1, out_bytes);
+  ASSERT_TRUE(in != nullptr && out != nullptr);
   const void* send = in;
   void* recv = out;
   if (a.in_place) {
@@ -92,7 +117,7 @@ void run_case(const CollectiveArgs& a) {
   if (!c.config().algo.empty()) {
     auto filter = algorithms::AlgoFilter::parse(c.config().algo);
     ASSERT_TRUE(filter.ok()) << filter.status().to_string();
-    const algorithms::Algorithm ran = c.state().tuned_for(a, false).algorithm;
+    const algorithms::Algorithm ran = c.state().tuned_for(a, case_stream() != nullptr).algorithm;
     // Unless none of those asked for applies to this call (oneshot above its size, say).
     bool any_applies = false;
     for (algorithms::Algorithm x : algorithms::candidates(a, c.state().layout(), *filter))
@@ -102,9 +127,26 @@ void run_case(const CollectiveArgs& a) {
                                               << algorithms::algorithm_name(ran) << " ran";
     }
   }
-  Status s = call(c, a, send, recv);
+  const cuda::Stream stream = case_stream();
+  Request request;
+  {
+    std::optional<StreamScope> scope;
+    if (stream != nullptr) scope.emplace(stream);
+    request = issue(c, a, send, recv);
+  }
+  // Under a stream the result must be in place once the stream is done, before the Request is
+  // waited on (which could itself run the call); otherwise once the Request completes.
+  size_t wrong = 0;
+  if (stream != nullptr) {
+    EXPECT_TRUE(request.stream_ordered()) << "the call was not made in stream order";
+    Status s = cuda::stream_sync(stream);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    wrong = bench::count_wrong(a, r, recv, 7);
+  }
+  Status s = request.wait();
   ASSERT_TRUE(s.ok()) << s.to_string();
-  EXPECT_EQ(bench::count_wrong(a, r, recv, 7), 0u);
+  if (stream == nullptr) wrong = bench::count_wrong(a, r, recv, 7);
+  EXPECT_EQ(wrong, 0u);
   EXPECT_TRUE(guard_intact(in + in_bytes)) << "a write past the end of IN";
   EXPECT_TRUE(guard_intact(out + out_bytes)) << "a write past the end of OUT";
 }

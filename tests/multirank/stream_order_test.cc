@@ -20,6 +20,7 @@
 #include "bench/reference.h"
 #include "src/call_stream.h"
 #include "src/cuda/device.h"
+#include "tests/multirank/issue_call.h"
 #include "tests/multirank/rank_env.h"
 
 namespace weft {
@@ -27,6 +28,7 @@ namespace {
 
 using algorithms::Collective;
 using algorithms::CollectiveArgs;
+using testing::issue;
 using testing::world;
 using Clock = std::chrono::steady_clock;
 
@@ -71,19 +73,6 @@ CollectiveArgs args(Collective coll, size_t count, DataType type, int root = 0) 
   return a;
 }
 
-Request issue(const CollectiveArgs& a, const void* send, void* recv) {
-  Communicator& c = world();
-  switch (a.coll) {
-    case Collective::kAllReduce: return c.allreduce(send, recv, a.count, a.dtype, a.op);
-    case Collective::kReduceScatter: return c.reduce_scatter(send, recv, a.count, a.dtype, a.op);
-    case Collective::kAllGather: return c.allgather(send, recv, a.count, a.dtype);
-    case Collective::kBroadcast: return c.broadcast(send, recv, a.count, a.dtype, a.root);
-    case Collective::kReduce: return c.reduce(send, recv, a.count, a.dtype, a.op, a.root);
-    case Collective::kAllToAll: return c.alltoall(send, recv, a.count, a.dtype);
-    default: return Request::completed(invalid_argument("not a collective here"));
-  }
-}
-
 // One call in stream order: its input is copied into SEND on the stream just before it (so a call
 // that started early reads the poison SEND holds), and its result copied out of RECV just after
 // it (so the copy sees the result only if it waited for the call).
@@ -107,7 +96,7 @@ struct OrderedCall {
     ASSERT_TRUE(s.ok()) << s.to_string();
     {
       StreamScope scope(stream);
-      request = issue(a, send.ptr, recv.ptr);
+      request = issue(world(), a, send.ptr, recv.ptr);
     }
     s = cuda::copy_async(result.ptr, recv.ptr, out_bytes, stream);
     ASSERT_TRUE(s.ok()) << s.to_string();
@@ -153,7 +142,7 @@ TEST(StreamOrder, FirstDeviceCallBehindAQueuedHostCall) {
   Stream stream;
   OrderedCall device_call(args(Collective::kAllReduce, 4096, DataType::kInt32));
   const auto start = Clock::now();
-  Request queued = issue(host_call, host_in.data(), host_out.data());
+  Request queued = issue(c, host_call, host_in.data(), host_out.data());
   if (c.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   device_call.queue(stream.stream);
   Status s = queued.wait();
@@ -234,7 +223,7 @@ TEST(StreamOrder, SendRecvGroupToEveryRank) {
   bench::poison(recv.ptr, bytes * n);
   bench::poison(result.ptr, bytes * n);
   const auto start = Clock::now();
-  Request queued = issue(host_call, host_in.data(), host_out.data());
+  Request queued = issue(c, host_call, host_in.data(), host_out.data());
   if (me != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_TRUE(cuda::copy_async(send.ptr, source.ptr, bytes * n, stream.stream).ok());
   std::vector<Request> requests;
