@@ -201,13 +201,7 @@ Status CommState::prepare_device(const Operation& op) {
   WEFT_TRY(usable());
   const algorithms::Plan& plan = group ? *group_plan : plan_for(op.args, true);
   RunSpec spec;
-  if (group) {
-    init_spec(spec, op.args);
-    WEFT_TRY(set_program(spec, plan, true));
-  } else {
-    WEFT_TRY(collective_spec(spec, op.args, op.send, op.recv, coll_seq_, plan, true));
-  }
-  spec.device = true;
+  WEFT_TRY(group ? group_spec(spec, op, plan) : collective_spec(spec, op.args, op.send, op.recv, coll_seq_, plan, true));
   cuda::DeviceGuard guard(device_);
   // The executor joins the links as its run would (leaving the call's note first, so that a peer
   // that made it on host buffers fails at once), here on device connections.
@@ -233,7 +227,6 @@ Status CommState::execute_device(Operation& op, RunSpec& spec) {
     WEFT_TRY(tmp);
     spec.bindings.tmp = *tmp;
   }
-  spec.device = true;
   spec.stream = stream_;
   device_run_ = true;
   Status s = executor_.run(spec);

@@ -612,6 +612,7 @@ Status CommState::set_program(RunSpec& spec, const algorithms::Plan& plan, bool 
   spec.program = &plan.program;
   spec.index = &plan.index;
   spec.algorithm = plan.algorithm;
+  spec.device = device;
   if (!device && plan.program.tmp_count > 0) {
     auto tmp = scratch_.get(plan.program.tmp_count * dtype_size(plan.program.dtype));
     WEFT_TRY(tmp);
@@ -635,16 +636,9 @@ Status CommState::execute(Operation& op) {
   if (!group && !op.device) return run_host_collective(a, op.send, op.recv);
   WEFT_TRY(usable());
   RunSpec spec;
-  std::unique_ptr<algorithms::Plan> group_plan;
-  if (group) {
-    group_plan = group_plan_for(op);
-    init_spec(spec, a);
-    spec.peer_seq = &peer_seq_;
-    spec.bindings.user = op.buffers;
-    WEFT_TRY(set_program(spec, *group_plan, op.device));
-  } else {
-    WEFT_TRY(collective_spec(spec, a, op.send, op.recv, coll_seq_++, plan_for(a, op.device), op.device));
-  }
+  const std::unique_ptr<algorithms::Plan> group_plan = group ? group_plan_for(op) : nullptr;
+  WEFT_TRY(group ? group_spec(spec, op, *group_plan)
+                 : collective_spec(spec, a, op.send, op.recv, coll_seq_++, plan_for(a, op.device), op.device));
   return outcome(op.device ? execute_device(op, spec) : executor_.run(spec));
 }
 
@@ -654,6 +648,13 @@ std::unique_ptr<algorithms::Plan> CommState::group_plan_for(const Operation& op)
   plan->program = algorithms::sendrecv_group(op.peer_ops, rank_, nranks_);
   plan->index = algorithms::index_program(plan->program);
   return plan;
+}
+
+Status CommState::group_spec(RunSpec& spec, const Operation& op, const algorithms::Plan& plan) {
+  init_spec(spec, op.args);
+  spec.peer_seq = &peer_seq_;
+  spec.bindings.user = op.buffers;
+  return set_program(spec, plan, op.device);
 }
 
 Status CommState::collective_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv,

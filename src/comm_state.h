@@ -147,6 +147,8 @@ class CommState : public ConnectionSource {
   // The plan of a group of send/recv calls (made per call: a Plan on the stack costs every call
   // its zeroing and destruction).
   std::unique_ptr<algorithms::Plan> group_plan_for(const Operation& op) const;
+  // The RunSpec of op, a group, on its plan (group_plan_for).
+  Status group_spec(RunSpec& spec, const Operation& op, const algorithms::Plan& plan);
   // The RunSpec of a collective with sequence number `seq`: its plan's program, and on host
   // buffers (`device` false) its TMP.
   Status collective_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv,
@@ -157,7 +159,8 @@ class CommState : public ConnectionSource {
   Status unusable();
   // What every run of `a` shares: the call, the abort flag, the deadline, the waiting style.
   void init_spec(RunSpec& spec, const algorithms::CollectiveArgs& a) const;
-  // Points spec at plan's program (and TMP from the scratch pool, on host memory).
+  // Points spec at plan's program on device or host buffers (and TMP from the scratch pool, on
+  // host memory).
   Status set_program(RunSpec& spec, const algorithms::Plan& plan, bool device);
   // A run's outcome: a failure (not an argument error: those are found before) breaks the
   // communicator (see the file comment; failed() does it) and is returned with this rank's name.

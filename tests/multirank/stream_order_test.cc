@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -34,34 +35,20 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kSeed = 11;
 
-// Device memory of the emulated GPU, which this process can also read and write directly.
-struct DeviceBuffer {
-  explicit DeviceBuffer(size_t bytes) {
-    auto p = cuda::device_alloc(bytes == 0 ? 1 : bytes);
-    EXPECT_TRUE(p.ok()) << p.status().to_string();
-    if (p.ok()) ptr = *p;
-  }
-  ~DeviceBuffer() {
-    if (ptr != nullptr) cuda::device_free(ptr);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* ptr = nullptr;
-};
-
-struct Stream {
-  Stream() {
-    auto s = cuda::stream_create();
-    EXPECT_TRUE(s.ok()) << s.status().to_string();
-    if (s.ok()) stream = *s;
-  }
-  ~Stream() {
-    if (stream != nullptr) cuda::stream_destroy(stream);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cuda::Stream stream = nullptr;
-};
+// Device memory of the emulated GPU, which this process can also read and write directly, and a
+// stream; each released with its owner.
+using DeviceBuffer = std::unique_ptr<void, void (*)(void*)>;
+DeviceBuffer device_buffer(size_t bytes) {
+  auto p = cuda::device_alloc(bytes == 0 ? 1 : bytes);
+  EXPECT_TRUE(p.ok()) << p.status().to_string();
+  return DeviceBuffer(p.ok() ? *p : nullptr, cuda::device_free);
+}
+using Stream = std::unique_ptr<void, void (*)(cuda::Stream)>;
+Stream new_stream() {
+  auto s = cuda::stream_create();
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  return Stream(s.ok() ? *s : nullptr, cuda::stream_destroy);
+}
 
 CollectiveArgs args(Collective coll, size_t count, DataType type, int root = 0) {
   CollectiveArgs a;
@@ -81,24 +68,24 @@ struct OrderedCall {
       : a(call),
         in_bytes(algorithms::in_count(a, world().rank()) * dtype_size(a.dtype)),
         out_bytes(algorithms::out_count(a, world().rank()) * dtype_size(a.dtype)),
-        source(in_bytes),
-        send(in_bytes),
-        recv(out_bytes),
-        result(out_bytes) {
-    bench::fill_input(a, world().rank(), source.ptr, kSeed);
-    bench::poison(send.ptr, in_bytes);
-    bench::poison(recv.ptr, out_bytes);
-    bench::poison(result.ptr, out_bytes);
+        source(device_buffer(in_bytes)),
+        send(device_buffer(in_bytes)),
+        recv(device_buffer(out_bytes)),
+        result(device_buffer(out_bytes)) {
+    bench::fill_input(a, world().rank(), source.get(), kSeed);
+    bench::poison(send.get(), in_bytes);
+    bench::poison(recv.get(), out_bytes);
+    bench::poison(result.get(), out_bytes);
   }
   // Queues the copy in, the call, and the copy out on `stream`.
   void queue(cuda::Stream stream) {
-    Status s = cuda::copy_async(send.ptr, source.ptr, in_bytes, stream);
+    Status s = cuda::copy_async(send.get(), source.get(), in_bytes, stream);
     ASSERT_TRUE(s.ok()) << s.to_string();
     {
       StreamScope scope(stream);
-      request = issue(world(), a, send.ptr, recv.ptr);
+      request = issue(world(), a, send.get(), recv.get());
     }
-    s = cuda::copy_async(result.ptr, recv.ptr, out_bytes, stream);
+    s = cuda::copy_async(result.get(), recv.get(), out_bytes, stream);
     ASSERT_TRUE(s.ok()) << s.to_string();
   }
   // After the stream is done: the call succeeded, in stream order, with the right result.
@@ -107,12 +94,34 @@ struct OrderedCall {
     Status s = request.wait();
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_TRUE(request.stream_ordered()) << "the call was not made in stream order";
-    EXPECT_EQ(bench::count_wrong(a, world().rank(), result.ptr, kSeed), 0u);
+    EXPECT_EQ(bench::count_wrong(a, world().rank(), result.get(), kSeed), 0u);
   }
 
   CollectiveArgs a;
   size_t in_bytes, out_bytes;
   DeviceBuffer source, send, recv, result;
+  Request request;
+};
+
+// A host call made on every rank, after which every rank but 0 waits 300 ms: rank 0's next call
+// finds it still queued, and its peers come to that call late, their threads by then in this one.
+struct LaggingHostCall {
+  explicit LaggingHostCall(const CollectiveArgs& call)
+      : a(call),
+        in(algorithms::in_count(a, world().rank()) * dtype_size(a.dtype)),
+        out(algorithms::out_count(a, world().rank()) * dtype_size(a.dtype)) {
+    bench::fill_input(a, world().rank(), in.data(), kSeed);
+    request = issue(world(), a, in.data(), out.data());
+    if (world().rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  void check() {
+    Status s = request.wait();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(bench::count_wrong(a, world().rank(), out.data(), kSeed), 0u);
+  }
+
+  CollectiveArgs a;
+  std::vector<char> in, out;
   Request request;
 };
 
@@ -135,45 +144,37 @@ std::vector<CollectiveArgs> shapes() {
 // it waits for the device links, not wait for its peers' links while its part of the earlier call
 // waits behind it (that waited for the timeout on every rank).
 TEST(StreamOrder, FirstDeviceCallBehindAQueuedHostCall) {
-  Communicator& c = world();
-  const CollectiveArgs host_call = args(Collective::kAllReduce, 1 << 14, DataType::kFloat32);
-  std::vector<char> host_in(host_call.count * 4), host_out(host_call.count * 4);
-  bench::fill_input(host_call, c.rank(), host_in.data(), kSeed);
-  Stream stream;
+  const Stream stream = new_stream();
   OrderedCall device_call(args(Collective::kAllReduce, 4096, DataType::kInt32));
   const auto start = Clock::now();
-  Request queued = issue(c, host_call, host_in.data(), host_out.data());
-  if (c.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  device_call.queue(stream.stream);
-  Status s = queued.wait();
-  ASSERT_TRUE(s.ok()) << s.to_string();
-  EXPECT_EQ(bench::count_wrong(host_call, c.rank(), host_out.data(), kSeed), 0u);
-  s = cuda::stream_sync(stream.stream);
+  LaggingHostCall queued(args(Collective::kAllReduce, 1 << 14, DataType::kFloat32));
+  device_call.queue(stream.get());
+  queued.check();
+  Status s = cuda::stream_sync(stream.get());
   ASSERT_TRUE(s.ok()) << s.to_string();
   device_call.check();
-  const auto took = Clock::now() - start;
-  EXPECT_LT(took, c.config().timeout / 2) << "the calls waited for the timeout";
+  EXPECT_LT(Clock::now() - start, world().config().timeout / 2) << "the calls waited for the timeout";
 }
 
 // With the caller's stream held (it waits for a word this thread writes), calls of shapes made
 // before return at once: had one waited for its result, it would wait for the held stream.
 // Then the stream runs the copies and the calls in its order.
 TEST(StreamOrder, CallsReturnWhileTheirStreamIsHeld) {
-  Stream stream;
+  const Stream stream = new_stream();
   std::vector<std::unique_ptr<OrderedCall>> calls;
   for (const CollectiveArgs& a : shapes()) calls.push_back(std::make_unique<OrderedCall>(a));
   // Once each, unheld: every shape's device links and scratch are made.
-  for (auto& call : calls) call->queue(stream.stream);
-  ASSERT_TRUE(cuda::stream_sync(stream.stream).ok());
+  for (auto& call : calls) call->queue(stream.get());
+  ASSERT_TRUE(cuda::stream_sync(stream.get()).ok());
   for (auto& call : calls) call->check();
   for (auto& call : calls) {
-    bench::poison(call->send.ptr, call->in_bytes);
-    bench::poison(call->recv.ptr, call->out_bytes);
-    bench::poison(call->result.ptr, call->out_bytes);
+    bench::poison(call->send.get(), call->in_bytes);
+    bench::poison(call->recv.get(), call->out_bytes);
+    bench::poison(call->result.get(), call->out_bytes);
   }
 
   uint32_t hold = 0;
-  ASSERT_TRUE(cuda::stream_wait_value(stream.stream, &hold, 1).ok());
+  ASSERT_TRUE(cuda::stream_wait_value(stream.get(), &hold, 1).ok());
   // A watchdog releases the stream if the calls have not all returned within 5 s, so that a call
   // that blocks fails the test instead of hanging it.
   std::mutex mu;
@@ -187,7 +188,7 @@ TEST(StreamOrder, CallsReturnWhileTheirStreamIsHeld) {
       std::atomic_ref<uint32_t>(hold).store(1, std::memory_order_release);
     }
   });
-  for (auto& call : calls) call->queue(stream.stream);
+  for (auto& call : calls) call->queue(stream.get());
   size_t done_while_held = 0;
   for (auto& call : calls) done_while_held += call->request.test() ? 1 : 0;
   {
@@ -199,7 +200,7 @@ TEST(StreamOrder, CallsReturnWhileTheirStreamIsHeld) {
   EXPECT_FALSE(released_by_watchdog) << "a call blocked its caller while its stream was held";
   EXPECT_EQ(done_while_held, 0u) << "calls completed before the work queued before them on their stream";
   std::atomic_ref<uint32_t>(hold).store(1, std::memory_order_release);
-  ASSERT_TRUE(cuda::stream_sync(stream.stream).ok());
+  ASSERT_TRUE(cuda::stream_sync(stream.get()).ok());
   for (auto& call : calls) call->check();
 }
 
@@ -211,44 +212,39 @@ TEST(StreamOrder, SendRecvGroupToEveryRank) {
   const int n = c.size(), me = c.rank();
   constexpr size_t kCount = 3000;
   const size_t bytes = kCount * sizeof(int32_t);
-  const CollectiveArgs host_call = args(Collective::kAllGather, 100, DataType::kInt32);
-  std::vector<char> host_in(host_call.count * 4), host_out(host_call.count * 4 * n);
-  bench::fill_input(host_call, me, host_in.data(), kSeed);
-  Stream stream;
-  DeviceBuffer source(bytes * n), send(bytes * n), recv(bytes * n), result(bytes * n);
-  int32_t* const src = static_cast<int32_t*>(source.ptr);
+  const Stream stream = new_stream();
+  const DeviceBuffer source = device_buffer(bytes * n), send = device_buffer(bytes * n),
+                     recv = device_buffer(bytes * n), result = device_buffer(bytes * n);
+  int32_t* const src = static_cast<int32_t*>(source.get());
   for (int peer = 0; peer < n; ++peer)
     for (size_t i = 0; i < kCount; ++i) src[peer * kCount + i] = me * 100000 + peer * 10000 + static_cast<int32_t>(i);
-  bench::poison(send.ptr, bytes * n);
-  bench::poison(recv.ptr, bytes * n);
-  bench::poison(result.ptr, bytes * n);
+  bench::poison(send.get(), bytes * n);
+  bench::poison(recv.get(), bytes * n);
+  bench::poison(result.get(), bytes * n);
   const auto start = Clock::now();
-  Request queued = issue(c, host_call, host_in.data(), host_out.data());
-  if (me != 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ASSERT_TRUE(cuda::copy_async(send.ptr, source.ptr, bytes * n, stream.stream).ok());
+  LaggingHostCall queued(args(Collective::kAllGather, 100, DataType::kInt32));
+  ASSERT_TRUE(cuda::copy_async(send.get(), source.get(), bytes * n, stream.get()).ok());
   std::vector<Request> requests;
   {
-    StreamScope scope(stream.stream);
+    StreamScope scope(stream.get());
     ASSERT_TRUE(c.group_start().ok());
     for (int peer = 0; peer < n; ++peer) {
       if (peer == me) continue;
-      requests.push_back(c.send(static_cast<char*>(send.ptr) + peer * bytes, kCount, DataType::kInt32, peer));
-      requests.push_back(c.recv(static_cast<char*>(recv.ptr) + peer * bytes, kCount, DataType::kInt32, peer));
+      requests.push_back(c.send(static_cast<char*>(send.get()) + peer * bytes, kCount, DataType::kInt32, peer));
+      requests.push_back(c.recv(static_cast<char*>(recv.get()) + peer * bytes, kCount, DataType::kInt32, peer));
     }
     Status s = c.group_end();
     ASSERT_TRUE(s.ok()) << s.to_string();
   }
-  ASSERT_TRUE(cuda::copy_async(result.ptr, recv.ptr, bytes * n, stream.stream).ok());
-  Status s = queued.wait();
-  ASSERT_TRUE(s.ok()) << s.to_string();
-  EXPECT_EQ(bench::count_wrong(host_call, me, host_out.data(), kSeed), 0u);
-  ASSERT_TRUE(cuda::stream_sync(stream.stream).ok());
+  ASSERT_TRUE(cuda::copy_async(result.get(), recv.get(), bytes * n, stream.get()).ok());
+  queued.check();
+  ASSERT_TRUE(cuda::stream_sync(stream.get()).ok());
   for (const Request& r : requests) {
-    s = r.wait();
+    Status s = r.wait();
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_TRUE(r.stream_ordered()) << "the group was not made in stream order";
   }
-  const int32_t* got = static_cast<const int32_t*>(result.ptr);
+  const int32_t* got = static_cast<const int32_t*>(result.get());
   size_t wrong = 0;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == me) continue;
