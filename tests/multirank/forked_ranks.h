@@ -1,10 +1,13 @@
 // Ranks as forked processes, for the multirank tests in which ranks die or misbehave (weft-run
 // would stop the survivors as soon as one rank dies): run_ranks() forks them, each joins a
-// communicator and returns its exit code, and the parent reaps them all within 120 s.
+// communicator and returns its exit code, and the parent reaps them all within 120 s. A rank
+// that must stay alive while the others run calls linger().
 // expect_error() checks an error names the rank it should, in time. Header-only, for
 // tests/multirank.
 #pragma once
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +36,24 @@ inline Config make_config(const std::string& transport, int timeout_s) {
   return c;
 }
 
+namespace detail {
+// A child's ends of run_ranks()'s two linger pipes: it reads `release` (EOF once the parent lets
+// lingering ranks go) and writes a byte to `lingering` when it starts to linger.
+inline int release_fd = -1;
+inline int lingering_fd = -1;
+}  // namespace detail
+
+// For a rank the others must find alive (and not calling) for as long as they run: returns once
+// every rank of run_ranks() that does not linger has exited, rather than after a guessed sleep.
+inline void linger() {
+  const char byte = 1;
+  if (write(detail::lingering_fd, &byte, 1) != 1) _exit(42);
+  char c;
+  ssize_t n;
+  while ((n = read(detail::release_fd, &c, 1)) != 0)
+    if (n < 0 && errno != EINTR) _exit(43);
+}
+
 // Forks `started` of `nranks` ranks; each joins (with `config`, changed by adjust(rank, config)
 // where given) and returns body(rank, comm-or-error) as its exit code. Returns each child's wait
 // status (bounded: children still running after 120 s are killed).
@@ -43,6 +64,12 @@ inline std::vector<int> run_ranks(int nranks, int started, const Config& config,
                                   const std::function<void(int, Config&)>& adjust = nullptr) {
   std::vector<pid_t> pids;
   std::vector<int> to_child;
+  int release[2];
+  int lingering[2];
+  if (pipe(release) != 0 || pipe(lingering) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return {};
+  }
   for (int r = 0; r < started; ++r) {
     int fds[2];
     if (pipe(fds) != 0) {
@@ -53,6 +80,10 @@ inline std::vector<int> run_ranks(int nranks, int started, const Config& config,
     if (pid == 0) {
       close(fds[1]);
       for (int fd : to_child) close(fd);
+      close(release[1]);
+      close(lingering[0]);
+      detail::release_fd = release[0];
+      detail::lingering_fd = lingering[1];
       std::string hex(UniqueId::kBytes * 2, '\0');
       if (!testing::read_exact(fds[0], hex.data(), hex.size(), 10000)) _exit(40);
       auto id = UniqueId::from_hex(hex);
@@ -69,6 +100,9 @@ inline std::vector<int> run_ranks(int nranks, int started, const Config& config,
     pids.push_back(pid);
     to_child.push_back(fds[1]);
   }
+  close(release[0]);
+  close(lingering[1]);
+  fcntl(lingering[0], F_SETFL, O_NONBLOCK);
   auto id = UniqueId::create(config);
   EXPECT_TRUE(id.ok()) << id.status().to_string();
   for (int fd : to_child) {
@@ -78,6 +112,11 @@ inline std::vector<int> run_ranks(int nranks, int started, const Config& config,
   std::vector<int> status(pids.size(), -1);
   const auto deadline = Clock::now() + std::chrono::seconds(120);
   size_t left = pids.size();
+  size_t lingering_ranks = 0;
+  auto let_go = [&] {
+    if (release[1] >= 0) close(release[1]);
+    release[1] = -1;
+  };
   while (left > 0) {
     for (size_t i = 0; i < pids.size(); ++i) {
       if (status[i] != -1) continue;
@@ -87,6 +126,9 @@ inline std::vector<int> run_ranks(int nranks, int started, const Config& config,
         --left;
       }
     }
+    char bytes[64];
+    for (ssize_t n; (n = read(lingering[0], bytes, sizeof bytes)) > 0;) lingering_ranks += static_cast<size_t>(n);
+    if (left <= lingering_ranks) let_go();  // only lingering ranks are left
     if (Clock::now() > deadline) {
       for (size_t i = 0; i < pids.size(); ++i)
         if (status[i] == -1) kill(pids[i], SIGKILL);
@@ -97,6 +139,8 @@ inline std::vector<int> run_ranks(int nranks, int started, const Config& config,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  let_go();
+  close(lingering[0]);
   return status;
 }
 

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -106,7 +105,7 @@ TEST_P(Shrink, LeavesOutALiveRankTwice) {
         std::fprintf(stderr, "rank 1: shrink excluding itself: %s\n", refused.status().to_string().c_str());
         return 40;
       }
-      std::this_thread::sleep_for(std::chrono::seconds(1));  // alive while the others shrink
+      linger();  // alive while the others shrink
       return 0;
     }
     const int out_of_range[] = {4};
@@ -140,7 +139,7 @@ TEST_P(Shrink, RanksWhoseListsDifferGetErrors) {
     if (!comm.ok()) return 20;
     Communicator& c = **comm;
     if (r == 3) {  // no list needs it (rank 2's keeps it, but is refused first); alive while the others join
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+      linger();
       return 0;
     }
     const int without_3[] = {3};
