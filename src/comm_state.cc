@@ -618,10 +618,13 @@ Status CommState::set_program(RunSpec& spec, const algorithms::Plan& plan, bool 
     WEFT_TRY(tmp);
     spec.bindings.tmp = *tmp;
   }
-  if (log_.enabled(LogLevel::kTrace))
-    log_.trace(algorithms::describe(spec.args) + " with " + std::string(algorithms::algorithm_name(plan.algorithm)) +
-               ":\n" + plan.program.to_string());
   return Status();
+}
+
+void CommState::trace_start(const RunSpec& spec) const {
+  if (log_.enabled(LogLevel::kTrace))
+    log_.trace(algorithms::describe(spec.args) + " with " + std::string(algorithms::algorithm_name(spec.algorithm)) +
+               ":\n" + spec.program->to_string());
 }
 
 Status CommState::execute(Operation& op) {
@@ -639,6 +642,7 @@ Status CommState::execute(Operation& op) {
   const std::unique_ptr<algorithms::Plan> group_plan = group ? group_plan_for(op) : nullptr;
   WEFT_TRY(group ? group_spec(spec, op, *group_plan)
                  : collective_spec(spec, a, op.send, op.recv, coll_seq_++, plan_for(a, op.device), op.device));
+  trace_start(spec);
   return outcome(op.device ? execute_device(op, spec) : executor_.run(spec));
 }
 
@@ -671,6 +675,7 @@ Status CommState::run_host_collective(const algorithms::CollectiveArgs& a, const
   WEFT_TRY(usable());
   RunSpec spec;
   WEFT_TRY(collective_spec(spec, a, send, recv, coll_seq_++, plan_for(a, false), false));
+  trace_start(spec);
   const bool mailbox = mailbox_ && algorithms::mailbox_runs(spec.algorithm, a);
   return outcome(mailbox ? mailbox_->run(spec, *this) : executor_.run(spec));
 }
@@ -693,6 +698,7 @@ std::optional<Request> CommState::run_now(const algorithms::CollectiveArgs& a, c
   spec.bindings.tmp = nullptr;  // set_program() sets it only for a program with TMP
   s = collective_spec(spec, a, send, recv, coll_seq_++, plan, false);
   if (!s.ok()) return Request::completed(outcome(std::move(s)));
+  trace_start(spec);
   repeat_.send = send;
   repeat_.recv = recv;
   repeat_.bytes = bytes;

@@ -162,6 +162,9 @@ class CommState : public ConnectionSource {
   // Points spec at plan's program on device or host buffers (and TMP from the scratch pool, on
   // host memory).
   Status set_program(RunSpec& spec, const algorithms::Plan& plan, bool device);
+  // Under TRACE, logs the call spec is for and its program: once per call, as it starts (not
+  // when prepare_device() or the mailbox's second half fills a spec again).
+  void trace_start(const RunSpec& spec) const;
   // A run's outcome: a failure (not an argument error: those are found before) breaks the
   // communicator (see the file comment; failed() does it) and is returned with this rank's name.
   Status outcome(Status s) { return s.ok() ? s : failed(std::move(s)); }
