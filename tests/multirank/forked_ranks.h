@@ -6,7 +6,6 @@
 // tests/multirank.
 #pragma once
 
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -46,12 +45,9 @@ inline int lingering_fd = -1;
 // For a rank the others must find alive (and not calling) for as long as they run: returns once
 // every rank of run_ranks() that does not linger has exited, rather than after a guessed sleep.
 inline void linger() {
-  const char byte = 1;
-  if (write(detail::lingering_fd, &byte, 1) != 1) _exit(42);
-  char c;
-  ssize_t n;
-  while ((n = read(detail::release_fd, &c, 1)) != 0)
-    if (n < 0 && errno != EINTR) _exit(43);
+  testing::write_all(detail::lingering_fd, std::string(1, '\1'));
+  char byte;
+  testing::read_exact(detail::release_fd, &byte, 1, 120000);  // false at the release's EOF
 }
 
 // Forks `started` of `nranks` ranks; each joins (with `config`, changed by adjust(rank, config)
@@ -145,6 +141,14 @@ inline std::vector<int> run_ranks(int nranks, int started, const Config& config,
 }
 
 inline int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+// Checks that run_ranks() gave `n` ranks and that each of `ranks` (every rank when empty) exited 0.
+inline void expect_ranks_exited_zero(const std::vector<int>& status, size_t n, std::vector<int> ranks = {}) {
+  ASSERT_EQ(status.size(), n);
+  if (ranks.empty())
+    for (size_t r = 0; r < n; ++r) ranks.push_back(static_cast<int>(r));
+  for (int r : ranks) EXPECT_EQ(exit_code(status[static_cast<size_t>(r)]), 0) << "rank " << r;
+}
 
 // Checks `s` failed naming `who` within `limit`; prints why not. Returns a child exit code.
 inline int expect_error(const Status& s, const std::string& who, Clock::duration took, Clock::duration limit, int rank) {

@@ -126,8 +126,7 @@ TEST_P(Shrink, LeavesOutALiveRankTwice) {
     auto two = c.shrink(without_1_3);
     return check_comm(two, r, r == 0 ? 0 : 1, 2, 10 * r, 0 + 20);
   });
-  ASSERT_EQ(status.size(), 4u);
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(exit_code(status[static_cast<size_t>(r)]), 0) << "rank " << r;
+  expect_ranks_exited_zero(status, 4);
 }
 
 // Ranks 0 and 1 leave out rank 3, rank 2 leaves out rank 1 (and rank 3 does not call): both
@@ -160,8 +159,7 @@ TEST_P(Shrink, RanksWhoseListsDifferGetErrors) {
     }
     return rc;
   });
-  ASSERT_EQ(status.size(), 4u);
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(exit_code(status[static_cast<size_t>(r)]), 0) << "rank " << r;
+  expect_ranks_exited_zero(status, 4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Shrink, ::testing::Values("shm", "tcp"));

@@ -79,8 +79,7 @@ TEST_P(TraceLog, EachCallsProgramOnce) {
     }
     return 0;
   });
-  ASSERT_EQ(status.size(), 2u);
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(exit_code(status[static_cast<size_t>(r)]), 0) << "rank " << r;
+  expect_ranks_exited_zero(status, 2);
 }
 
 // Two calls of one shape on device buffers under a stream: the first makes its device links
@@ -115,8 +114,7 @@ TEST_P(TraceLog, EachDeviceCallsProgramOnce) {
     }
     return 0;
   });
-  ASSERT_EQ(status.size(), 2u);
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(exit_code(status[static_cast<size_t>(r)]), 0) << "rank " << r;
+  expect_ranks_exited_zero(status, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TraceLog, ::testing::Values("shm", "tcp"));
