@@ -238,6 +238,22 @@ bool lazy_loading() {
   return reinterpret_cast<int (*)(int*)>(fn)(&mode) == 0 && mode == 2;
 }
 
+// Whether the device-side executor takes this run's collectives, which then return once queued:
+// under WEFT_DEVICE_EXECUTOR=kernel, on a GPU of at least WEFT_GPU_TEST_KERNEL_SMS multiprocessors
+// (unset: any). "never": they stay with the host executor (a rank the cuda transport does not
+// reach). Where ranks crowd one GPU, its SM count decides (docs/NCCL.md, the sharing cap).
+bool kernel_takes_collectives() {
+  const char* executor = std::getenv("WEFT_DEVICE_EXECUTOR");
+  if (executor == nullptr || std::strcmp(executor, "kernel") != 0) return false;
+  const char* need = std::getenv("WEFT_GPU_TEST_KERNEL_SMS");
+  if (need == nullptr || *need == '\0') return true;
+  if (std::strcmp(need, "never") == 0) return false;
+  int dev = 0, sms = 0;
+  CUDACHECK(cudaGetDevice(&dev));
+  CUDACHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms >= std::atoi(need);
+}
+
 __global__ void spin_then_fill(float* x, size_t n, float value, long long cycles) {
   const long long start = clock64();
   while (clock64() - start < cycles) {
@@ -266,9 +282,7 @@ void stream_order() {
   std::fprintf(stderr, "rank %d: allreduce queued\n", rank);
   const cudaError_t busy = cudaStreamQuery(stream);
   const char* order = std::getenv("WEFT_CUDA_STREAM_ORDER");
-  const char* executor = std::getenv("WEFT_DEVICE_EXECUTOR");
-  const bool kernel = executor != nullptr && std::strcmp(executor, "kernel") == 0;  // returns once queued
-  if (!kernel && (order == nullptr || std::strcmp(order, "1") != 0 || lazy_loading())) {
+  if (!kernel_takes_collectives() && (order == nullptr || std::strcmp(order, "1") != 0 || lazy_loading())) {
     // weft blocks the call until the result is in place (docs/NCCL.md, "Stream order").
     CHECK(busy == cudaSuccess, "ncclAllReduce returned before the stream's work was done (cudaStreamQuery: %s), "
           "without stream order (WEFT_CUDA_STREAM_ORDER=1 and eager kernel loading)", cudaGetErrorString(busy));

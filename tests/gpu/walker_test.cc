@@ -233,19 +233,14 @@ void check_group(World& w, int n, uint64_t g, uint64_t seq) {
   for (int r = 0; r < n; ++r) {
     std::vector<algorithms::PeerOp> ops;
     std::vector<char*> buffers;
-    for (int k = 0; k < 2; ++k)
-      for (int j = 0; j < n; ++j) {
-        std::vector<char> bytes(walker_cases::group_size(r, j, k, g));
-        for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = walker_cases::group_byte(r, j, k, i, g);
-        ops.push_back({true, j, bytes.size()});
-        buffers.push_back(device_bytes(bytes.size(), bytes.data()));
-      }
-    for (int k = 1; k >= 0; --k)
-      for (int j = n - 1; j >= 0; --j) {
-        ops.push_back({false, j, walker_cases::group_size(j, r, k, g)});
-        buffers.push_back(device_bytes(ops.back().bytes));
-        recvs.push_back({r, j, k, buffers.back()});
-      }
+    for (const walker_cases::GroupCall& c : walker_cases::group_calls(n, r, 2, g)) {
+      std::vector<char> bytes(c.op.bytes);
+      if (c.op.is_send)
+        for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = walker_cases::group_byte(c.from, c.to, c.k, i, g);
+      ops.push_back(c.op);
+      buffers.push_back(device_bytes(bytes.size(), c.op.is_send ? bytes.data() : nullptr));
+      if (!c.op.is_send) recvs.push_back({r, c.from, c.k, buffers.back()});
+    }
     const algorithms::Program program = algorithms::sendrecv_group(ops, r, n);
     calls.push_back(make_rank(w, program, algorithms::index_program(program), r, seq, 20'000'000'000ull,
                               [&](const DeviceProgram& p, uint32_t q, int sender) {
@@ -329,9 +324,9 @@ int main() {
       check_case(w, {walker_cases::args(algorithms::Collective::kAllReduce, 2, 300000), algorithms::Algorithm::kRing},
                  ++seq);
   }
-  // Groups of send/recv calls (USER buffers through the call's table): at 3 ranks, each rank sends
-  // every rank, itself included, two messages of sizes that differ by pair (one empty), receives
-  // posted in reverse; three groups back to back on the same FIFOs, one lane and three.
+  // Groups of send/recv calls (USER buffers through the call's table): at 3 ranks, the CPU test's
+  // groups (walker_cases::group_calls, two messages a pair); three back to back on the same
+  // FIFOs, one lane and three.
   for (uint32_t lanes : {1u, 3u}) {
     World w;
     w.lanes = lanes;

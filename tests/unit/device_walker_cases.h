@@ -48,6 +48,35 @@ inline char group_byte(int from, int to, int k, size_t i, uint64_t g) {
   return static_cast<char>(from * 37 + to * 11 + k * 5 + static_cast<int>(i % 251) + static_cast<int>(g));
 }
 
+// One call of rank r's part of such a group, in the order r makes them: the call, and the message
+// it moves (the k-th `from` sends `to`).
+struct GroupCall {
+  algorithms::PeerOp op;
+  int from = 0, to = 0, k = 0;
+};
+// Rank r's part of group g at n ranks: it sends each rank (itself included) `per_peer` messages
+// and receives as many from each, posted in an order that interleaves the peers and puts the
+// receives first at odd ranks; a pair's messages go in order (as NCCL, the k-th receive posted
+// from a peer takes the k-th message it sends).
+inline std::vector<GroupCall> group_calls(int n, int r, int per_peer, uint64_t g) {
+  std::vector<GroupCall> calls;
+  for (int k = 0; k < per_peer; ++k)
+    for (int j = 0; j < n; ++j) {
+      const int peer = (r + j) % n;
+      for (bool is_send : {r % 2 == 0, r % 2 != 0}) {
+        GroupCall c;
+        c.from = is_send ? r : peer;
+        c.to = is_send ? peer : r;
+        c.k = k;
+        c.op.is_send = is_send;
+        c.op.peer = peer;
+        c.op.bytes = group_size(c.from, c.to, k, g);
+        calls.push_back(c);
+      }
+    }
+  return calls;
+}
+
 inline CollectiveArgs args(Collective coll, int n, size_t count, DataType t = DataType::kFloat32,
                            RedOp op = RedOp::kSum) {
   CollectiveArgs a;

@@ -350,10 +350,10 @@ std::unique_ptr<RankCall> make_group(World& w, int r, const std::vector<algorith
   return c;
 }
 
-// A group at n ranks: each rank sends each other rank (itself included) `per_peer` messages of
-// sizes that differ by pair and message (some empty, some many chunks), posted in an order that
-// interleaves peers and puts receives before sends at odd ranks; every byte arrives where the
-// matching receive put it, and each FIFO's chunk count moves as DeviceProgram::chunks says.
+// A group at n ranks (walker_cases::group_calls: each rank sends each rank, itself included,
+// `per_peer` messages of sizes that differ by pair and message, some empty, some many chunks):
+// every byte arrives where the matching receive put it, and each FIFO's chunk count moves as
+// DeviceProgram::chunks says.
 void expect_group_delivers(World& w, int per_peer, uint64_t g) {
   const int n = w.nranks;
   std::vector<std::vector<algorithms::PeerOp>> ops(n);
@@ -363,23 +363,15 @@ void expect_group_delivers(World& w, int per_peer, uint64_t g) {
   };
   std::vector<Expect> expect;
   for (int r = 0; r < n; ++r)
-    for (int k = 0; k < per_peer; ++k)
-      for (int j = 0; j < n; ++j) {
-        const int peer = (r + j) % n;
-        for (bool is_send : {r % 2 == 0, r % 2 != 0}) {
-          algorithms::PeerOp op;
-          op.is_send = is_send;
-          op.peer = peer;
-          op.bytes = is_send ? group_size(r, peer, k, g) : group_size(peer, r, k, g);
-          std::vector<char> b(std::max<size_t>(op.bytes, 1), 0);
-          if (is_send)
-            for (size_t i = 0; i < op.bytes; ++i) b[i] = group_byte(r, peer, k, i, g);
-          else
-            expect.push_back({r, static_cast<int>(bufs[r].size()), peer, k});
-          ops[r].push_back(op);
-          bufs[r].push_back(std::move(b));
-        }
-      }
+    for (const walker_cases::GroupCall& c : walker_cases::group_calls(n, r, per_peer, g)) {
+      std::vector<char> b(std::max<size_t>(c.op.bytes, 1), 0);
+      if (c.op.is_send)
+        for (size_t i = 0; i < c.op.bytes; ++i) b[i] = group_byte(c.from, c.to, c.k, i, g);
+      else
+        expect.push_back({r, static_cast<int>(bufs[r].size()), c.from, c.k});
+      ops[r].push_back(c.op);
+      bufs[r].push_back(std::move(b));
+    }
   std::vector<std::unique_ptr<RankCall>> calls;
   for (int r = 0; r < n; ++r) calls.push_back(make_group(w, r, ops[r], g, bufs[r]));
   std::vector<std::vector<uint64_t>> before;
