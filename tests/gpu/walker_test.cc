@@ -35,6 +35,9 @@ using walker_cases::Case;
 namespace cuda = weft::cuda;
 
 long checked = 0, failures = 0;
+// A call's time limit: the test's calls take milliseconds, and a failing one should not spend
+// much of a lent GPU's time (2026-12-04: six failed group calls at 20 s each took 120 s).
+constexpr uint64_t kCallLimitNs = 5'000'000'000ull;
 
 void ok(const Status& s, const char* what) {
   if (s.ok()) return;
@@ -198,7 +201,7 @@ std::vector<cuda::WalkerError> run(std::vector<std::unique_ptr<RankCall>>& calls
 
 void check_case(World& w, const Case& cs, uint64_t seq) {
   std::vector<std::unique_ptr<RankCall>> calls;
-  for (int r = 0; r < cs.a.nranks; ++r) calls.push_back(make_call(w, cs.a, cs.algorithm, r, seq, 20'000'000'000ull));
+  for (int r = 0; r < cs.a.nranks; ++r) calls.push_back(make_call(w, cs.a, cs.algorithm, r, seq, kCallLimitNs));
   const std::string what = algorithms::describe(cs.a) + " with " +
                            std::string(algorithms::algorithm_name(cs.algorithm)) +
                            (cs.a.in_place ? " in place" : "");
@@ -242,7 +245,7 @@ void check_group(World& w, int n, uint64_t g, uint64_t seq) {
       if (!c.op.is_send) recvs.push_back({r, c.from, c.k, buffers.back()});
     }
     const algorithms::Program program = algorithms::sendrecv_group(ops, r, n);
-    calls.push_back(make_rank(w, program, algorithms::index_program(program), r, seq, 20'000'000'000ull,
+    calls.push_back(make_rank(w, program, algorithms::index_program(program), r, seq, kCallLimitNs,
                               [&](const DeviceProgram& p, uint32_t q, int sender) {
                                 return walker_cases::group_header_for(p, q, sender, g, w.lanes);
                               }));
