@@ -18,13 +18,15 @@
 // Lanes: each walker may run as several lanes at once (on the GPU a block each), so that one FIFO
 // moves more than one block's worth of bytes. Lane k of a FIFO's two ends owns its own fixed part
 // of every slot (slot_part) and its own pair of counters, so the lanes of a FIFO are independent
-// FIFOs over shared slots. Each chunk is shared out evenly among the lanes whatever its length
-// (share), and lane k's share sits at the start of its part of the slot, so that a chunk shorter
-// than a slot (a step of a few MiB in slots of 4) still keeps every lane busy; a full chunk
-// (chunk_bytes) fills every part. A lane of the local walker takes its share of each local step
-// the same way. A step is done when all its lanes are, and a step starts when all lanes of its
-// dependencies are done. The header rides in lane 0's part (every part is at least kHeaderBytes);
-// the other lanes pass its chunk number without touching the slot.
+// FIFOs over shared slots. Each chunk is shared out evenly among the first lanes (share), as many
+// as give every share at least the Env's share_floor() bytes, all of them for a long chunk, and
+// lane k's share sits at the start of its part of the slot, so that a chunk shorter than a slot
+// (a step of a few MiB in slots of 4) still keeps every lane busy while a short one is not cut
+// into shares that cost more to hand over than to move; a full chunk (chunk_bytes) fills every
+// part. A lane of the local walker takes its share of each local step the same way. A step is
+// done when all its lanes are, and a step starts when all lanes of its dependencies are done. The
+// header rides in lane 0's part (every part is at least kHeaderBytes); the other lanes pass its
+// chunk number without touching the slot.
 //
 // Env: where the walkers run. Every call below is made by all the threads of one lane alike.
 //   char* buffer(uint8_t kind, uint32_t index)      IN, OUT, TMP or USER(index) (BufferKind)
@@ -36,6 +38,9 @@
 //                                                   the rank's walkers (release/acquire)
 //   uint64_t& next_chunk(uint32_t q)                the number of queue q's next chunk
 //   size_t slot_bytes(uint32_t q)                   a multiple of every element size
+//   size_t share_floor()                            the least bytes worth a lane's share of a run
+//                                                   (kMinShareBytes on the GPU; the same at a
+//                                                   FIFO's two ends)
 //   bool can_send(uint32_t q, uint64_t n); char* send_slot(q, n); void publish(q, n)
 //   bool can_recv(uint32_t q, uint64_t n); const char* recv_slot(q, n); void release(q, n)
 //                                                   this lane's counters of queue q
@@ -104,16 +109,37 @@ WEFT_HOST_DEVICE inline Part slot_part(size_t slot_bytes, uint32_t lane, uint32_
   return {begin, lane + 1 == lanes ? slot_bytes - begin : each};
 }
 
-// Lane `lane`'s share of a run of `bytes` (a chunk, or a local step): its kHeaderBytes units dealt
-// out evenly (the first units % lanes lanes one more), the rest (bytes % kHeaderBytes) with the
-// last lane. Offsets stay multiples of every element size; every lane has a share once there is a
-// unit for each. A chunk's share fits the lane's slot part (the longest chunk is chunk_bytes(): a
-// lane's part in units of every lane, so the last lane, which gets no extra unit, has room for
-// the rest).
-WEFT_HOST_DEVICE inline Part share(size_t bytes, uint32_t lane, uint32_t lanes) {
-  const size_t units = bytes / kHeaderBytes, base = units / lanes, extra = units % lanes;
+// The least bytes of a lane's share on the GPU: each share of a chunk costs its lane a hand-over
+// (a barrier, a fence, a counter each way) whatever its length, so a run of fewer bytes a lane
+// goes to fewer lanes. On an H200 (2026-12-04, 2 ranks under MPS), with every chunk dealt to all
+// 12 lanes a 256 KiB allreduce took 137.5 us, against 43.3 us for one lane.
+inline constexpr size_t kMinShareBytes = size_t{64} << 10;
+// A run with no slot to fit (a local step).
+inline constexpr size_t kNoPart = ~size_t{0};
+
+// How many lanes (the first ones) share a run of `bytes`: as many as give each at least `floor`
+// bytes, but at least one and enough that the shares fit parts of `part` bytes (a multiple of
+// kHeaderBytes, or kNoPart), and at most `lanes`. Grows with `bytes`.
+WEFT_HOST_DEVICE inline uint32_t sharing_lanes(size_t bytes, uint32_t lanes, size_t part, size_t floor) {
+  size_t k = bytes / (floor > 0 ? floor : 1);
+  const size_t fit = bytes / part + (bytes % part != 0 ? 1 : 0);
+  if (k < fit) k = fit;
+  if (k < 1) k = 1;
+  return k < lanes ? static_cast<uint32_t>(k) : lanes;
+}
+
+// Lane `lane`'s share of a run of `bytes` (a chunk, or a local step), among the sharing_lanes()
+// first lanes: their kHeaderBytes units dealt out evenly (the first units % k lanes one more), the
+// rest (bytes % kHeaderBytes) with the last of them; the other lanes have none. Offsets stay
+// multiples of every element size. A chunk's share fits a lane's slot part (`part`, the first
+// lane's: k parts hold the chunk, and the last sharing lane, which gets no extra unit, has room
+// for the rest; with every lane sharing, the chunk is at most chunk_bytes()).
+WEFT_HOST_DEVICE inline Part share(size_t bytes, uint32_t lane, uint32_t lanes, size_t part, size_t floor) {
+  const uint32_t k = sharing_lanes(bytes, lanes, part, floor);
+  if (lane >= k) return {bytes, 0};
+  const size_t units = bytes / kHeaderBytes, base = units / k, extra = units % k;
   const size_t begin = (lane * base + smaller(lane, extra)) * kHeaderBytes;
-  const size_t end = lane + 1 == lanes ? bytes : begin + (base + (lane < extra ? 1 : 0)) * kHeaderBytes;
+  const size_t end = lane + 1 == k ? bytes : begin + (base + (lane < extra ? 1 : 0)) * kHeaderBytes;
   return {begin, end - begin};
 }
 
@@ -166,12 +192,14 @@ WEFT_HOST_DEVICE int walk_queue(Env& env, const DeviceProgramView& p, uint32_t q
   }
   const size_t chunk = chunk_bytes(env.slot_bytes(q), lanes, p.elem_bytes);
   const size_t at = slot_part(env.slot_bytes(q), lane, lanes).begin;  // this lane's part of a slot
+  const size_t part = slot_part(env.slot_bytes(q), 0, lanes).bytes;   // every sharing lane's room
+  const size_t floor = env.share_floor();
   for (uint32_t k = 0; k < fq.steps_count; ++k) {
     const uint32_t i = p.queue_steps[fq.steps_begin + k];
     const DeviceStep& s = p.steps[i];
     const size_t bytes = s.count * p.elem_bytes;
     // The first chunk is the longest: a lane with no share of it has none of any.
-    if (share(smaller(bytes, chunk), lane, lanes).bytes == 0) {
+    if (share(smaller(bytes, chunk), lane, lanes, part, floor).bytes == 0) {
       const uint64_t chunks = (bytes + chunk - 1) / chunk;
       if (chunks > 0) {
         n += chunks;
@@ -186,11 +214,11 @@ WEFT_HOST_DEVICE int walk_queue(Env& env, const DeviceProgramView& p, uint32_t q
     if (fq.is_send) {
       const char* src = source(env, p, s);
       for (size_t off = 0; off < bytes; off += chunk) {
-        const Part part = share(smaller(bytes - off, chunk), lane, lanes);
-        if (part.bytes > 0) {
+        const Part mine = share(smaller(bytes - off, chunk), lane, lanes, part, floor);
+        if (mine.bytes > 0) {
           while (!env.can_send(q, n))
             if (!env.pause()) return kStopped;
-          env.copy(env.send_slot(q, n) + at, src + off + part.begin, part.bytes);
+          env.copy(env.send_slot(q, n) + at, src + off + mine.begin, mine.bytes);
         }
         env.publish(q, n++);
       }
@@ -198,14 +226,14 @@ WEFT_HOST_DEVICE int walk_queue(Env& env, const DeviceProgramView& p, uint32_t q
       char* dst = destination(env, p, s);
       const char* with = s.kind == kRecvReduce ? source(env, p, s) : nullptr;
       for (size_t off = 0; off < bytes; off += chunk) {
-        const Part part = share(smaller(bytes - off, chunk), lane, lanes);
-        if (part.bytes > 0) {
+        const Part mine = share(smaller(bytes - off, chunk), lane, lanes, part, floor);
+        if (mine.bytes > 0) {
           while (!env.can_recv(q, n))
             if (!env.pause()) return kStopped;
           const char* slot = env.recv_slot(q, n) + at;
-          char* to = dst + off + part.begin;
-          if (with != nullptr) env.reduce(to, with + off + part.begin, slot, part.bytes / p.elem_bytes);
-          else env.copy(to, slot, part.bytes);
+          char* to = dst + off + mine.begin;
+          if (with != nullptr) env.reduce(to, with + off + mine.begin, slot, mine.bytes / p.elem_bytes);
+          else env.copy(to, slot, mine.bytes);
         }
         env.release(q, n++);
       }
@@ -228,7 +256,7 @@ WEFT_HOST_DEVICE int walk_local(Env& env, const DeviceProgramView& p) {
       const uint32_t i = p.local_steps[k];
       if (env.done(done_word(i, lane, lanes))) continue;
       const DeviceStep& s = p.steps[i];
-      const Part part = share(s.count * p.elem_bytes, lane, lanes);
+      const Part part = share(s.count * p.elem_bytes, lane, lanes, kNoPart, env.share_floor());
       if (part.bytes > 0 && !deps_met(env, p, i)) continue;
       char* dst = destination(env, p, s) + part.begin;
       const size_t count = part.bytes / p.elem_bytes;

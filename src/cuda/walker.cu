@@ -240,6 +240,7 @@ class GpuEnv {
   __device__ uint64_t& next_chunk(uint32_t) { return chunk_; }
   __device__ void start_queue(uint32_t q) { chunk_ = c_.queues[q].first_chunk; }
   __device__ size_t slot_bytes(uint32_t q) { return c_.queues[q].slot_bytes; }
+  __device__ size_t share_floor() const { return device_walk::kMinShareBytes; }
 
   __device__ bool can_send(uint32_t q, uint64_t n) {
     const WalkerFifo& f = c_.queues[q];

@@ -55,6 +55,9 @@ struct World {
   size_t slot_bytes = 128;
   uint32_t slots = 2;
   uint32_t lanes = 1;  // per walker (slot_bytes >= lanes x kHeaderBytes)
+  // The least bytes of a lane's share (Env::share_floor): by default one unit, so that every lane
+  // shares every chunk of the tests' small slots; the GPU's kMinShareBytes where a test says.
+  size_t share_floor = device_walk::kHeaderBytes;
   std::map<std::tuple<int, int, int>, std::unique_ptr<Fifo>> fifos;
   std::atomic<bool> stop{false};
   Clock::time_point deadline;
@@ -115,6 +118,7 @@ class CpuEnv {
   uint64_t& next_chunk(uint32_t q) { return chunk_[q]; }
   uint64_t chunk(uint32_t q) const { return chunk_[q]; }
   size_t slot_bytes(uint32_t) const { return w_.slot_bytes; }
+  size_t share_floor() const { return w_.share_floor; }
   bool can_send(uint32_t q, uint64_t n) {
     return n - f(q).released[lane_].load(std::memory_order_acquire) < w_.slots;
   }
@@ -290,37 +294,80 @@ TEST(DeviceWalker, LanesShareEverySlot) {
   }
 }
 
-// Every chunk, whatever its length up to chunk_bytes(), is shared out among the lanes so that the
-// shares cover it once, in order, each inside its lane's part of the slot (no lane writes where
-// another lane of the peer reads), and every lane gets a share once the chunk has a unit for each.
+// A floor of 4 KiB (the GPU's kMinShareBytes scaled down) in slots of 64 KiB at 4 lanes: steps
+// of a few bytes to tens of KiB, so that chunks go to one lane, to some, and to all four, and local
+// steps likewise, within one call; every allreduce algorithm at 3 ranks, unsliced so the steps
+// are long.
+TEST(DeviceWalker, ShortRunsGoToFewerLanes) {
+  for (Algorithm algo : {Algorithm::kRing, Algorithm::kTree, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner})
+    for (size_t count : {size_t{1}, size_t{3000}, size_t{12000}, size_t{60000}}) {
+      World w;
+      w.nranks = 3;
+      w.lanes = 4;
+      w.slot_bytes = size_t{64} << 10;
+      w.share_floor = 4096;
+      CollectiveArgs a = walker_cases::args(Collective::kAllReduce, 3, count);
+      a.slice_count = size_t{1} << 20;  // elements a slice: no step is cut
+      EXPECT_EQ(run_checked(w, a, algo, 11), 0) << algorithms::describe(a) << " with " << algorithms::algorithm_name(algo);
+    }
+}
+
+// Every chunk, whatever its length up to chunk_bytes(), is shared out among the first lanes so
+// that the shares cover it once, in order, each inside its lane's part of the slot (no lane writes
+// where another lane of the peer reads); as many lanes share it as give each share at least the
+// floor, or as its length needs to fit the parts, and every lane once it has a floor's worth for
+// each. A local step (no part) is shared the same way by the floor alone.
 TEST(DeviceWalker, ChunkSharesFitTheLanesParts) {
-  for (size_t slot : {size_t{64}, size_t{448}, size_t{1000}, size_t{4096}, size_t{4} << 20})
-    for (uint32_t lanes = 1; lanes <= device_walk::kMaxLanes && lanes * device_walk::kHeaderBytes <= slot; ++lanes)
-      for (size_t elem : {size_t{1}, size_t{2}, size_t{8}}) {
-        const size_t chunk = device_walk::chunk_bytes(slot, lanes, elem);
-        ASSERT_LE(chunk, slot);
-        ASSERT_EQ(chunk % elem, 0u);
-        EXPECT_GE(chunk + lanes * device_walk::kHeaderBytes, slot) << "slot " << slot << ", " << lanes << " lanes";
-        for (size_t len : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, lanes * size_t{64} - 1, lanes * size_t{64},
-                           chunk / 2 + 5, chunk - 1, chunk}) {
-          if (len > chunk) continue;
-          size_t covered = 0;
-          for (uint32_t l = 0; l < lanes; ++l) {
-            const device_walk::Part p = device_walk::share(len, l, lanes);
-            const device_walk::Part part = device_walk::slot_part(slot, l, lanes);
-            EXPECT_EQ(p.begin, covered) << "slot " << slot << ", " << lanes << " lanes, chunk of " << len;
-            EXPECT_LE(p.bytes, part.bytes) << "slot " << slot << ", lane " << l << " of " << lanes << ", chunk of " << len;
-            if (l + 1 < lanes) {
-              EXPECT_EQ(p.bytes % device_walk::kHeaderBytes, 0u);
+  for (size_t floor : {device_walk::kHeaderBytes, size_t{1000}, size_t{4096}, device_walk::kMinShareBytes})
+    for (size_t slot : {size_t{64}, size_t{448}, size_t{1000}, size_t{4096}, size_t{1} << 20, size_t{4} << 20})
+      for (uint32_t lanes = 1; lanes <= device_walk::kMaxLanes && lanes * device_walk::kHeaderBytes <= slot; ++lanes)
+        for (size_t elem : {size_t{1}, size_t{2}, size_t{8}}) {
+          const size_t chunk = device_walk::chunk_bytes(slot, lanes, elem);
+          ASSERT_LE(chunk, slot);
+          ASSERT_EQ(chunk % elem, 0u);
+          EXPECT_GE(chunk + lanes * device_walk::kHeaderBytes, slot) << "slot " << slot << ", " << lanes << " lanes";
+          const size_t part0 = device_walk::slot_part(slot, 0, lanes).bytes;
+          for (size_t len : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, lanes * size_t{64} - 1, lanes * size_t{64},
+                             floor - 1, floor, floor + 64, lanes * floor - 1, lanes * floor, chunk / 3 + 7,
+                             chunk / 2 + 5, chunk - 1, chunk}) {
+            if (len > chunk) continue;
+            const std::string what = "slot " + std::to_string(slot) + ", " + std::to_string(lanes) + " lanes, floor " +
+                                     std::to_string(floor) + ", chunk of " + std::to_string(len);
+            for (size_t room : {part0, device_walk::kNoPart}) {
+              const uint32_t k = device_walk::sharing_lanes(len, lanes, room, floor);
+              size_t covered = 0;
+              uint32_t sharing = 0;
+              for (uint32_t l = 0; l < lanes; ++l) {
+                const device_walk::Part p = device_walk::share(len, l, lanes, room, floor);
+                if (p.bytes > 0) {
+                  EXPECT_EQ(p.begin, covered) << what << ", lane " << l;
+                  ++sharing;
+                }
+                if (room != device_walk::kNoPart) {
+                  EXPECT_LE(p.bytes, device_walk::slot_part(slot, l, lanes).bytes) << what << ", lane " << l;
+                }
+                if (l + 1 < k) {
+                  EXPECT_EQ(p.bytes % device_walk::kHeaderBytes, 0u) << what << ", lane " << l;
+                }
+                // A share under the floor only where one lane takes it all, or the parts need more.
+                if (p.bytes > 0 && p.bytes + device_walk::kHeaderBytes <= floor && k > 1) {
+                  EXPECT_GT(len, (k - 1) * room) << what << ", lane " << l << " has " << p.bytes;
+                }
+                covered += p.bytes;
+              }
+              EXPECT_EQ(covered, len) << what;
+              if (len >= device_walk::kHeaderBytes * k) {
+                EXPECT_EQ(sharing, k) << what;
+              }
+              if (len >= lanes * floor) {
+                EXPECT_EQ(k, lanes) << what;
+              }
+              if (len > 0 && len < 2 * floor && len <= room) {
+                EXPECT_EQ(k, 1u) << what;
+              }
             }
-            if (len >= lanes * device_walk::kHeaderBytes) {
-              EXPECT_GT(p.bytes, 0u) << "lane " << l << " idle";
-            }
-            covered += p.bytes;
           }
-          EXPECT_EQ(covered, len) << "slot " << slot << ", " << lanes << " lanes";
         }
-      }
 }
 
 TEST(DeviceWalker, ReductionsOfEveryKind) {
