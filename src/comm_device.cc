@@ -67,9 +67,16 @@ Status CommState::device_setup(const Operation& op) {
   }
   if (config_.device_kernel) {
     // The links' announcements travel on host connections, made on the caller's thread; the
-    // host transports' connect is otherwise the executor's, hence exec_mu_.
+    // host transports' connect is otherwise the executor's, hence exec_mu_. As in
+    // prepare_device, the ops queued before this call run first, here: a peer's thread may be in
+    // one of them, waiting for this rank's part, while that peer's caller waits for exec_mu_ to
+    // make its end of this link (seen on the emulated GPU, 2026-12-04: every rank waited for the
+    // timeout in 9 of 12 runs of multirank.stream-order.emulated-gpu.kernel.shm.n3).
     auto control = [this](int peer, int channel, Deadline deadline) -> Result<std::unique_ptr<transport::Connection>> {
       std::lock_guard<ExecLock> exec(exec_mu_);
+      while (run_next()) {
+      }
+      WEFT_TRY(usable());
       auto host = transport_for(peer);
       WEFT_TRY(host);
       return (*host)->connect(peer, channel + kKernelChannel, deadline);

@@ -94,6 +94,9 @@ inline constexpr size_t kLaneCounterBytes = size_t{kMaxLanes} * kCounterStride *
 
 // Step i's flag for `lane` among the done words (the stop word follows the last step's flags).
 WEFT_HOST_DEVICE inline uint32_t done_word(uint32_t i, uint32_t lane, uint32_t lanes) { return i * lanes + lane; }
+// The mark call number `seq` writes into its done words: never 0 (the words' first value), and
+// not the previous call's, so calls on the same words need no clearing in between.
+WEFT_HOST_DEVICE inline uint32_t done_token(uint64_t seq) { return static_cast<uint32_t>(seq % 0xffffffffull) + 1; }
 
 struct Part {
   size_t begin = 0, bytes = 0;
@@ -276,6 +279,13 @@ WEFT_HOST_DEVICE int walk_local(Env& env, const DeviceProgramView& p) {
     if (!moved && !env.pause()) return kStopped;
   }
   return kDone;
+}
+
+// Walker `walker` of `p` (this lane of it): queue `walker`, or the local steps past the last
+// queue. The Env starts that queue at its first chunk.
+template <class Env>
+WEFT_HOST_DEVICE int walk(Env& env, const DeviceProgramView& p, uint32_t walker) {
+  return walker < p.queue_count ? walk_queue(env, p, walker) : walk_local(env, p);
 }
 
 }  // namespace weft::device_walk

@@ -12,9 +12,11 @@
 //   - the kernels are the CPU kernels (src/kernels/reduce.h), so results have their bits;
 //   - as CUDA: a copy from or to pageable host memory waits for the stream and is done when it
 //     returns; device_free, host_free and ipc_close first wait for every stream to be idle.
-// It does not emulate kernels of weft's own (the device-side executor: launch_walker refuses),
-// several GPUs, or the legacy default stream's ordering with other streams (the null stream is
-// one more stream here).
+//   - the device-side executor's kernel (launch_walker) runs its walkers as host threads
+//     (walker_emulated.h) when its stream gets to it; the GPU has 64 multiprocessors, so that up
+//     to 5 ranks sharing it get walkers (DeviceExecutor's sharing cap) and 6 or more do not.
+// It does not emulate several GPUs, or the legacy default stream's ordering with other streams
+// (the null stream is one more stream here).
 //
 // Every definition names its declaration (cuda::f), so one that no longer matches device.h or
 // walker.h fails to compile instead of leaving the link short; src/CMakeLists.txt compiles this
@@ -42,6 +44,7 @@
 #include "src/backoff.h"
 #include "src/cuda/device.h"
 #include "src/cuda/walker.h"
+#include "src/cuda/walker_emulated.h"
 #include "src/kernels/reduce.h"
 
 namespace weft {
@@ -267,7 +270,7 @@ Result<cuda::GpuIdentity> cuda::gpu_identity(int device) {
   WEFT_TRY(set_device(device));
   GpuIdentity g;
   g.bus_id = "0000:ee:00.0";  // every process of the machine shares the one emulated GPU
-  g.sms = 4;
+  g.sms = 64;
   return g;
 }
 
@@ -508,10 +511,13 @@ void cuda::ipc_close(void* base) {
   if (auto b = forget(base, BlockKind::kMapped)) ::munmap(base, b->bytes);
 }
 
-Status cuda::launch_walker(const WalkerCall&, Stream, unsigned) {
+Status cuda::launch_walker(const WalkerCall& call, Stream s, unsigned threads) {
   if (!emulating()) return none();
-  return invalid_usage(
-      "the emulated GPU (WEFT_EMULATE_GPU=1) runs no device-side executor; unset WEFT_DEVICE_EXECUTOR=kernel");
+  WEFT_TRY(check_walker_call(call, threads));
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  stream->push([call] { walk_on_host(call); });  // the call by value, as a kernel's parameters
+  return Status();
 }
 
 }  // namespace weft

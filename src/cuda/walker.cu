@@ -203,15 +203,13 @@ __device__ void block_divide(char* dst, size_t n, int divisor) {
   }
 }
 
-// The call's mark in its done words: never 0 (the words' first value), and not the last call's.
-__device__ inline uint32_t call_token(uint64_t seq) { return static_cast<uint32_t>(seq % 0xffffffffull) + 1; }
-
 // The Env of device_walker.h for one block (one lane of one walker).
 class GpuEnv {
  public:
-  __device__ GpuEnv(const WalkerCall& c, uint32_t lane, uint64_t start)
-      : c_(c), token_(call_token(c.seq)), stop_(c.done + size_t{c.program.step_count} * c.lanes), start_(start),
-        lane_(lane) {}
+  // Lane `lane` of walker `walker` (a queue, from its first chunk, or the local steps).
+  __device__ GpuEnv(const WalkerCall& c, uint32_t walker, uint32_t lane, uint64_t start)
+      : c_(c), token_(device_walk::done_token(c.seq)), stop_(c.done + size_t{c.program.step_count} * c.lanes), start_(start),
+        lane_(lane), chunk_(walker < c.program.queue_count ? c.queues[walker].first_chunk : 0) {}
 
   __device__ uint32_t lane() const { return lane_; }
   __device__ uint32_t lanes() const { return c_.lanes; }
@@ -238,7 +236,6 @@ class GpuEnv {
   }
   __device__ void set_done(uint32_t word) { store_release<Scope::kGpu>(c_.done + word, token_); }
   __device__ uint64_t& next_chunk(uint32_t) { return chunk_; }
-  __device__ void start_queue(uint32_t q) { chunk_ = c_.queues[q].first_chunk; }
   __device__ size_t slot_bytes(uint32_t q) { return c_.queues[q].slot_bytes; }
   __device__ size_t share_floor() const { return device_walk::kMinShareBytes; }
 
@@ -326,7 +323,7 @@ class GpuEnv {
   volatile uint32_t* stop_;  // the word after the done flags
   const uint64_t start_;
   const uint32_t lane_;
-  uint64_t chunk_ = 0;
+  uint64_t chunk_;
   uint32_t polls_ = 0;
   const char* in_slot_ = nullptr;  // the slot being read out of a FIFO, to in_slot_end_
   const char* in_slot_end_ = nullptr;
@@ -341,14 +338,8 @@ __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
   if (threadIdx.x == 0) start = now_ns();
   __syncthreads();
   const uint32_t walker = blockIdx.x / c.lanes;
-  GpuEnv env(c, blockIdx.x % c.lanes, start);
-  int outcome = device_walk::kDone;
-  if (walker < c.program.queue_count) {
-    env.start_queue(walker);
-    outcome = device_walk::walk_queue(env, c.program, walker);
-  } else {
-    outcome = device_walk::walk_local(env, c.program);
-  }
+  GpuEnv env(c, walker, blockIdx.x % c.lanes, start);
+  const int outcome = device_walk::walk(env, c.program, walker);
   if (outcome != device_walk::kDone && threadIdx.x == 0) {
     env.stop_all();
     if (c.error != nullptr && atomicCAS_system(&c.error->outcome, 0u, static_cast<uint32_t>(outcome)) == 0u) {
@@ -365,23 +356,8 @@ __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
 }  // namespace
 
 Status launch_walker(const WalkerCall& call, Stream s, unsigned threads) {
+  WEFT_TRY(check_walker_call(call, threads));
   const DeviceProgramView& p = call.program;
-  if (p.user_buffers > 0 && call.user == nullptr)
-    return invalid_argument("a device executor program with USER buffers (a group) needs their table");
-  if (p.queue_count > kWalkerMaxQueues)
-    return invalid_argument("the device executor takes at most " + std::to_string(kWalkerMaxQueues) +
-                            " queues; this program has " + std::to_string(p.queue_count));
-  for (uint32_t q = 0; q < p.queue_count; ++q) {
-    const WalkerFifo& f = call.queues[q];
-    if (f.slot_count == 0 || f.slot_bytes < device_walk::kHeaderBytes * call.lanes || f.slot_bytes % 16 != 0)
-      return invalid_argument("a device executor FIFO needs slots of at least 64 bytes a lane, a multiple of 16");
-  }
-  if (threads < 32 || threads > kWalkerMaxThreads || threads % 32 != 0)
-    return invalid_argument("a device executor walker takes 32 to " + std::to_string(kWalkerMaxThreads) +
-                            " threads, a multiple of 32; asked for " + std::to_string(threads));
-  if (call.lanes < 1 || call.lanes > device_walk::kMaxLanes)
-    return invalid_argument("a device executor walker takes 1 to " + std::to_string(device_walk::kMaxLanes) +
-                            " lanes; asked for " + std::to_string(call.lanes));
   walker_kernel<<<(p.queue_count + 1) * call.lanes, threads, 0, static_cast<cudaStream_t>(s)>>>(call);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return internal_error(std::string("device executor kernel launch: ") + cudaGetErrorString(e));

@@ -9,7 +9,8 @@
 // another process. Chunks read out of a FIFO bypass L1 (another SM or GPU wrote them).
 //
 // Used by src/device_executor.h (WEFT_DEVICE_EXECUTOR=kernel). Tested by tests/gpu/walker_test.cc
-// (every rank a kernel of one process) and the GPU test under WEFT_DEVICE_EXECUTOR=kernel.
+// (every rank a kernel of one process) and the GPU test under WEFT_DEVICE_EXECUTOR=kernel; its
+// host side on the emulated GPU in every build without CUDA.
 #pragma once
 
 #include <cstdint>
@@ -69,8 +70,12 @@ struct WalkerCall {
 static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
 
 // Queues the walker for `call` on `s`, `threads` (32 to kWalkerMaxThreads, a multiple of 32) per
-// block. Refuses programs with more than kWalkerMaxQueues queues or with USER buffers (groups)
-// but no call.user table, and slots too small for call.lanes parts of device_walk::kHeaderBytes.
+// block, once check_walker_call() passes. On the emulated GPU (device_emulated.cc) the walkers
+// run as host threads (walker_emulated.h).
 Status launch_walker(const WalkerCall& call, Stream s, unsigned threads);
+// What launch_walker refuses: programs with more than kWalkerMaxQueues queues or with USER
+// buffers (groups) but no call.user table, slots too small for call.lanes parts of
+// device_walk::kHeaderBytes or not a multiple of 16, and threads or lanes out of range.
+Status check_walker_call(const WalkerCall& call, unsigned threads);
 
 }  // namespace weft::cuda

@@ -246,9 +246,19 @@ TEST(EmulatedGpu, RefusesWhatCudaRefuses) {
   auto bad = cuda::ipc_open(junk);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("WEFT_EMULATE_GPU"), std::string::npos) << bad.status().message();
+  // The device-side executor's kernel refuses what the GPU's does (check_walker_call); an empty
+  // call runs (its walkers are host threads).
   cuda::WalkerCall call;
-  Status walker = cuda::launch_walker(call, nullptr, 32);
-  EXPECT_EQ(walker.code(), StatusCode::kInvalidUsage);
+  EXPECT_EQ(cuda::launch_walker(call, nullptr, 33).code(), StatusCode::kInvalidArgument);
+  call.lanes = 0;
+  EXPECT_EQ(cuda::launch_walker(call, nullptr, 32).code(), StatusCode::kInvalidArgument);
+  call.lanes = 1;
+  auto done = cuda::device_alloc(sizeof(uint32_t));
+  ASSERT_TRUE(done.ok());
+  call.done = static_cast<uint32_t*>(*done);
+  EXPECT_TRUE(cuda::launch_walker(call, nullptr, 32).ok());
+  EXPECT_TRUE(cuda::stream_sync(nullptr).ok());
+  cuda::device_free(*done);
   cuda::device_free(*d);
   cuda::device_free(*d2);
 }

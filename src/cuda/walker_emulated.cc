@@ -1,0 +1,146 @@
+// walk_on_host (walker_emulated.h): walker.cu's GpuEnv and kernel, with a thread for a block.
+#include "src/cuda/walker_emulated.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "src/backoff.h"
+#include "src/device_walker.h"
+#include "src/kernels/reduce.h"
+
+namespace weft::cuda {
+namespace {
+
+// Counters, flags and the stop word are shared with other threads and processes (the kernel's
+// fenced loads and stores); atomic_ref gives them acquire and release order.
+template <typename T>
+T load_acquire(const T* p) {
+  return std::atomic_ref<T>(*const_cast<T*>(p)).load(std::memory_order_acquire);
+}
+template <typename T>
+void store_release(T* p, T v) {
+  std::atomic_ref<T>(*p).store(v, std::memory_order_release);
+}
+
+// The Env of device_walker.h for one thread (one lane of one walker).
+class HostEnv {
+ public:
+  // Lane `lane` of walker `walker` (a queue, from its first chunk, or the local steps).
+  HostEnv(const WalkerCall& c, uint32_t walker, uint32_t lane, std::chrono::steady_clock::time_point start)
+      : c_(c), token_(device_walk::done_token(c.seq)), stop_(c.done + size_t{c.program.step_count} * c.lanes),
+        start_(start), lane_(lane), chunk_(walker < c.program.queue_count ? c.queues[walker].first_chunk : 0) {}
+
+  uint32_t lane() const { return lane_; }
+  uint32_t lanes() const { return c_.lanes; }
+  char* buffer(uint8_t kind, uint32_t index) {
+    switch (kind) {
+      case 0: return c_.in;
+      case 1: return c_.out;
+      case 2: return c_.tmp;
+      default: return c_.user[index];  // USER: check_walker_call saw the table
+    }
+  }
+  bool done(uint32_t word) { return load_acquire(c_.done + word) == token_; }
+  bool all_done(uint32_t first, uint32_t count) {
+    for (uint32_t w = first; w < first + count; ++w)
+      if (!done(w)) return false;
+    return true;
+  }
+  void set_done(uint32_t word) {
+    store_release(c_.done + word, token_);
+    backoff_.reset();
+  }
+  uint64_t& next_chunk(uint32_t) { return chunk_; }
+  size_t slot_bytes(uint32_t q) const { return c_.queues[q].slot_bytes; }
+  size_t share_floor() const { return device_walk::kMinShareBytes; }
+
+  bool can_send(uint32_t q, uint64_t n) {
+    const WalkerFifo& f = c_.queues[q];
+    return n - load_acquire(counter(f.released)) < f.slot_count;
+  }
+  char* send_slot(uint32_t q, uint64_t n) {
+    const WalkerFifo& f = c_.queues[q];
+    return f.slots + (n % f.slot_count) * f.slot_bytes;
+  }
+  void publish(uint32_t q, uint64_t n) {
+    store_release(counter(c_.queues[q].published), n + 1);
+    backoff_.reset();
+  }
+  bool can_recv(uint32_t q, uint64_t n) { return load_acquire(counter(c_.queues[q].published)) > n; }
+  const char* recv_slot(uint32_t q, uint64_t n) { return send_slot(q, n); }
+  void release(uint32_t q, uint64_t n) {
+    store_release(counter(c_.queues[q].released), n + 1);
+    backoff_.reset();
+  }
+  const void* header_out(uint32_t q) { return c_.queues[q].header; }
+  bool header_ok(uint32_t q, const char* got) {
+    return std::memcmp(got, c_.queues[q].header, device_walk::kHeaderBytes) == 0;
+  }
+
+  void copy(char* dst, const char* src, size_t bytes) {
+    if (dst != src) std::memcpy(dst, src, bytes);
+  }
+  void reduce(char* dst, const char* a, const char* b, size_t count) {
+    kernels::reduce(dst, a, b, count, static_cast<DataType>(c_.program.dtype), static_cast<RedOp>(c_.program.op));
+  }
+  void divide(char* dst, size_t count) {
+    kernels::divide_by(dst, dst, count, static_cast<DataType>(c_.program.dtype), c_.program.nranks);
+  }
+  // Stops on another walker's failure, an abort, or the call's time limit; else waits a little
+  // (the threads of every rank's walkers share the machine's few cores).
+  bool pause() {
+    if (load_acquire(stop_) == token_) return false;
+    if (c_.abort != nullptr && *c_.abort != 0) return false;
+    if (c_.timeout_ns != 0 &&
+        std::chrono::steady_clock::now() - start_ > std::chrono::nanoseconds(c_.timeout_ns))
+      return false;
+    backoff_.pause();
+    return true;
+  }
+  void stop_all() { store_release(stop_, token_); }
+
+ private:
+  uint64_t* counter(uint64_t* lane0) const { return lane0 + lane_ * device_walk::kCounterStride; }
+
+  const WalkerCall& c_;
+  const uint32_t token_;
+  uint32_t* stop_;  // the word after the done flags
+  const std::chrono::steady_clock::time_point start_;
+  const uint32_t lane_;
+  uint64_t chunk_;
+  Backoff backoff_{true};
+};
+
+// One block of walker_kernel: walker `walker` (a queue, or the local steps past the last queue),
+// lane `lane`.
+void walk_block(const WalkerCall& c, uint32_t walker, uint32_t lane, std::chrono::steady_clock::time_point start) {
+  HostEnv env(c, walker, lane, start);
+  const int outcome = device_walk::walk(env, c.program, walker);
+  if (outcome == device_walk::kDone) return;
+  env.stop_all();
+  if (c.error == nullptr) return;
+  uint32_t none = 0;
+  if (!std::atomic_ref<uint32_t>(c.error->outcome).compare_exchange_strong(none, static_cast<uint32_t>(outcome)))
+    return;
+  const bool queue = walker < c.program.queue_count;
+  c.error->walker = queue ? walker : kWalkerMaxQueues;
+  c.error->peer = queue ? c.queues[walker].peer : -1;
+  c.error->chunk = env.next_chunk(walker);
+  c.error->seq = c.seq;
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+}  // namespace
+
+void walk_on_host(const WalkerCall& call) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> blocks;
+  for (uint32_t b = 0; b < (call.program.queue_count + 1) * call.lanes; ++b)
+    blocks.emplace_back(walk_block, std::cref(call), b / call.lanes, b % call.lanes, start);
+  for (std::thread& t : blocks) t.join();
+}
+
+}  // namespace weft::cuda
