@@ -413,7 +413,7 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
         // An NCCL call (stream_ordered) is done in its stream's order (a kernel's failure reaches
         // async_error()); the C++ API's completes when its Request says so: wait for the kernel.
         if (s.ok() && !op->stream_ordered) s = kernel_executor_->wait_last();
-        op->finish(s.ok() ? s : Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message()));
+        op->finish(named(s));
         return;
       }
     }
@@ -432,7 +432,7 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       }
     }
     if (!s.ok()) {
-      op->finish(Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message()));
+      op->finish(named(s));
       return;
     }
   }
@@ -454,7 +454,7 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
                    (op->stream_ordered ? ": the caller's stream waits for it" : ""));
       if (!s.ok()) {
         cuda::event_destroy(op->start);
-        op->finish(Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message()));
+        op->finish(named(s));
         return;
       }
       if (op->stream_ordered) wake_now_ = wake = true;  // nobody will wait on the host
@@ -748,8 +748,14 @@ Request CommState::open_on_mailbox(const RunSpec& spec, const void* send, void* 
   return Request(std::move(op));
 }
 
+Status CommState::named(Status s) const {
+  const std::string me = "rank " + std::to_string(rank_) + ": ";
+  if (s.ok() || s.message().rfind(me, 0) == 0) return s;
+  return Status(s.code(), me + s.message());
+}
+
 Status CommState::failed(Status s) {
-  s = Status(s.code(), "rank " + std::to_string(rank_) + ": " + s.message());
+  s = named(std::move(s));
   broken_ = s;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);

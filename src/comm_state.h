@@ -168,6 +168,9 @@ class CommState : public ConnectionSource {
   // A run's outcome: a failure (not an argument error: those are found before) breaks the
   // communicator (see the file comment; failed() does it) and is returned with this rank's name.
   Status outcome(Status s) { return s.ok() ? s : failed(std::move(s)); }
+  // `s` with this rank named first ("rank R: "), unless it already is (the device-side
+  // executor's errors name it for ncclCommGetAsyncError).
+  Status named(Status s) const;
   Status failed(Status s);
   void fail_connections(const std::string& reason);
   // on_device() on a machine with a GPU (a CUDA query per distinct buffer).

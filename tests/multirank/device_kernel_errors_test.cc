@@ -1,0 +1,49 @@
+// The device-side executor's failures on the emulated GPU (WEFT_EMULATE_GPU=1,
+// WEFT_DEVICE_EXECUTOR=kernel, WEFT_ALGO=allreduce:ring; builds without CUDA; 3 ranks under
+// weft-run, see CMakeLists.txt): ranks whose calls disagree get an error from the kernel's header
+// check, naming the call and the peer, or the time limit, instead of a hang or a wrong result.
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "src/cuda/device.h"
+#include "tests/multirank/rank_env.h"
+
+namespace weft {
+namespace {
+
+using testing::world;
+
+// Rank 0 reduces 1000 floats, the others 2000, on device buffers through the C++ API (the call
+// returns once the kernel is done). Over the ring, rank 0 reads rank 2's header and rank 1 reads
+// rank 0's: both stop on the mismatch; rank 2 finds rank 1's header right, then waits for data
+// rank 1's stopped walkers never send, until the time limit.
+TEST(DeviceKernel, RanksWhoseCallsDisagreeFailWithinTheTimeout) {
+  Communicator& c = world();
+  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  const int me = c.rank();
+  const size_t count = me == 0 ? 1000 : 2000;
+  auto send = cuda::device_alloc(count * sizeof(float));
+  auto recv = cuda::device_alloc(count * sizeof(float));
+  ASSERT_TRUE(send.ok() && recv.ok());
+  std::memset(*send, 0, count * sizeof(float));  // emulated device memory is host memory
+  const auto start = std::chrono::steady_clock::now();
+  Status s = c.allreduce(*send, *recv, count, DataType::kFloat32, RedOp::kSum).wait();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(s.ok()) << "rank " << me << ": a call the other ranks made differently succeeded";
+  EXPECT_LT(took, 2 * c.config().timeout + std::chrono::seconds(5)) << s.to_string();
+  const std::string self = "rank " + std::to_string(me) + ": ";
+  EXPECT_EQ(s.message().rfind(self, 0), 0u) << s.to_string();
+  EXPECT_EQ(s.message().find(self + self), std::string::npos) << "named twice: " << s.to_string();
+  if (me <= 1) {
+    EXPECT_NE(s.message().find("made a different call"), std::string::npos) << s.to_string();
+    EXPECT_NE(s.message().find(me == 0 ? "rank 2" : "rank 0"), std::string::npos) << s.to_string();
+  }
+  cuda::device_free(*send);
+  cuda::device_free(*recv);
+}
+
+}  // namespace
+}  // namespace weft
