@@ -407,12 +407,23 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       s = device_setup(*op);
     }
     if (s.ok() && kernel_executor_) {
+      // A communicator that an earlier failure broke (a kernel's too) launches nothing more.
+      if (Status earlier = async_error(); !earlier.ok()) {
+        op->finish(named(Status(earlier.code(), "communicator is unusable after an earlier error: " + earlier.message())));
+        return;
+      }
       bool taken = false;
       s = launch_on_device(*op, &taken);
       if (taken || !s.ok()) {
         // An NCCL call (stream_ordered) is done in its stream's order (a kernel's failure reaches
         // async_error()); the C++ API's completes when its Request says so: wait for the kernel.
-        if (s.ok() && !op->stream_ordered) s = kernel_executor_->wait_last();
+        // The kernel's failure breaks the communicator as a run's does (outcome: later calls
+        // fail at once, and the peers' host links learn why).
+        if (s.ok() && !op->stream_ordered && !(s = kernel_executor_->wait_last()).ok()) {
+          std::lock_guard<ExecLock> exec(exec_mu_);
+          op->finish(outcome(s));
+          return;
+        }
         op->finish(named(s));
         return;
       }

@@ -189,6 +189,9 @@ Status DeviceExecutor::fill_queues(const DeviceProgram& host, const std::vector<
 }
 
 Status DeviceExecutor::enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_t lanes, cuda::Stream stream) {
+  // After a failed call nothing more is launched: its FIFOs stand mid-call, and a peer still in
+  // it would take the next call's chunks for its own.
+  WEFT_TRY(error());
   WEFT_TRY(grow(&tmp_, &tmp_size_, tmp_bytes));
   // The done flags and the stop word after them start at 0; each call marks them with its own
   // token (walker.h), so they need no clearing between calls.

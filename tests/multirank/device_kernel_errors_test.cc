@@ -1,7 +1,8 @@
 // The device-side executor's failures on the emulated GPU (WEFT_EMULATE_GPU=1,
 // WEFT_DEVICE_EXECUTOR=kernel, WEFT_ALGO=allreduce:ring; builds without CUDA; 3 ranks under
 // weft-run, see CMakeLists.txt): ranks whose calls disagree get an error from the kernel's header
-// check, naming the call and the peer, or the time limit, instead of a hang or a wrong result.
+// check, naming the call and the peer, or the time limit, instead of a hang or a wrong result;
+// and the communicator is broken after it, as after a failed run on the host.
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -41,6 +42,13 @@ TEST(DeviceKernel, RanksWhoseCallsDisagreeFailWithinTheTimeout) {
     EXPECT_NE(s.message().find("made a different call"), std::string::npos) << s.to_string();
     EXPECT_NE(s.message().find(me == 0 ? "rank 2" : "rank 0"), std::string::npos) << s.to_string();
   }
+  // The failure broke the communicator, as a run's does: the next call, whatever it is, fails at
+  // once saying so.
+  const auto again = std::chrono::steady_clock::now();
+  Status next = c.allreduce(*send, *recv, 1000, DataType::kFloat32, RedOp::kSum).wait();
+  EXPECT_FALSE(next.ok());
+  EXPECT_NE(next.message().find("unusable after an earlier error"), std::string::npos) << next.to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::seconds(1)) << next.to_string();
   cuda::device_free(*send);
   cuda::device_free(*recv);
 }
