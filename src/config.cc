@@ -39,12 +39,16 @@ Status parse_size(const char* name, const char* text, size_t min, size_t* out) {
   return Status();
 }
 
+// NCCL's own NCCL_BUFFSIZE when unset: a program that sets NCCL_BUFFSIZE to it gets weft's defaults.
+constexpr size_t kNcclDefaultBuffsize = size_t{4} << 20;
+
 // A FIFO's size: from its WEFT_ variable when set (a multiple of `step` from `lo` to `hi`, else an
-// error naming the variable), else from NCCL_BUFFSIZE's `buffsize` / `share` rounded down to a
-// multiple of `step` and brought within [lo, hi]; *out unchanged when neither is set. `bounds`
-// says the same in words for the error.
-Status fifo_size(const char* weft_name, std::optional<size_t> buffsize, size_t share, size_t step, size_t lo,
-                 size_t hi, const char* bounds, size_t* out) {
+// error naming the variable), else from NCCL_BUFFSIZE's `buffsize`, as a share of NCCL's default
+// (kNcclDefaultBuffsize) applied to this FIFO's default *out, rounded down to a multiple of `step`
+// and brought within [lo, hi]; *out unchanged when neither is set. `bounds` says the same in
+// words for the error.
+Status fifo_size(const char* weft_name, std::optional<size_t> buffsize, size_t step, size_t lo, size_t hi,
+                 const char* bounds, size_t* out) {
   if (const char* v = env(weft_name)) {
     size_t n = 0;
     WEFT_TRY(parse_size(weft_name, v, lo, &n));
@@ -52,7 +56,11 @@ Status fifo_size(const char* weft_name, std::optional<size_t> buffsize, size_t s
       return invalid_argument(std::string(weft_name) + "='" + v + "' is not a multiple of " + bounds);
     *out = n;
   } else if (buffsize) {
-    *out = std::clamp(*buffsize / share / step * step, lo, hi);
+    // *out / kNcclDefaultBuffsize is a whole factor for every default (shm 1, cuda 8, stage 4,
+    // walker slots 1); past hi the product only needs to stay past it.
+    const size_t times = std::max<size_t>(*out / kNcclDefaultBuffsize, 1);
+    const size_t scaled = *buffsize > hi / times ? hi : *buffsize * times;
+    *out = std::clamp(scaled / step * step, lo, hi);
   }
   return Status();
 }
@@ -99,9 +107,9 @@ Result<Config> Config::from_env() {
   }
   for (const auto& [name, out] : {std::pair{"WEFT_CUDA_FIFO_BYTES", &c.cuda_fifo_bytes},
                                   std::pair{"WEFT_STAGE_FIFO_BYTES", &c.stage_fifo_bytes}})
-    WEFT_TRY(fifo_size(name, buffsize, 1, Config::kDeviceFifoStep, Config::kMinDeviceFifoBytes,
+    WEFT_TRY(fifo_size(name, buffsize, Config::kDeviceFifoStep, Config::kMinDeviceFifoBytes,
                        Config::kMaxDeviceFifoBytes, Config::kDeviceFifoBounds, out));
-  WEFT_TRY(fifo_size("WEFT_DEVICE_WALKER_SLOT_BYTES", buffsize, 8, 4096, size_t{64} << 10, size_t{64} << 20,
+  WEFT_TRY(fifo_size("WEFT_DEVICE_WALKER_SLOT_BYTES", buffsize, 4096, size_t{64} << 10, size_t{64} << 20,
                      "4 KiB from 64 KiB to 64 MiB", &c.device_walker_slot_bytes));
   if (const char* v = env("WEFT_CMA")) {
     const std::string s = v;

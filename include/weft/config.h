@@ -28,10 +28,11 @@ struct Config {
   std::string socket_ifname;
   // WEFT_TCP_SOCKETS: sockets per tcp peer; large messages are striped across them.
   int tcp_sockets = 1;
-  // NCCL_BUFFSIZE sizes every FIFO below that its own WEFT_ variable leaves unset: the shm FIFO
-  // takes it whole (at least 4 KiB), the cuda and staging FIFOs take it rounded down to a multiple
-  // of 64 KiB within their bounds, and the walker's slots take an eighth of it, rounded down to a
-  // multiple of 4 KiB within theirs. The WEFT_ variables refuse a value out of bounds.
+  // NCCL_BUFFSIZE sizes every FIFO below that its own WEFT_ variable leaves unset, as a share of
+  // NCCL's default (4 MiB): each takes its default times NCCL_BUFFSIZE / 4 MiB, so NCCL's default
+  // written out gives these defaults (the shm FIFO and the walker's slots NCCL_BUFFSIZE itself,
+  // the cuda FIFO 8 times it, the staging 4 times it), rounded down to each one's step within its
+  // bounds. The WEFT_ variables refuse a value out of bounds.
   //
   // WEFT_SHM_FIFO_BYTES: bytes in each shared-memory FIFO (one per direction per peer pair).
   size_t shm_fifo_bytes = size_t{4} << 20;
@@ -79,7 +80,7 @@ struct Config {
   // (a call between ranks that differ fails on its header).
   static constexpr int kMaxDeviceWalkerLanes = 16;
   int device_walker_lanes = 4;
-  // WEFT_DEVICE_WALKER_SLOT_BYTES (or an eighth of NCCL_BUFFSIZE): the size of each of the 8 slots
+  // WEFT_DEVICE_WALKER_SLOT_BYTES (or NCCL_BUFFSIZE, above): the size of each of the 8 slots
   // of that kernel's FIFOs, 64 KiB to 64 MiB, a multiple of 4 KiB. Every rank must set the same
   // (the link refuses a peer whose FIFO differs).
   size_t device_walker_slot_bytes = size_t{4} << 20;

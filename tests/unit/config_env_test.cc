@@ -144,12 +144,19 @@ TEST_F(ConfigEnvTest, BuffsizeSizesEveryFifoAndWeftWins) {
   EXPECT_EQ(c.cuda_fifo_bytes, size_t{32} << 20);
   EXPECT_EQ(c.stage_fifo_bytes, size_t{16} << 20);
   EXPECT_EQ(c.device_walker_slot_bytes, size_t{4} << 20);
+  // NCCL's default written out gives weft's defaults; twice it, twice each.
+  ::setenv("NCCL_BUFFSIZE", "4M", 1);
+  c = ok();
+  EXPECT_EQ(c.shm_fifo_bytes, size_t{4} << 20);
+  EXPECT_EQ(c.cuda_fifo_bytes, size_t{32} << 20);
+  EXPECT_EQ(c.stage_fifo_bytes, size_t{16} << 20);
+  EXPECT_EQ(c.device_walker_slot_bytes, size_t{4} << 20);
   ::setenv("NCCL_BUFFSIZE", "8388608", 1);
   c = ok();
   EXPECT_EQ(c.shm_fifo_bytes, size_t{8} << 20);
-  EXPECT_EQ(c.cuda_fifo_bytes, size_t{8} << 20);
-  EXPECT_EQ(c.stage_fifo_bytes, size_t{8} << 20);
-  EXPECT_EQ(c.device_walker_slot_bytes, size_t{1} << 20);  // an eighth: the walker's FIFO has 8 slots
+  EXPECT_EQ(c.cuda_fifo_bytes, size_t{64} << 20);
+  EXPECT_EQ(c.stage_fifo_bytes, size_t{32} << 20);
+  EXPECT_EQ(c.device_walker_slot_bytes, size_t{8} << 20);
   ::setenv("WEFT_SHM_FIFO_BYTES", "1M", 1);
   ::setenv("WEFT_CUDA_FIFO_BYTES", "2M", 1);
   ::setenv("WEFT_STAGE_FIFO_BYTES", "3M", 1);
@@ -167,8 +174,9 @@ TEST_F(ConfigEnvTest, BuffsizeSizesEveryFifoAndWeftWins) {
   EXPECT_EQ(error(), "NCCL_BUFFSIZE='12' is not a size >= 4096 (digits, then optionally K, M or G)");  // names the variable used
 }
 
-// NCCL accepts any NCCL_BUFFSIZE; each FIFO takes the nearest size it allows (rounded down to its
-// step, within its bounds) instead of refusing a value a program set for NCCL.
+// NCCL accepts any NCCL_BUFFSIZE; each FIFO takes its share of it (its default over NCCL's 4 MiB)
+// at the nearest size it allows (rounded down to its step, within its bounds) instead of refusing
+// a value a program set for NCCL.
 TEST_F(ConfigEnvTest, BuffsizeIsFittedToEachFifosBounds) {
   ::setenv("NCCL_BUFFSIZE", "5000", 1);  // below every device FIFO's least
   Config c = ok();
@@ -176,11 +184,11 @@ TEST_F(ConfigEnvTest, BuffsizeIsFittedToEachFifosBounds) {
   EXPECT_EQ(c.cuda_fifo_bytes, Config::kMinDeviceFifoBytes);
   EXPECT_EQ(c.stage_fifo_bytes, Config::kMinDeviceFifoBytes);
   EXPECT_EQ(c.device_walker_slot_bytes, size_t{64} << 10);
-  ::setenv("NCCL_BUFFSIZE", "1000000", 1);  // 15.26 x 64 KiB; an eighth is 30.5 x 4 KiB
+  ::setenv("NCCL_BUFFSIZE", "1000000", 1);  // cuda x8: 122.07 x 64 KiB; stage x4: 61.04; slots: 244.14 x 4 KiB
   c = ok();
-  EXPECT_EQ(c.cuda_fifo_bytes, size_t{15} << 16);
-  EXPECT_EQ(c.stage_fifo_bytes, size_t{15} << 16);
-  EXPECT_EQ(c.device_walker_slot_bytes, size_t{30} << 12);
+  EXPECT_EQ(c.cuda_fifo_bytes, size_t{122} << 16);
+  EXPECT_EQ(c.stage_fifo_bytes, size_t{61} << 16);
+  EXPECT_EQ(c.device_walker_slot_bytes, size_t{244} << 12);
   ::setenv("NCCL_BUFFSIZE", "8G", 1);  // above every device FIFO's most
   c = ok();
   EXPECT_EQ(c.shm_fifo_bytes, size_t{8} << 30);
