@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tests/unit/scoped_env.h"
 #include "weft/communicator.h"
@@ -139,33 +140,23 @@ TEST_F(ConfigEnvTest, ShmDisableMeansTcpUnlessWeftTransportIsSet) {
 }
 
 TEST_F(ConfigEnvTest, BuffsizeSizesEveryFifoAndWeftWins) {
-  Config c = ok();
-  EXPECT_EQ(c.shm_fifo_bytes, size_t{4} << 20);
-  EXPECT_EQ(c.cuda_fifo_bytes, size_t{32} << 20);
-  EXPECT_EQ(c.stage_fifo_bytes, size_t{16} << 20);
-  EXPECT_EQ(c.device_walker_slot_bytes, size_t{4} << 20);
+  // The four FIFO sizes the environment gives, in MiB (the walker's slots in KiB).
+  auto sizes = [&] {
+    const Config c = ok();
+    return std::vector<size_t>{c.shm_fifo_bytes >> 20, c.cuda_fifo_bytes >> 20, c.stage_fifo_bytes >> 20,
+                               c.device_walker_slot_bytes >> 10};
+  };
+  EXPECT_EQ(sizes(), (std::vector<size_t>{4, 32, 16, 4096}));
   // NCCL's default written out gives weft's defaults; twice it, twice each.
   ::setenv("NCCL_BUFFSIZE", "4M", 1);
-  c = ok();
-  EXPECT_EQ(c.shm_fifo_bytes, size_t{4} << 20);
-  EXPECT_EQ(c.cuda_fifo_bytes, size_t{32} << 20);
-  EXPECT_EQ(c.stage_fifo_bytes, size_t{16} << 20);
-  EXPECT_EQ(c.device_walker_slot_bytes, size_t{4} << 20);
+  EXPECT_EQ(sizes(), (std::vector<size_t>{4, 32, 16, 4096}));
   ::setenv("NCCL_BUFFSIZE", "8388608", 1);
-  c = ok();
-  EXPECT_EQ(c.shm_fifo_bytes, size_t{8} << 20);
-  EXPECT_EQ(c.cuda_fifo_bytes, size_t{64} << 20);
-  EXPECT_EQ(c.stage_fifo_bytes, size_t{32} << 20);
-  EXPECT_EQ(c.device_walker_slot_bytes, size_t{8} << 20);
+  EXPECT_EQ(sizes(), (std::vector<size_t>{8, 64, 32, 8192}));
   ::setenv("WEFT_SHM_FIFO_BYTES", "1M", 1);
   ::setenv("WEFT_CUDA_FIFO_BYTES", "2M", 1);
   ::setenv("WEFT_STAGE_FIFO_BYTES", "3M", 1);
   ::setenv("WEFT_DEVICE_WALKER_SLOT_BYTES", "256K", 1);
-  c = ok();
-  EXPECT_EQ(c.shm_fifo_bytes, size_t{1} << 20);
-  EXPECT_EQ(c.cuda_fifo_bytes, size_t{2} << 20);
-  EXPECT_EQ(c.stage_fifo_bytes, size_t{3} << 20);
-  EXPECT_EQ(c.device_walker_slot_bytes, size_t{256} << 10);
+  EXPECT_EQ(sizes(), (std::vector<size_t>{1, 2, 3, 256}));
   ::unsetenv("WEFT_SHM_FIFO_BYTES");
   ::unsetenv("WEFT_CUDA_FIFO_BYTES");
   ::unsetenv("WEFT_STAGE_FIFO_BYTES");
