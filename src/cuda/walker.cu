@@ -337,6 +337,12 @@ __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
   __shared__ uint64_t start;
   if (threadIdx.x == 0) start = now_ns();
   __syncthreads();
+  // A call queued behind a failed one (the executor launches nothing once it knows, but a caller
+  // in stream order queues calls before) moves nothing: the failed call's FIFOs stand mid-call,
+  // and a peer still in it would take this call's chunks for its own.
+  if (from_first(threadIdx.x == 0 && c.error != nullptr ? *reinterpret_cast<const volatile uint32_t*>(&c.error->outcome)
+                                                        : 0u) != 0)
+    return;
   const uint32_t walker = blockIdx.x / c.lanes;
   GpuEnv env(c, walker, blockIdx.x % c.lanes, start);
   const int outcome = device_walk::walk(env, c.program, walker);

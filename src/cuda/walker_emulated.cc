@@ -136,6 +136,9 @@ void walk_block(const WalkerCall& c, uint32_t walker, uint32_t lane, std::chrono
 }  // namespace
 
 void walk_on_host(const WalkerCall& call) {
+  // A call queued behind a failed one moves nothing (walker.cu says why).
+  if (call.error != nullptr && std::atomic_ref<uint32_t>(call.error->outcome).load(std::memory_order_acquire) != 0)
+    return;
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> blocks;
   for (uint32_t b = 0; b < (call.program.queue_count + 1) * call.lanes; ++b)

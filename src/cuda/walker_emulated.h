@@ -10,7 +10,8 @@
 namespace weft::cuda {
 
 // Runs `call` (check_walker_call passed) until every walker is done or one fails, as the kernel
-// does: a failure stops the others and is written into call.error.
+// does: a failure stops the others and is written into call.error; a call whose call.error
+// already holds an earlier call's failure moves nothing.
 void walk_on_host(const WalkerCall& call);
 
 }  // namespace weft::cuda

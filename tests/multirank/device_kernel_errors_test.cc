@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "src/call_stream.h"
+#include "src/comm_state.h"
 #include "src/cuda/device.h"
 #include "tests/multirank/rank_env.h"
 
@@ -51,6 +53,43 @@ TEST(DeviceKernel, RanksWhoseCallsDisagreeFailWithinTheTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::seconds(1)) << next.to_string();
   cuda::device_free(*send);
   cuda::device_free(*recv);
+}
+
+// The same disagreement in stream order (as the NCCL ABI calls: StreamScope), with a second,
+// agreeing call queued on the stream right behind it: calls return at once, so the second is
+// launched before the first is known to fail. It must move nothing: rank 2, whose walkers saw the
+// right header from rank 1, would otherwise take rank 1's second call's chunks for the first's
+// and report success for it. So every rank's failure is its first device call's.
+TEST(DeviceKernel, ACallQueuedBehindAFailedOneMovesNothing) {
+  Communicator& c = world();
+  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  const int me = c.rank();
+  const size_t first = me == 0 ? 1000 : 2000, second = 500;
+  auto a = cuda::device_alloc(2 * first * sizeof(float));
+  auto b = cuda::device_alloc(2 * second * sizeof(float));
+  auto stream = cuda::stream_create();
+  ASSERT_TRUE(a.ok() && b.ok() && stream.ok());
+  std::memset(*a, 0, 2 * first * sizeof(float));
+  std::memset(*b, 0, 2 * second * sizeof(float));
+  float* af = static_cast<float*>(*a);
+  float* bf = static_cast<float*>(*b);
+  {
+    StreamScope scope(*stream);
+    Status s1 = c.allreduce(af, af + first, first, DataType::kFloat32, RedOp::kSum).wait();
+    Status s2 = c.allreduce(bf, bf + second, second, DataType::kFloat32, RedOp::kSum).wait();
+    // Returned at once, or refused the second outright where the first had failed already.
+    EXPECT_TRUE(s1.ok()) << s1.to_string();
+    if (!s2.ok()) {
+      EXPECT_NE(s2.message().find("unusable after an earlier error"), std::string::npos) << s2.to_string();
+    }
+  }
+  ASSERT_TRUE(cuda::stream_sync(*stream).ok());
+  const Status async = c.state().async_error();
+  ASSERT_FALSE(async.ok()) << "rank " << me << ": no error after a call the ranks made differently";
+  EXPECT_NE(async.message().find("device call 1 "), std::string::npos) << async.to_string();
+  cuda::stream_destroy(*stream);
+  cuda::device_free(*a);
+  cuda::device_free(*b);
 }
 
 }  // namespace
