@@ -67,16 +67,12 @@ Status CommState::device_setup(const Operation& op) {
   }
   if (config_.device_kernel) {
     // The links' announcements travel on host connections, made on the caller's thread; the
-    // host transports' connect is otherwise the executor's, hence exec_mu_. As in
-    // prepare_device, the ops queued before this call run first, here: a peer's thread may be in
-    // one of them, waiting for this rank's part, while that peer's caller waits for exec_mu_ to
-    // make its end of this link (seen on the emulated GPU, 2026-12-04: every rank waited for the
-    // timeout in 9 of 12 runs of multirank.stream-order.emulated-gpu.kernel.shm.n3).
+    // host transports' connect is otherwise the executor's, hence exec_mu_; the queued ops run
+    // first (run_queued; without it every rank waited for the timeout in 9 of 12 runs of
+    // multirank.stream-order.emulated-gpu.kernel.shm.n3, 2026-12-04).
     auto control = [this](int peer, int channel, Deadline deadline) -> Result<std::unique_ptr<transport::Connection>> {
       std::lock_guard<ExecLock> exec(exec_mu_);
-      while (run_next()) {
-      }
-      WEFT_TRY(usable());
+      WEFT_TRY(run_queued());
       auto host = transport_for(peer);
       WEFT_TRY(host);
       return (*host)->connect(peer, channel + kKernelChannel, deadline);
@@ -199,13 +195,10 @@ Status CommState::prepare_device(const Operation& op) {
     }
   }
   std::lock_guard<ExecLock> exec(exec_mu_);
-  // The ops queued before this one run first, here (as wait() runs them): a peer's thread may be
-  // in one of them, waiting for this rank's part, while that peer's caller waits for exec_mu_ to
-  // make these links; waiting for the links with this rank's part still queued waited for the
-  // timeout on every rank. So this call's number is the next one, and its note says so.
-  while (run_next()) {
-  }
-  WEFT_TRY(usable());
+  // The ops queued before this one run first, here (run_queued; as wait() runs them): waiting for
+  // the links with this rank's part still queued waited for the timeout on every rank. So this
+  // call's number is the next one, and its note says so.
+  WEFT_TRY(run_queued());
   const algorithms::Plan& plan = group ? *group_plan : plan_for(op.args, true);
   RunSpec spec;
   WEFT_TRY(group ? group_spec(spec, op, plan) : collective_spec(spec, op.args, op.send, op.recv, coll_seq_, plan, true));

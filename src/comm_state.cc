@@ -483,6 +483,12 @@ bool CommState::enqueue_locked(const std::shared_ptr<Operation>& op) {
   return worker_deep_sleep_.load(std::memory_order_acquire);
 }
 
+Status CommState::run_queued() {
+  while (run_next()) {
+  }
+  return usable();
+}
+
 bool CommState::run_next() {
   std::shared_ptr<Operation> op;
   {

@@ -137,6 +137,12 @@ class CommState : public ConnectionSource {
   void worker_loop();
   // REQUIRES: exec_mu_ held. Runs the oldest queued operation, if any.
   bool run_next();
+  // REQUIRES: exec_mu_ held. Runs every queued operation here, then says whether the
+  // communicator is still usable: what a caller does before it makes links on its own thread
+  // (prepare_device, the device-side executor's control links), since a peer's thread may be in
+  // one of those operations, waiting for this rank's part, while the peer's caller waits for
+  // exec_mu_ to make its end of the link.
+  Status run_queued();
   Status execute(Operation& op);
   // REQUIRES: exec_mu_ held. A collective on host memory: the mailbox runs it when its plan is
   // oneshot and there is one, else the executor.

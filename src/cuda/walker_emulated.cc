@@ -9,6 +9,7 @@
 
 #include "src/backoff.h"
 #include "src/device_walker.h"
+#include "src/kernels/copy.h"
 #include "src/kernels/reduce.h"
 
 namespace weft::cuda {
@@ -81,7 +82,7 @@ class HostEnv {
   }
 
   void copy(char* dst, const char* src, size_t bytes) {
-    if (dst != src) std::memcpy(dst, src, bytes);
+    if (dst != src) kernels::copy(dst, src, bytes);
   }
   void reduce(char* dst, const char* a, const char* b, size_t count) {
     kernels::reduce(dst, a, b, count, static_cast<DataType>(c_.program.dtype), static_cast<RedOp>(c_.program.op));
