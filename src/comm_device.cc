@@ -84,6 +84,7 @@ Status CommState::device_setup(const Operation& op) {
       return k.status();
     }
     kernel_executor_ = std::move(*k);
+    has_kernel_executor_.store(true, std::memory_order_release);
     // Whether the cuda transport reaches every rank of the communicator (a rank it does not
     // cannot run its collectives in the kernel; launch_on_device). A rank whose transport is an
     // error (WEFT_TRANSPORT=shm across nodes) counts as not reached: the host executor reports it.

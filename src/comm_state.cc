@@ -618,6 +618,15 @@ Status CommState::unusable() {
   return Status();
 }
 
+bool CommState::kernel_failed() {
+  // Read by the executor's holders; set by the caller's thread under queue_mu_ (device_setup).
+  if (!has_kernel_executor_.load(std::memory_order_acquire)) return false;
+  Status s = kernel_executor_->error();
+  if (s.ok()) return false;
+  (void)failed(std::move(s));
+  return true;
+}
+
 void CommState::init_spec(RunSpec& spec, const algorithms::CollectiveArgs& a) const {
   spec.args = a;
   spec.abort = &aborted_;

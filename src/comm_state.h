@@ -160,9 +160,14 @@ class CommState : public ConnectionSource {
   Status collective_spec(RunSpec& spec, const algorithms::CollectiveArgs& a, const void* send, void* recv,
                          uint64_t seq, const algorithms::Plan& plan, bool device);
   // The error to report when the communicator was aborted or broken by an earlier failure (OK
-  // while it works; unusable() writes the error).
-  Status usable() { return aborted() || !broken_.ok() ? unusable() : Status(); }
+  // while it works; unusable() writes the error). A device-side executor kernel's failure breaks
+  // it here on first sight (kernel_failed), whichever call comes next, device or host. REQUIRES:
+  // exec_mu_ held.
+  Status usable() { return aborted() || !broken_.ok() || kernel_failed() ? unusable() : Status(); }
   Status unusable();
+  // Whether a kernel of the device-side executor failed; the first time, breaks the communicator
+  // with its error (failed(): the peers' host links learn of it too). REQUIRES: exec_mu_ held.
+  bool kernel_failed();
   // What every run of `a` shares: the call, the abort flag, the deadline, the waiting style.
   void init_spec(RunSpec& spec, const algorithms::CollectiveArgs& a) const;
   // Points spec at plan's program on device or host buffers (and TMP from the scratch pool, on
@@ -277,6 +282,7 @@ class CommState : public ConnectionSource {
   bool device_run_ = false;        // exec_mu_: connection() hands out device connections
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> device_connections_;
   std::unique_ptr<DeviceExecutor> kernel_executor_;  // WEFT_DEVICE_EXECUTOR=kernel; set with device_
+  std::atomic<bool> has_kernel_executor_{false};     // set (release) once kernel_executor_ is
   bool kernel_reaches_all_ = false;  // set with kernel_executor_: cuda_reaches() every rank's transport
   // queue_mu_: what prepare_device() has made, so a call it was made for returns at once.
   std::set<PlanKey> device_prepared_;

@@ -36,6 +36,23 @@ Result<void*> upload(const std::vector<T>& v) {
   return *p;
 }
 
+// What `rank`'s walkers ran into (`self`: this rank's), as a walker's outcome and the rank it
+// blamed say it (-1: its local steps).
+std::string what_stopped(int rank, bool self, int outcome, int blamed, std::chrono::milliseconds timeout) {
+  const std::string subject = self ? "this rank" : "rank " + std::to_string(rank);
+  const std::string who = blamed >= 0 ? "rank " + std::to_string(blamed) : "its local steps";
+  switch (outcome) {
+    case device_walk::kHeaderMismatch:
+      return who + " made a different call than " + subject +
+             " (its header does not match: the ranks must make the same collective calls in the same order, and "
+             "a group's sends to a peer must match the peer's receives from it in number and size)";
+    case device_walk::kAborted: return subject + " was aborted";
+    default:
+      return subject + " stopped waiting for " + who + " (nothing from it within the " +
+             "communicator's timeout of " + std::to_string(timeout.count()) + " ms)";
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Config& config, GpuShare share,
@@ -136,7 +153,7 @@ Result<transport::WalkerLink*> DeviceExecutor::link(int peer, int channel, Deadl
     WEFT_TRY(c);
     control = std::move(*c);
   }
-  auto l = transport::WalkerLink::make(std::move(control), peer, slot_bytes_, kSlotCount, timeout_, deadline);
+  auto l = transport::WalkerLink::make(std::move(control), rank_, peer, slot_bytes_, kSlotCount, timeout_, deadline);
   if (!l.ok()) return l.status().with_context("the device executor's link to rank " + std::to_string(peer));
   log_.info("device executor: linked to rank " + std::to_string(peer) + " channel " + std::to_string(channel));
   transport::WalkerLink* raw = l->get();
@@ -181,6 +198,7 @@ Status DeviceExecutor::fill_queues(const DeviceProgram& host, const std::vector<
     f.slot_bytes = link.slot_bytes();
     f.slot_count = link.slot_count();
     f.peer = dq.peer;
+    f.dead = link.dead();
     uint64_t& next = dq.is_send ? link.sent : link.received;
     f.first_chunk = next;
     next += chunks[q];
@@ -199,6 +217,7 @@ Status DeviceExecutor::enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_
   call.tmp = static_cast<char*>(tmp_);
   call.done = static_cast<uint32_t*>(done_);
   call.lanes = lanes;
+  call.rank = rank_;
   call.abort = abort_flag_;
   call.error = error_;
   call.timeout_ns = static_cast<uint64_t>(timeout_.count()) * 1'000'000;
@@ -348,16 +367,20 @@ Status DeviceExecutor::error() const {
   const volatile cuda::WalkerError* e = error_;
   const uint32_t outcome = e->outcome;
   if (outcome == 0) return Status();
-  const std::string call = "device call " + std::to_string(e->seq) + " (the device executor's)";
-  const std::string who = e->peer >= 0 ? "rank " + std::to_string(e->peer) : "its local steps";
+  const std::string call = "rank " + std::to_string(rank_) + ": device call " + std::to_string(e->seq) +
+                           " (the device executor's): ";
+  const int peer = e->peer;
   if (outcome == device_walk::kHeaderMismatch)
-    return invalid_usage("rank " + std::to_string(rank_) + ": " + call + ": " + who +
-                         " made a different call (its header does not match: the ranks must make the same "
-                         "collective calls in the same order, and a group's sends to a peer must match the peer's "
-                         "receives from it in number and size)");
-  return timeout_error("rank " + std::to_string(rank_) + ": " + call + " stopped waiting for " + who +
-                       " (aborted, or nothing from it within the communicator's timeout of " +
-                       std::to_string(timeout_.count()) + " ms)");
+    return invalid_usage(call + what_stopped(rank_, true, static_cast<int>(outcome), peer, timeout_));
+  if (outcome == device_walk::kAborted) return remote_error(call + "aborted");
+  if (outcome == device_walk::kPeerFailed) {
+    // The failure of another rank's walkers, which marked a link of this call dead (walker.h).
+    const device_walk::DeadLink d = device_walk::dead_link(e->cause);
+    const std::string via = d.origin == peer ? "" : " (passed on by rank " + std::to_string(peer) + ")";
+    return remote_error(call + "stopped because rank " + std::to_string(d.origin) + "'s failed first" + via + ": " +
+                        what_stopped(d.origin, false, d.outcome, d.blamed, timeout_));
+  }
+  return timeout_error(call + what_stopped(rank_, true, static_cast<int>(outcome), peer, timeout_));
 }
 
 void DeviceExecutor::abort() {

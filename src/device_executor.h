@@ -18,8 +18,9 @@
 // device).
 //
 // A kernel that fails (the peer made another call, the communicator's timeout, an abort) writes
-// a WalkerError into pinned host memory; error() turns it into a Status naming the rank, the peer
-// and the call.
+// a WalkerError into pinned host memory, and marks the call's links dead so that the peers'
+// kernels stop at once (walker.h); error() turns it into a Status naming the rank, the peer and
+// the call, or the rank that failed first.
 //
 // Status: not yet run on a GPU. tests/gpu/walker_test.cc checks the kernel alone;
 // tests/gpu/nccl_device_test.cu runs under WEFT_DEVICE_EXECUTOR=kernel as gpu.nccl.device.kernel.n*.

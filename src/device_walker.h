@@ -49,7 +49,8 @@
 //   void copy(char* dst, const char* src, size_t bytes)
 //   void reduce(char* dst, const char* a, const char* b, size_t count)   the program's dtype and op
 //   void divide(char* dst, size_t count)            by the program's rank count (kAvg)
-//   bool pause()                                    false: stop waiting (abort, deadline)
+//   bool pause()                                    false: stop waiting (abort, deadline, a dead
+//                                                   link: the Env says which to the kernel)
 #pragma once
 
 #include <cstddef>
@@ -66,11 +67,39 @@
 
 namespace weft::device_walk {
 
+// How a walker ended. walk() itself returns kDone, kStopped or kHeaderMismatch; the kernel
+// refines kStopped by what pause() saw (kAborted, kPeerFailed).
 enum Outcome : int {
   kDone = 0,
-  kStopped = 1,         // pause() said stop (abort, deadline, another walker's failure)
+  kStopped = 1,         // pause() said stop: the call's time limit (or another walker's failure)
   kHeaderMismatch = 2,  // the peer's header is not this call's
+  kAborted = 3,         // pause() saw the abort flag
+  kPeerFailed = 4,      // pause() saw the queue's link marked dead by a failed rank (dead_word)
 };
+
+// A link's dead word: 0 while no rank failed on it; else written by the first failed walker of
+// either rank where it still reads 0 (if both mark it at once, either's failure stays), and never
+// cleared (the communicator is broken), so that the other rank's walkers stop at once instead of
+// at their time limit. It says which rank failed first (its origin: a
+// rank stopped by a dead link passes the word it saw on to its other links), how (its Outcome)
+// and the rank it blamed (the queue's peer; -1 for its local steps).
+struct DeadLink {
+  int outcome = 0;
+  int origin = 0;
+  int blamed = -1;
+};
+WEFT_HOST_DEVICE inline uint64_t dead_word(int outcome, int origin, int blamed) {
+  return (uint64_t{1} << 63) | (static_cast<uint64_t>(outcome & 0xff) << 48) |
+         (static_cast<uint64_t>(static_cast<uint32_t>(origin) & 0xffffff) << 24) |
+         (static_cast<uint64_t>(blamed + 1) & 0xffffff);
+}
+WEFT_HOST_DEVICE inline DeadLink dead_link(uint64_t word) {
+  DeadLink d;
+  d.outcome = static_cast<int>((word >> 48) & 0xff);
+  d.origin = static_cast<int>((word >> 24) & 0xffffff);
+  d.blamed = static_cast<int>(word & 0xffffff) - 1;
+  return d;
+}
 
 inline constexpr size_t kHeaderBytes = 64;
 

@@ -209,7 +209,8 @@ class GpuEnv {
   // Lane `lane` of walker `walker` (a queue, from its first chunk, or the local steps).
   __device__ GpuEnv(const WalkerCall& c, uint32_t walker, uint32_t lane, uint64_t start)
       : c_(c), token_(device_walk::done_token(c.seq)), stop_(c.done + size_t{c.program.step_count} * c.lanes), start_(start),
-        lane_(lane), chunk_(walker < c.program.queue_count ? c.queues[walker].first_chunk : 0) {}
+        lane_(lane), chunk_(walker < c.program.queue_count ? c.queues[walker].first_chunk : 0),
+        dead_(walker < c.program.queue_count ? c.queues[walker].dead : nullptr) {}
 
   __device__ uint32_t lane() const { return lane_; }
   __device__ uint32_t lanes() const { return c_.lanes; }
@@ -295,17 +296,30 @@ class GpuEnv {
       return 0;
     }, 0);
   }
-  // Stops on another walker's failure, an abort, or the call's time limit.
+  // Stops on another walker's failure, an abort, the queue's link marked dead by a failed rank,
+  // or the call's time limit; thread 0 keeps which (stopped_by(), seen_dead()).
   __device__ bool pause() {
     int go = 1;
     if (threadIdx.x == 0) {
-      if (*stop_ == token_ || (c_.abort != nullptr && *c_.abort != 0)) go = 0;
-      else if (c_.timeout_ns != 0 && (++polls_ & 255) == 0 && now_ns() - start_ > c_.timeout_ns) go = 0;
+      if (*stop_ == token_) {
+        go = 0;
+      } else if (c_.abort != nullptr && *c_.abort != 0) {
+        go = 0;
+        why_ = device_walk::kAborted;
+      } else if (dead_ != nullptr && (seen_dead_ = *reinterpret_cast<const volatile uint64_t*>(dead_)) != 0) {
+        go = 0;
+        why_ = device_walk::kPeerFailed;
+      } else if (c_.timeout_ns != 0 && (++polls_ & 255) == 0 && now_ns() - start_ > c_.timeout_ns) {
+        go = 0;
+      }
     }
     go = from_first(go);
     if (go) __nanosleep(100);
     return go != 0;
   }
+  // Thread 0: walk()'s outcome, kStopped made precise.
+  __device__ int stopped_by(int outcome) const { return outcome == device_walk::kStopped ? why_ : outcome; }
+  __device__ uint64_t seen_dead() const { return seen_dead_; }
   // This call's other walkers stop at their next pause().
   __device__ void stop_all() {
     *stop_ = token_;
@@ -325,6 +339,9 @@ class GpuEnv {
   const uint32_t lane_;
   uint64_t chunk_;
   uint32_t polls_ = 0;
+  uint64_t* const dead_;       // the queue's link's dead word (null: the local steps, or none)
+  int why_ = device_walk::kStopped;  // thread 0's: why pause() said stop
+  uint64_t seen_dead_ = 0;           // thread 0's: the dead word it saw
   const char* in_slot_ = nullptr;  // the slot being read out of a FIFO, to in_slot_end_
   const char* in_slot_end_ = nullptr;
 };
@@ -345,18 +362,23 @@ __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
     return;
   const uint32_t walker = blockIdx.x / c.lanes;
   GpuEnv env(c, walker, blockIdx.x % c.lanes, start);
-  const int outcome = device_walk::walk(env, c.program, walker);
-  if (outcome != device_walk::kDone && threadIdx.x == 0) {
-    env.stop_all();
-    if (c.error != nullptr && atomicCAS_system(&c.error->outcome, 0u, static_cast<uint32_t>(outcome)) == 0u) {
-      const bool queue = walker < c.program.queue_count;
-      c.error->walker = queue ? walker : kWalkerMaxQueues;
-      c.error->peer = queue ? c.queues[walker].peer : -1;
-      c.error->chunk = env.next_chunk(walker);
-      c.error->seq = c.seq;
-      __threadfence_system();
+  const int walked = device_walk::walk(env, c.program, walker);
+  if (walked == device_walk::kDone || threadIdx.x != 0) return;
+  // The first walker to fail writes the error, then marks every link of the call dead (with its
+  // own failure, or passing on the word that stopped it), then stops the others: so a walker
+  // stopped by this call's stop word never writes the error.
+  const int outcome = env.stopped_by(walked);
+  if (c.error != nullptr && atomicCAS_system(&c.error->outcome, 0u, static_cast<uint32_t>(outcome)) == 0u) {
+    const uint64_t dead = record_failure(c, walker, outcome, env.next_chunk(walker), env.seen_dead());
+    // Plain stores where the word is still 0, not atomics (which a link across GPUs over PCIe
+    // may not carry): if the peer marks the same word at once, either failure says enough.
+    for (uint32_t q = 0; q < c.program.queue_count; ++q) {
+      volatile uint64_t* word = c.queues[q].dead;
+      if (word != nullptr && *word == 0) *word = dead;
     }
+    __threadfence_system();
   }
+  env.stop_all();
 }
 
 }  // namespace

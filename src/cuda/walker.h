@@ -17,6 +17,7 @@
 
 #include "src/cuda/device.h"
 #include "src/device_program.h"
+#include "src/device_walker.h"
 #include "weft/config.h"
 
 namespace weft::cuda {
@@ -37,9 +38,14 @@ struct WalkerFifo {
   uint32_t slot_count = 0;
   int32_t peer = 0;         // the peer's rank (for the error)
   uint8_t header[64] = {};  // a send queue: the header it sends; a receive queue: the one it expects
+  // The link's dead word (device_walk::dead_word), which both ranks of the link read and write;
+  // may be null (no word: a failure reaches the peer only at its time limit).
+  uint64_t* dead = nullptr;
 };
 
-// The first failure of a call, written by the walker that failed (0 while none).
+// The first failure of a call, written by the walker that failed (0 while none). That walker
+// then marks the dead word of every link of the call (WalkerFifo::dead) before it stops the
+// call's other walkers: with its own failure, or with the dead word that stopped it.
 struct WalkerError {
   uint32_t outcome = 0;  // device_walk::Outcome
   uint32_t walker = 0;   // the queue, or kWalkerMaxQueues for the local steps
@@ -47,6 +53,7 @@ struct WalkerError {
   uint32_t reserved = 0;
   uint64_t chunk = 0;    // the chunk the queue was at
   uint64_t seq = 0;      // the call's WalkerCall::seq
+  uint64_t cause = 0;    // kPeerFailed: the dead word that stopped it
 };
 
 struct WalkerCall {
@@ -61,6 +68,7 @@ struct WalkerCall {
   // same words need no clearing in between.
   uint32_t* done = nullptr;
   uint32_t lanes = 1;  // blocks per walker, 1 to device_walk::kMaxLanes
+  int32_t rank = 0;    // this rank (a dead word's origin)
   WalkerFifo queues[kWalkerMaxQueues];
   const volatile uint32_t* abort = nullptr;  // nonzero: stop (e.g. mapped host memory); may be null
   WalkerError* error = nullptr;              // device or mapped host memory
@@ -68,6 +76,23 @@ struct WalkerCall {
   uint64_t seq = 0;  // the caller's number for the call (for the error; its token for `done`)
 };
 static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
+
+// For the walker of `call` that failed first (it claimed call.error->outcome for `outcome`):
+// writes the rest of the error (`chunk`, its queue's next; `seen_dead`, the dead word that stopped
+// it, if any) and returns the dead word to mark the call's links with: its own failure, or the
+// word it saw passed on.
+WEFT_HOST_DEVICE inline uint64_t record_failure(const WalkerCall& call, uint32_t walker, int outcome, uint64_t chunk,
+                                                uint64_t seen_dead) {
+  const bool queue = walker < call.program.queue_count;
+  const int peer = queue ? call.queues[walker].peer : -1;
+  WalkerError* e = call.error;
+  e->walker = queue ? walker : kWalkerMaxQueues;
+  e->peer = peer;
+  e->chunk = chunk;
+  e->seq = call.seq;
+  e->cause = seen_dead;
+  return outcome == device_walk::kPeerFailed ? seen_dead : device_walk::dead_word(outcome, call.rank, peer);
+}
 
 // Queues the walker for `call` on `s`, `threads` (32 to kWalkerMaxThreads, a multiple of 32) per
 // block, once check_walker_call() passes. On the emulated GPU (device_emulated.cc) the walkers

@@ -32,7 +32,8 @@ class HostEnv {
   // Lane `lane` of walker `walker` (a queue, from its first chunk, or the local steps).
   HostEnv(const WalkerCall& c, uint32_t walker, uint32_t lane, std::chrono::steady_clock::time_point start)
       : c_(c), token_(device_walk::done_token(c.seq)), stop_(c.done + size_t{c.program.step_count} * c.lanes),
-        start_(start), lane_(lane), chunk_(walker < c.program.queue_count ? c.queues[walker].first_chunk : 0) {}
+        start_(start), lane_(lane), chunk_(walker < c.program.queue_count ? c.queues[walker].first_chunk : 0),
+        dead_(walker < c.program.queue_count ? c.queues[walker].dead : nullptr) {}
 
   uint32_t lane() const { return lane_; }
   uint32_t lanes() const { return c_.lanes; }
@@ -90,17 +91,28 @@ class HostEnv {
   void divide(char* dst, size_t count) {
     kernels::divide_by(dst, dst, count, static_cast<DataType>(c_.program.dtype), c_.program.nranks);
   }
-  // Stops on another walker's failure, an abort, or the call's time limit; else waits a little
-  // (the threads of every rank's walkers share the machine's few cores).
+  // Stops on another walker's failure, an abort, the queue's link marked dead by a failed rank,
+  // or the call's time limit (keeping which: stopped_by(), seen_dead()); else waits a little (the
+  // threads of every rank's walkers share the machine's few cores).
   bool pause() {
     if (load_acquire(stop_) == token_) return false;
-    if (c_.abort != nullptr && *c_.abort != 0) return false;
+    if (c_.abort != nullptr && *c_.abort != 0) {
+      why_ = device_walk::kAborted;
+      return false;
+    }
+    if (dead_ != nullptr && (seen_dead_ = load_acquire(dead_)) != 0) {
+      why_ = device_walk::kPeerFailed;
+      return false;
+    }
     if (c_.timeout_ns != 0 &&
         std::chrono::steady_clock::now() - start_ > std::chrono::nanoseconds(c_.timeout_ns))
       return false;
     backoff_.pause();
     return true;
   }
+  // walk()'s outcome, kStopped made precise.
+  int stopped_by(int outcome) const { return outcome == device_walk::kStopped ? why_ : outcome; }
+  uint64_t seen_dead() const { return seen_dead_; }
   void stop_all() { store_release(stop_, token_); }
 
  private:
@@ -112,6 +124,9 @@ class HostEnv {
   const std::chrono::steady_clock::time_point start_;
   const uint32_t lane_;
   uint64_t chunk_;
+  uint64_t* const dead_;  // the queue's link's dead word (null: the local steps, or none)
+  int why_ = device_walk::kStopped;
+  uint64_t seen_dead_ = 0;
   Backoff backoff_{true};
 };
 
@@ -119,19 +134,22 @@ class HostEnv {
 // lane `lane`.
 void walk_block(const WalkerCall& c, uint32_t walker, uint32_t lane, std::chrono::steady_clock::time_point start) {
   HostEnv env(c, walker, lane, start);
-  const int outcome = device_walk::walk(env, c.program, walker);
-  if (outcome == device_walk::kDone) return;
-  env.stop_all();
-  if (c.error == nullptr) return;
+  const int walked = device_walk::walk(env, c.program, walker);
+  if (walked == device_walk::kDone) return;
+  // As the kernel: the first to fail writes the error, marks the call's links dead, then stops
+  // the others.
+  const int outcome = env.stopped_by(walked);
   uint32_t none = 0;
-  if (!std::atomic_ref<uint32_t>(c.error->outcome).compare_exchange_strong(none, static_cast<uint32_t>(outcome)))
-    return;
-  const bool queue = walker < c.program.queue_count;
-  c.error->walker = queue ? walker : kWalkerMaxQueues;
-  c.error->peer = queue ? c.queues[walker].peer : -1;
-  c.error->chunk = env.next_chunk(walker);
-  c.error->seq = c.seq;
-  std::atomic_thread_fence(std::memory_order_release);
+  if (c.error != nullptr &&
+      std::atomic_ref<uint32_t>(c.error->outcome).compare_exchange_strong(none, static_cast<uint32_t>(outcome))) {
+    const uint64_t dead = record_failure(c, walker, outcome, env.next_chunk(walker), env.seen_dead());
+    std::atomic_thread_fence(std::memory_order_release);
+    for (uint32_t q = 0; q < c.program.queue_count; ++q) {
+      uint64_t* word = c.queues[q].dead;
+      if (word != nullptr && load_acquire(word) == 0) store_release(word, dead);
+    }
+  }
+  env.stop_all();
 }
 
 }  // namespace

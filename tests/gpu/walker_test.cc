@@ -70,6 +70,7 @@ struct Fifo {
   char* slots = nullptr;
   uint64_t* published = nullptr;
   uint64_t* released = nullptr;
+  uint64_t* dead = nullptr;  // the FIFO's dead word (device_walk::dead_word), both ends'
   uint64_t sent = 0, received = 0;  // host bookkeeping: each side's next chunk
 };
 
@@ -102,6 +103,7 @@ struct World {
       f.slots = device_bytes(slot_bytes * slots);
       f.published = reinterpret_cast<uint64_t*>(device_bytes(device_walk::kLaneCounterBytes));
       f.released = reinterpret_cast<uint64_t*>(device_bytes(device_walk::kLaneCounterBytes));
+      f.dead = reinterpret_cast<uint64_t*>(device_bytes(sizeof(uint64_t)));
     }
     return f;
   }
@@ -137,6 +139,7 @@ std::unique_ptr<RankCall> make_rank(World& w, const algorithms::Program& program
   k.done = w.done_words(r, v.step_count);
   k.seq = seq;
   k.lanes = w.lanes;
+  k.rank = r;
   for (uint32_t q = 0; q < v.queue_count && q < cuda::kWalkerMaxQueues; ++q) {
     const DeviceQueue& dq = c->program.queues[q];
     Fifo& f = dq.is_send ? w.fifo(r, dq.peer, dq.channel) : w.fifo(dq.peer, r, dq.channel);
@@ -144,6 +147,8 @@ std::unique_ptr<RankCall> make_rank(World& w, const algorithms::Program& program
     wf.slots = f.slots;
     wf.published = f.published;
     wf.released = f.released;
+    wf.dead = f.dead;
+    wf.peer = dq.peer;
     wf.slot_bytes = w.slot_bytes;
     wf.slot_count = w.slots;
     uint64_t& next = dq.is_send ? f.sent : f.received;
@@ -336,14 +341,25 @@ int main() {
     w.slot_bytes = 448;
     for (uint64_t g = 1; g <= 3; ++g) check_group(w, 3, g, ++seq);
   }
-  {  // different calls: the header check fails somewhere, and every rank returns
+  {  // different calls: the header check fails somewhere, and every other rank stops on a FIFO
+     // the failed ones marked dead, before its time limit
     World w;
     std::vector<std::unique_ptr<RankCall>> calls;
     for (int r = 0; r < 3; ++r)
       calls.push_back(make_call(w, walker_cases::args(algorithms::Collective::kAllReduce, 3, r == 1 ? 50 : 40),
                                 algorithms::Algorithm::kRing, r, ++seq, 2'000'000'000ull));
     int mismatches = 0;
-    for (const cuda::WalkerError& e : run(calls)) mismatches += e.outcome == device_walk::kHeaderMismatch;
+    const std::vector<cuda::WalkerError> errors = run(calls);
+    for (size_t r = 0; r < errors.size(); ++r) {
+      const cuda::WalkerError& e = errors[r];
+      mismatches += e.outcome == device_walk::kHeaderMismatch;
+      const device_walk::DeadLink d = device_walk::dead_link(e.cause);
+      if (e.outcome == device_walk::kPeerFailed && d.outcome == device_walk::kHeaderMismatch) continue;
+      if (e.outcome == device_walk::kHeaderMismatch) continue;
+      std::fprintf(stderr, "FAIL: rank %zu of ranks that made different calls ended with outcome %u (cause: %d from "
+                           "rank %d), not a mismatch or a peer's\n", r, e.outcome, d.outcome, d.origin);
+      ++failures;
+    }
     if (mismatches == 0) {
       std::fprintf(stderr, "FAIL: ranks that made different calls passed the header check\n");
       ++failures;

@@ -1,11 +1,15 @@
 // The device-side executor's failures on the emulated GPU (WEFT_EMULATE_GPU=1,
 // WEFT_DEVICE_EXECUTOR=kernel, WEFT_ALGO=allreduce:ring; builds without CUDA; 3 ranks under
 // weft-run, see CMakeLists.txt): ranks whose calls disagree get an error from the kernel's header
-// check, naming the call and the peer, or the time limit, instead of a hang or a wrong result;
-// and the communicator is broken after it, as after a failed run on the host.
+// check, naming the call and the peer, instead of a hang or a wrong result, and the ranks that
+// did not see the mismatch hear of it at once through the links the failed ranks mark dead; the
+// communicator is broken after it, as after a failed run on the host; an abort stops the peers
+// the same way.
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -21,11 +25,14 @@ using testing::world;
 
 // Rank 0 reduces 1000 floats, the others 2000, on device buffers through the C++ API (the call
 // returns once the kernel is done). Over the ring, rank 0 reads rank 2's header and rank 1 reads
-// rank 0's: both stop on the mismatch; rank 2 finds rank 1's header right, then waits for data
-// rank 1's stopped walkers never send, until the time limit.
-TEST(DeviceKernel, RanksWhoseCallsDisagreeFailWithinTheTimeout) {
+// rank 0's: both stop on the mismatch. Rank 2 finds rank 1's header right and would wait for data
+// rank 1's stopped walkers never send, until the time limit, but the failed ranks mark their links
+// dead (device_walker.h, dead_word): it stops at once too, naming the rank that failed and why. (So
+// may rank 0 or 1, where a dead link stops it before it reads the header.)
+TEST(DeviceKernel, RanksWhoseCallsDisagreeAllFailAtOnce) {
   Communicator& c = world();
   ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
   const int me = c.rank();
   const size_t count = me == 0 ? 1000 : 2000;
   auto send = cuda::device_alloc(count * sizeof(float));
@@ -36,13 +43,20 @@ TEST(DeviceKernel, RanksWhoseCallsDisagreeFailWithinTheTimeout) {
   Status s = c.allreduce(*send, *recv, count, DataType::kFloat32, RedOp::kSum).wait();
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(s.ok()) << "rank " << me << ": a call the other ranks made differently succeeded";
-  EXPECT_LT(took, 2 * c.config().timeout + std::chrono::seconds(5)) << s.to_string();
+  EXPECT_LT(took, std::chrono::seconds(8)) << s.to_string();
   const std::string self = "rank " + std::to_string(me) + ": ";
   EXPECT_EQ(s.message().rfind(self, 0), 0u) << s.to_string();
   EXPECT_EQ(s.message().find(self + self), std::string::npos) << "named twice: " << s.to_string();
-  if (me <= 1) {
-    EXPECT_NE(s.message().find("made a different call"), std::string::npos) << s.to_string();
-    EXPECT_NE(s.message().find(me == 0 ? "rank 2" : "rank 0"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("made a different call"), std::string::npos) << s.to_string();
+  // A rank that read a mismatched header says so and names the peer, unless a dead link stopped
+  // it first (which of the two comes first is a race); rank 2 reads none.
+  const bool relayed = s.message().find("'s failed first") != std::string::npos;
+  EXPECT_EQ(s.code(), relayed ? StatusCode::kRemoteError : StatusCode::kInvalidUsage) << s.to_string();
+  if (me == 2) {
+    EXPECT_TRUE(relayed) << s.to_string();
+  }
+  if (!relayed) {
+    EXPECT_NE(s.message().find(me == 0 ? "rank 2 made" : "rank 0 made"), std::string::npos) << s.to_string();
   }
   // The failure broke the communicator, as a run's does: the next call, whatever it is, fails at
   // once saying so.
@@ -59,7 +73,8 @@ TEST(DeviceKernel, RanksWhoseCallsDisagreeFailWithinTheTimeout) {
 // agreeing call queued on the stream right behind it: calls return at once, so the second is
 // launched before the first is known to fail. It must move nothing: rank 2, whose walkers saw the
 // right header from rank 1, would otherwise take rank 1's second call's chunks for the first's
-// and report success for it. So every rank's failure is its first device call's.
+// and report success for it. So every rank's failure is its first device call's, and a later
+// call on host buffers fails at once with it.
 TEST(DeviceKernel, ACallQueuedBehindAFailedOneMovesNothing) {
   Communicator& c = world();
   ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
@@ -88,9 +103,59 @@ TEST(DeviceKernel, ACallQueuedBehindAFailedOneMovesNothing) {
   const Status async = c.state().async_error();
   ASSERT_FALSE(async.ok()) << "rank " << me << ": no error after a call the ranks made differently";
   EXPECT_NE(async.message().find("device call 1 "), std::string::npos) << async.to_string();
+  // The kernel's failure broke the whole communicator, not only its kernels: a call on host
+  // buffers (the host executor's) fails at once too.
+  std::vector<float> host(64, 1.0f);
+  const auto again = std::chrono::steady_clock::now();
+  Status h = c.allreduce(host.data(), host.data(), host.size(), DataType::kFloat32, RedOp::kSum).wait();
+  EXPECT_FALSE(h.ok()) << "rank " << me << ": a host call succeeded after the kernel's failure";
+  EXPECT_NE(h.message().find("unusable after an earlier error"), std::string::npos) << h.to_string();
+  EXPECT_NE(h.message().find("device call 1 "), std::string::npos) << h.to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::seconds(1)) << h.to_string();
   cuda::stream_destroy(*stream);
   cuda::device_free(*a);
   cuda::device_free(*b);
+}
+
+// Rank 0 aborts its communicator while its kernel waits in an allreduce that rank 2 has not made
+// yet: its walkers stop and mark their links dead, so rank 1's kernel, waiting in the same call,
+// stops at once instead of at its time limit, and rank 2's, launched later, stops as soon as it
+// waits; both name rank 0 and the abort.
+TEST(DeviceKernel, AnAbortedRanksPeersStopAtOnce) {
+  Communicator& c = world();
+  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
+  const int me = c.rank();
+  constexpr size_t kCount = 4096;
+  auto buf = cuda::device_alloc(2 * kCount * sizeof(float));
+  auto stream = cuda::stream_create();
+  ASSERT_TRUE(buf.ok() && stream.ok());
+  std::memset(*buf, 0, 2 * kCount * sizeof(float));
+  float* f = static_cast<float*>(*buf);
+  // An agreeing call first: the links are made, and the ranks' kernels run.
+  ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+  if (me == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto start = std::chrono::steady_clock::now();
+  {
+    StreamScope scope(*stream);
+    ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+  }
+  if (me == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    c.abort();
+  }
+  ASSERT_TRUE(cuda::stream_sync(*stream).ok());
+  const auto took = std::chrono::steady_clock::now() - start;
+  const Status async = c.state().async_error();
+  ASSERT_FALSE(async.ok()) << "rank " << me << ": no error after rank 0 aborted in the call";
+  EXPECT_LT(took, std::chrono::seconds(8)) << async.to_string();
+  EXPECT_NE(async.message().find("abort"), std::string::npos) << async.to_string();
+  if (me != 0) {
+    EXPECT_EQ(async.code(), StatusCode::kRemoteError) << async.to_string();
+    EXPECT_NE(async.message().find("rank 0's failed first"), std::string::npos) << async.to_string();
+  }
+  cuda::stream_destroy(*stream);
+  cuda::device_free(*buf);
 }
 
 }  // namespace

@@ -508,6 +508,21 @@ TEST(DeviceWalker, DifferentCallsStopOnTheHeader) {
     });
 }
 
+// A link's dead word carries who failed first, how, and whom it blamed, for any rank a kernel may
+// hold, and is never 0 (0 means the link is well).
+TEST(DeviceWalker, DeadWordsSayWhoFailedAndHow) {
+  for (int outcome : {device_walk::kStopped, device_walk::kHeaderMismatch, device_walk::kAborted})
+    for (int origin : {0, 1, 4095, (1 << 24) - 1})
+      for (int blamed : {-1, 0, 7, (1 << 24) - 2}) {
+        const uint64_t word = device_walk::dead_word(outcome, origin, blamed);
+        EXPECT_NE(word, 0u);
+        const device_walk::DeadLink d = device_walk::dead_link(word);
+        EXPECT_EQ(d.outcome, outcome);
+        EXPECT_EQ(d.origin, origin);
+        EXPECT_EQ(d.blamed, blamed);
+      }
+}
+
 // Ranks whose walkers run different lanes (WEFT_DEVICE_WALKER_LANES set apart): the header check
 // fails, and the lanes whose peer lane does not exist stop with the rest.
 TEST(DeviceWalker, DifferentLanesStopOnTheHeader) {

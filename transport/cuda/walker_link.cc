@@ -17,24 +17,26 @@ struct Announcement {
   uint8_t handle[64] = {};
 };
 
-// published and released for each lane, a cache line each.
+// published and released for each lane, a cache line each; then the dead word, a line of its own.
 constexpr size_t kLaneCounters = device_walk::kLaneCounterBytes;
-constexpr size_t kCounterBytes = 2 * kLaneCounters;
+constexpr size_t kCounterBytes = 2 * kLaneCounters + 64;
 
 WalkerBlock block_at(char* base, size_t slot_bytes, uint32_t slot_count) {
   WalkerBlock b;
+  char* counters = base + slot_bytes * slot_count;
   b.slots = base;
-  b.published = reinterpret_cast<uint64_t*>(base + slot_bytes * slot_count);
-  b.released = reinterpret_cast<uint64_t*>(base + slot_bytes * slot_count + kLaneCounters);
+  b.published = reinterpret_cast<uint64_t*>(counters);
+  b.released = reinterpret_cast<uint64_t*>(counters + kLaneCounters);
+  b.dead = reinterpret_cast<uint64_t*>(counters + 2 * kLaneCounters);
   return b;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<WalkerLink>> WalkerLink::make(std::unique_ptr<Connection> control, int peer, size_t slot_bytes,
-                                                     uint32_t slot_count, std::chrono::milliseconds close_wait,
-                                                     Deadline deadline) {
-  std::unique_ptr<WalkerLink> link(new WalkerLink(std::move(control), peer, slot_bytes, slot_count, close_wait));
+Result<std::unique_ptr<WalkerLink>> WalkerLink::make(std::unique_ptr<Connection> control, int rank, int peer,
+                                                     size_t slot_bytes, uint32_t slot_count,
+                                                     std::chrono::milliseconds close_wait, Deadline deadline) {
+  std::unique_ptr<WalkerLink> link(new WalkerLink(std::move(control), rank, peer, slot_bytes, slot_count, close_wait));
   WEFT_TRY(link->start(deadline));
   return link;
 }
