@@ -77,7 +77,19 @@ Status CommState::device_setup(const Operation& op) {
       WEFT_TRY(host);
       return (*host)->connect(peer, channel + kKernelChannel, deadline);
     };
-    auto k = DeviceExecutor::make(rank_, config_, gpu_share_, log_, control);
+    // Which ranks the cuda transport reaches (their links map each other's GPU memory), and
+    // whether the kernel reaches every rank of the communicator (a rank it does not cannot run
+    // its collectives in the kernel; launch_on_device): directly, or through the proxy. A rank
+    // whose transport is an error (WEFT_TRANSPORT=shm across nodes) counts as not reached: the
+    // host executor reports it.
+    std::vector<bool> direct(static_cast<size_t>(nranks_), false);
+    kernel_reaches_all_ = true;
+    for (int peer = 0; peer < nranks_; ++peer) {
+      auto host = transport_for(peer);
+      direct[static_cast<size_t>(peer)] = host.ok() && cuda_reaches(*host);
+      kernel_reaches_all_ = kernel_reaches_all_ && host.ok() && (direct[peer] || config_.device_proxy);
+    }
+    auto k = DeviceExecutor::make(rank_, config_, gpu_share_, log_, control, std::move(direct));
     if (!k.ok()) {
       cuda::device_free(*flag);
       cuda::stream_destroy(*stream);
@@ -85,14 +97,6 @@ Status CommState::device_setup(const Operation& op) {
     }
     kernel_executor_ = std::move(*k);
     has_kernel_executor_.store(true, std::memory_order_release);
-    // Whether the cuda transport reaches every rank of the communicator (a rank it does not
-    // cannot run its collectives in the kernel; launch_on_device). A rank whose transport is an
-    // error (WEFT_TRANSPORT=shm across nodes) counts as not reached: the host executor reports it.
-    kernel_reaches_all_ = true;
-    for (int peer = 0; peer < nranks_; ++peer) {
-      auto host = transport_for(peer);
-      kernel_reaches_all_ = kernel_reaches_all_ && host.ok() && cuda_reaches(*host);
-    }
   }
   device_ = *dev;
   stream_ = *stream;
@@ -133,7 +137,7 @@ Status CommState::launch_group_on_device(Operation& op, bool* taken) {
   for (size_t i = 0; i < op.peer_ops.size(); ++i) {
     auto host = transport_for(op.peer_ops[i].peer);
     WEFT_TRY(host);
-    const bool kernel = cuda_reaches(*host);
+    const bool kernel = config_.device_proxy || cuda_reaches(*host);
     (kernel ? kernel_ops : host_ops).push_back(op.peer_ops[i]);
     (kernel ? kernel_buffers : host_buffers).push_back(op.buffers[i]);
   }

@@ -283,7 +283,7 @@ class CommState : public ConnectionSource {
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> device_connections_;
   std::unique_ptr<DeviceExecutor> kernel_executor_;  // WEFT_DEVICE_EXECUTOR=kernel; set with device_
   std::atomic<bool> has_kernel_executor_{false};     // set (release) once kernel_executor_ is
-  bool kernel_reaches_all_ = false;  // set with kernel_executor_: cuda_reaches() every rank's transport
+  bool kernel_reaches_all_ = false;  // set with kernel_executor_: it reaches every rank (cuda, or the proxy)
   // queue_mu_: what prepare_device() has made, so a call it was made for returns at once.
   std::set<PlanKey> device_prepared_;
   std::set<std::pair<int, int>> device_links_;

@@ -124,6 +124,7 @@ Result<Config> Config::from_env() {
       return invalid_argument(std::string("WEFT_DEVICE_EXECUTOR='") + v + "' is not one of host, kernel");
     c.device_kernel = e == "kernel";
   }
+  if (const char* v = env("WEFT_DEVICE_PROXY")) WEFT_TRY(parse_flag("WEFT_DEVICE_PROXY", v, &c.device_proxy));
   if (const char* v = env("WEFT_DEVICE_WALKER_THREADS")) {
     WEFT_TRY(parse_size("WEFT_DEVICE_WALKER_THREADS", v, 32, &n));
     if (n > Config::kMaxDeviceWalkerThreads || n % 32 != 0)

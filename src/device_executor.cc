@@ -10,6 +10,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/program_index.h"
+#include "src/backoff.h"
 #include "src/device_walker.h"
 
 namespace weft {
@@ -19,6 +20,8 @@ namespace {
 // costs every lane a hand-over, so larger slots move more bytes a second, but a step of a few MiB
 // then fills one chunk and no longer pipelines; docs/PERFORMANCE.md, "More bytes in flight").
 constexpr uint32_t kSlotCount = 8;
+// How often an idle proxy looks at its links' dead words.
+constexpr auto kIdleLook = std::chrono::milliseconds(20);
 
 template <typename T>
 Result<void*> upload(const std::vector<T>& v) {
@@ -47,6 +50,8 @@ std::string what_stopped(int rank, bool self, int outcome, int blamed, std::chro
              " (its header does not match: the ranks must make the same collective calls in the same order, and "
              "a group's sends to a peer must match the peer's receives from it in number and size)";
     case device_walk::kAborted: return subject + " was aborted";
+    case device_walk::kLinkFailed:
+      return subject + "'s connection to " + who + " failed (it closed, died or aborted; the log says more)";
     default:
       return subject + " stopped waiting for " + who + " (nothing from it within the " +
              "communicator's timeout of " + std::to_string(timeout.count()) + " ms)";
@@ -56,8 +61,10 @@ std::string what_stopped(int rank, bool self, int outcome, int blamed, std::chro
 }  // namespace
 
 Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Config& config, GpuShare share,
-                                                             Logger log, ControlLink control) {
-  std::unique_ptr<DeviceExecutor> e(new DeviceExecutor(rank, config, share, std::move(log), std::move(control)));
+                                                             Logger log, ControlLink control,
+                                                             std::vector<bool> direct) {
+  std::unique_ptr<DeviceExecutor> e(
+      new DeviceExecutor(rank, config, share, std::move(log), std::move(control), std::move(direct)));
   auto err = cuda::host_alloc(sizeof(cuda::WalkerError));
   WEFT_TRY(err);
   e->error_ = static_cast<cuda::WalkerError*>(*err);
@@ -73,8 +80,10 @@ Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Con
 }
 
 DeviceExecutor::~DeviceExecutor() {
-  // The kernels end on their own (done, failed or at the communicator's timeout).
+  // The kernels end on their own (done, failed or at the communicator's timeout); the proxy then
+  // carries what they left in its links' slots.
   (void)wait_last();
+  stop_proxy();
   links_.clear();
   for (auto& [key, p] : programs_)
     if (p)
@@ -144,7 +153,7 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
   return Status();
 }
 
-Result<transport::WalkerLink*> DeviceExecutor::link(int peer, int channel, Deadline deadline) {
+Result<transport::DeviceLink*> DeviceExecutor::link(int peer, int channel, Deadline deadline) {
   auto it = links_.find({peer, channel});
   if (it != links_.end()) return it->second.get();
   std::unique_ptr<transport::Connection> control;
@@ -153,12 +162,84 @@ Result<transport::WalkerLink*> DeviceExecutor::link(int peer, int channel, Deadl
     WEFT_TRY(c);
     control = std::move(*c);
   }
-  auto l = transport::WalkerLink::make(std::move(control), rank_, peer, slot_bytes_, kSlotCount, timeout_, deadline);
+  const bool direct = mapped(peer);
+  const std::string over = direct ? "" : " over " + control->describe();
+  Result<std::unique_ptr<transport::DeviceLink>> l = [&]() -> Result<std::unique_ptr<transport::DeviceLink>> {
+    if (direct) {
+      auto w = transport::WalkerLink::make(std::move(control), rank_, peer, slot_bytes_, kSlotCount, timeout_, deadline);
+      WEFT_TRY(w);
+      return std::unique_ptr<transport::DeviceLink>(std::move(*w));
+    }
+    auto p = transport::ProxyLink::make(std::move(control), rank_, peer, slot_bytes_, kSlotCount, deadline);
+    WEFT_TRY(p);
+    return std::unique_ptr<transport::DeviceLink>(std::move(*p));
+  }();
   if (!l.ok()) return l.status().with_context("the device executor's link to rank " + std::to_string(peer));
-  log_.info("device executor: linked to rank " + std::to_string(peer) + " channel " + std::to_string(channel));
-  transport::WalkerLink* raw = l->get();
+  log_.info("device executor: linked to rank " + std::to_string(peer) + " channel " + std::to_string(channel) + " (" +
+            (*l)->kind() + over + ")");
+  transport::DeviceLink* raw = l->get();
   links_[{peer, channel}] = std::move(*l);
+  if (!direct) start_proxy(static_cast<transport::ProxyLink*>(raw));
   return raw;
+}
+
+void DeviceExecutor::start_proxy(transport::ProxyLink* link) {
+  std::lock_guard<std::mutex> lock(proxy_mu_);
+  proxy_links_.push_back(link);
+  if (!proxy_.joinable()) proxy_ = std::thread([this] { proxy_loop(); });
+}
+
+void DeviceExecutor::wake_proxy() {
+  {
+    std::lock_guard<std::mutex> lock(proxy_mu_);
+    proxy_work_ = true;
+  }
+  proxy_cv_.notify_one();
+}
+
+void DeviceExecutor::proxy_loop() {
+  Backoff backoff(true);
+  std::vector<transport::ProxyLink*> links;  // proxy_links_ as of this pass (its storage reused)
+  std::unique_lock<std::mutex> lock(proxy_mu_);
+  while (!proxy_stop_) {
+    proxy_work_ = false;
+    links.assign(proxy_links_.begin(), proxy_links_.end());
+    lock.unlock();
+    bool moved = false, busy = false;
+    for (transport::ProxyLink* l : links) {
+      auto r = l->progress();
+      if (!r.ok()) log_.warn("rank " + std::to_string(rank_) + ": the device executor's proxy to rank " +
+                             std::to_string(l->peer()) + " stopped: " + r.status().message());
+      moved = moved || (r.ok() && *r);
+      busy = busy || l->busy();
+    }
+    if (moved) backoff.reset();
+    else if (busy) backoff.pause();
+    lock.lock();
+    // Nothing planned is left to carry: sleep until a plan arrives, or for kIdleLook, to pass on a
+    // dead word a kernel marked on a link with nothing planned.
+    if (!busy && !moved) proxy_cv_.wait_for(lock, kIdleLook, [&] { return proxy_work_ || proxy_stop_; });
+  }
+}
+
+void DeviceExecutor::stop_proxy() {
+  std::vector<transport::ProxyLink*> links;
+  {
+    std::lock_guard<std::mutex> lock(proxy_mu_);
+    if (!proxy_.joinable()) return;
+    links = proxy_links_;
+  }
+  const Deadline deadline = Deadline::after(timeout_);
+  auto busy = [&] { return std::any_of(links.begin(), links.end(), [](auto* l) { return l->busy(); }); };
+  while (busy() && !deadline.expired()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  {
+    std::lock_guard<std::mutex> lock(proxy_mu_);
+    proxy_stop_ = true;
+  }
+  proxy_cv_.notify_one();
+  proxy_.join();
+  // A last pass, so that a dead word marked since the proxy last looked reaches the peer.
+  for (transport::ProxyLink* l : links) (void)l->progress();
 }
 
 Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes, bool zero) {
@@ -189,12 +270,12 @@ Status DeviceExecutor::fill_queues(const DeviceProgram& host, const std::vector<
   }
   for (uint32_t q = 0; q < host.queues.size(); ++q) {
     const DeviceQueue& dq = host.queues[q];
-    transport::WalkerLink& link = *links_.at({dq.peer, dq.channel});
+    transport::DeviceLink& link = *links_.at({dq.peer, dq.channel});
     cuda::WalkerFifo& f = call->queues[q];
-    const transport::WalkerBlock& to = dq.is_send ? link.peers() : link.mine();  // whose slots
-    f.slots = to.slots;
-    f.published = to.published;
-    f.released = dq.is_send ? link.mine().released : link.peers().released;
+    const transport::FifoEnds ends = dq.is_send ? link.send_end() : link.recv_end();
+    f.slots = ends.slots;
+    f.published = ends.published;
+    f.released = ends.released;
     f.slot_bytes = link.slot_bytes();
     f.slot_count = link.slot_count();
     f.peer = dq.peer;
@@ -204,6 +285,20 @@ Status DeviceExecutor::fill_queues(const DeviceProgram& host, const std::vector<
     next += chunks[q];
   }
   return Status();
+}
+
+void DeviceExecutor::plan_proxies(const DeviceProgram& host, const cuda::WalkerCall& call, uint32_t lanes) {
+  bool planned = false;
+  for (uint32_t q = 0; q < host.queues.size(); ++q) {
+    const DeviceQueue& dq = host.queues[q];
+    if (mapped(dq.peer)) continue;
+    auto& proxy = static_cast<transport::ProxyLink&>(*links_.at({dq.peer, dq.channel}));
+    const std::vector<uint64_t> sizes = host.chunk_sizes(q, proxy.slot_bytes(), lanes);
+    if (dq.is_send) proxy.plan(sizes, {}, lanes);
+    else proxy.plan({}, sizes, lanes, call.queues[q].header);
+    planned = true;
+  }
+  if (planned) wake_proxy();
 }
 
 Status DeviceExecutor::enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_t lanes, cuda::Stream stream) {
@@ -232,6 +327,7 @@ Status DeviceExecutor::enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_
 
 Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& a, const void* send, void* recv,
                               cuda::Stream stream) {
+  WEFT_TRY(error());  // before fill_queues moves the links' bookkeeping on (enqueue would refuse)
   Program& p = *programs_.at(key);
   const uint32_t lanes = lanes_for(a.nranks);
   cuda::WalkerCall call;
@@ -243,6 +339,7 @@ Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& 
   }
   call.in = const_cast<char*>(static_cast<const char*>(send));
   call.out = static_cast<char*>(recv);
+  plan_proxies(p.host, call, lanes);
   WEFT_TRY(enqueue(call, p.tmp_bytes, lanes, stream));
   ++seq_;
   return Status();
@@ -301,6 +398,7 @@ Result<DeviceExecutor::GroupTable*> DeviceExecutor::next_table() {
 
 Status DeviceExecutor::launch_group(int nranks, const std::vector<algorithms::PeerOp>& ops,
                                     const std::vector<void*>& buffers, cuda::Stream stream) {
+  WEFT_TRY(error());
   const algorithms::Program program = algorithms::sendrecv_group(ops, rank_, nranks);
   const DeviceProgram host = flatten(program, algorithms::index_program(program));
   const uint32_t lanes = lanes_for(nranks);
@@ -335,12 +433,13 @@ Status DeviceExecutor::launch_group(int nranks, const std::vector<algorithms::Pe
   WEFT_TRY(fill_queues(host, chunks, &call));
   for (uint32_t q = 0; q < view.queue_count; ++q) {
     const DeviceQueue& dq = host.queues[q];
-    transport::WalkerLink& link = *links_.at({dq.peer, dq.channel});  // fill_queues made it
+    transport::DeviceLink& link = *links_.at({dq.peer, dq.channel});  // fill_queues made it
     uint64_t& groups = dq.is_send ? link.groups_sent : link.groups_received;
     walker_group_header(host, q, dq.is_send ? rank_ : dq.peer, ++groups, lanes, call.queues[q].header);
   }
   // The copy waits for nothing: the table's last reader has finished (next_table()).
   WEFT_TRY(cuda::copy_async(t.device, t.host, used, stream));
+  plan_proxies(host, call, lanes);
   WEFT_TRY(enqueue(call, 0, lanes, stream));
   WEFT_TRY(cuda::event_record(t.used, stream));
   t.pending = true;
@@ -376,6 +475,8 @@ Status DeviceExecutor::error() const {
   if (outcome == device_walk::kPeerFailed) {
     // The failure of another rank's walkers, which marked a link of this call dead (walker.h).
     const device_walk::DeadLink d = device_walk::dead_link(e->cause);
+    if (d.origin == rank_)  // this rank's proxy found its connection failed
+      return remote_error(call + what_stopped(rank_, true, d.outcome, d.blamed, timeout_));
     const std::string via = d.origin == peer ? "" : " (passed on by rank " + std::to_string(peer) + ")";
     return remote_error(call + "stopped because rank " + std::to_string(d.origin) + "'s failed first" + via + ": " +
                         what_stopped(d.origin, false, d.outcome, d.blamed, timeout_));

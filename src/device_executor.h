@@ -4,12 +4,14 @@
 // stream sees its result; nothing of weft's runs on the host for it afterwards. So it needs
 // neither weft's thread nor a held stream (docs/NCCL.md, "Stream order").
 //
-// Takes a collective of a communicator whose ranks the cuda transport all reaches (one node, P2P
-// allowed) and whose program has at most cuda::kWalkerMaxQueues FIFOs at every rank (so that
-// every rank decides alike); the rest stay with the host executor. Takes the part
-// of a group of send/recv calls whose peers it reaches, where the communicator's groups fit a
-// kernel (takes_groups()); the caller runs the rest of the group on the host executor. Per (peer,
-// channel) it keeps a WalkerLink (device memory both ranks map), made on first use; per
+// Takes a collective of a communicator whose ranks it all reaches (the caller says which: with
+// WEFT_DEVICE_PROXY, every rank) and whose program has at most cuda::kWalkerMaxQueues FIFOs at
+// every rank (so that every rank decides alike); the rest stay with the host executor. Takes the
+// part of a group of send/recv calls whose peers it reaches, where the communicator's groups fit
+// a kernel (takes_groups()); the caller runs the rest of the group on the host executor. Per
+// (peer, channel) it keeps a link, made on first use: a WalkerLink (device memory both ranks map)
+// to a peer the cuda transport reaches, else a ProxyLink (FIFOs in this rank's pinned host memory,
+// whose chunks the executor's proxy thread carries over a host connection; proxy_link.h). Per
 // collective kind, the program flattened and copied to the device once; a group's program and
 // buffer table go with the call (a pinned host table copied on the call's stream; kGroupTables
 // of them in turn). Launches are ordered one after another on the GPU (each waits for the
@@ -25,14 +27,17 @@
 // Status: not yet run on a GPU. tests/gpu/walker_test.cc checks the kernel alone;
 // tests/gpu/nccl_device_test.cu runs under WEFT_DEVICE_EXECUTOR=kernel as gpu.nccl.device.kernel.n*.
 // Thread-safety: the caller's thread (one thread issues a communicator's calls at a time);
-// error() and abort() from any thread.
+// error() and abort() from any thread; the proxy thread touches only its ProxyLinks.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "algorithms/planner.h"
@@ -41,6 +46,7 @@
 #include "src/deadline.h"
 #include "src/device_program.h"
 #include "src/log.h"
+#include "transport/cuda/proxy_link.h"
 #include "transport/cuda/walker_link.h"
 
 namespace weft {
@@ -57,9 +63,11 @@ class DeviceExecutor {
     int sms = 0;            // the fewest multiprocessors of its ranks' GPUs (0: not known)
   };
   // From `config`: the timeout, and the walkers' threads, lanes and slot size
-  // (WEFT_DEVICE_WALKER_THREADS, _LANES, _SLOT_BYTES).
+  // (WEFT_DEVICE_WALKER_THREADS, _LANES, _SLOT_BYTES). `direct[r]`: rank r's GPU memory can be
+  // mapped here (the cuda transport reaches it: a WalkerLink); the other ranks' links are
+  // ProxyLinks over `control`'s connections, carried by the proxy thread.
   static Result<std::unique_ptr<DeviceExecutor>> make(int rank, const Config& config, GpuShare share, Logger log,
-                                                      ControlLink control);
+                                                      ControlLink control, std::vector<bool> direct);
   ~DeviceExecutor();
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
@@ -113,17 +121,32 @@ class DeviceExecutor {
   static constexpr size_t kGroupTables = 8;
   static constexpr size_t kGroupTableBytes = size_t{64} << 10;
 
-  DeviceExecutor(int rank, const Config& config, GpuShare share, Logger log, ControlLink control)
+  DeviceExecutor(int rank, const Config& config, GpuShare share, Logger log, ControlLink control,
+                 std::vector<bool> direct)
       : rank_(rank), timeout_(config.timeout), threads_(config.device_walker_threads),
         lanes_(config.device_walker_lanes), share_(share), slot_bytes_(config.device_walker_slot_bytes),
-        log_(std::move(log)), control_(std::move(control)) {}
+        log_(std::move(log)), control_(std::move(control)), direct_(std::move(direct)) {}
+  // Whether `peer`'s link is a WalkerLink (this rank, or direct_), not a ProxyLink.
+  bool mapped(int peer) const {
+    return peer == rank_ || (static_cast<size_t>(peer) < direct_.size() && direct_[static_cast<size_t>(peer)]);
+  }
   // walker_lanes() for a call of `nranks`.
   uint32_t lanes_for(int nranks) const { return walker_lanes(lanes_, nranks, share_.ranks_per_gpu, share_.sms); }
-  Result<transport::WalkerLink*> link(int peer, int channel, Deadline deadline);
+  Result<transport::DeviceLink*> link(int peer, int channel, Deadline deadline);
   // Points call's queues at their links (made on first use, in ascending (peer, channel) order)
   // and takes each queue's chunk numbers (chunks[q] of them, DeviceProgram::chunks). The caller
-  // writes the headers.
+  // writes the headers, then plans the call on its ProxyLinks (plan_proxies), then enqueues it.
   Status fill_queues(const DeviceProgram& host, const std::vector<uint64_t>& chunks, cuda::WalkerCall* call);
+  // Tells the proxy the chunks of `call`'s queues on ProxyLinks (walked by `lanes` lanes) and the
+  // headers it expects, before any walker of the call can publish one.
+  void plan_proxies(const DeviceProgram& host, const cuda::WalkerCall& call, uint32_t lanes);
+  // The proxy thread: carries the ProxyLinks' chunks while any has some to carry, else sleeps
+  // until plan_proxy() wakes it or the executor stops it.
+  void proxy_loop();
+  void start_proxy(transport::ProxyLink* link);
+  void wake_proxy();
+  // Waits (bounded by the timeout) until the proxy has carried everything planned, then stops it.
+  void stop_proxy();
   // Queues `call` (its program, queues and buffers set) on `stream` after the last launch, with
   // TMP of at least tmp_bytes and done flags for its steps.
   Status enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_t lanes, cuda::Stream stream);
@@ -141,8 +164,16 @@ class DeviceExecutor {
   const size_t slot_bytes_;
   const Logger log_;
   const ControlLink control_;
+  const std::vector<bool> direct_;
   std::map<Key, std::unique_ptr<Program>> programs_;  // null: left to the host executor
-  std::map<std::pair<int, int>, std::unique_ptr<transport::WalkerLink>> links_;
+  std::map<std::pair<int, int>, std::unique_ptr<transport::DeviceLink>> links_;
+  // The proxy: its links (also in links_), guarded by proxy_mu_ with the flags.
+  std::mutex proxy_mu_;
+  std::condition_variable proxy_cv_;
+  std::vector<transport::ProxyLink*> proxy_links_;
+  bool proxy_work_ = false;  // a plan arrived since the proxy last looked
+  bool proxy_stop_ = false;
+  std::thread proxy_;
   void* tmp_ = nullptr;
   size_t tmp_size_ = 0;
   void* done_ = nullptr;

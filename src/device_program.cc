@@ -45,15 +45,19 @@ DeviceProgramView DeviceProgram::view() const {
 }
 
 uint64_t DeviceProgram::chunks(uint32_t q, size_t slot_bytes, uint32_t lanes) const {
+  return chunk_sizes(q, slot_bytes, lanes).size();
+}
+
+std::vector<uint64_t> DeviceProgram::chunk_sizes(uint32_t q, size_t slot_bytes, uint32_t lanes) const {
   const size_t elem = dtype_size(dtype);
   const size_t chunk = device_walk::chunk_bytes(slot_bytes, lanes, elem);
   const DeviceQueue& dq = queues[q];
-  uint64_t n = 1;
+  std::vector<uint64_t> sizes{device_walk::kHeaderBytes};
   for (uint32_t k = 0; k < dq.steps_count; ++k) {
     const size_t bytes = steps[queue_steps[dq.steps_begin + k]].count * elem;
-    n += (bytes + chunk - 1) / chunk;
+    for (size_t off = 0; off < bytes; off += chunk) sizes.push_back(std::min(chunk, bytes - off));
   }
-  return n;
+  return sizes;
 }
 
 DeviceProgram flatten(const algorithms::Program& p, const ProgramIndex& index) {

@@ -87,6 +87,9 @@ struct DeviceProgram {
   // its header included (the walkers cut each step's bytes into chunks of
   // device_walk::chunk_bytes()).
   uint64_t chunks(uint32_t q, size_t slot_bytes, uint32_t lanes) const;
+  // Those chunks' lengths in bytes, in order: the header's (device_walk::kHeaderBytes), then each
+  // step's cut into chunks of device_walk::chunk_bytes() (the last one shorter).
+  std::vector<uint64_t> chunk_sizes(uint32_t q, size_t slot_bytes, uint32_t lanes) const;
 };
 
 DeviceProgram flatten(const algorithms::Program& p, const algorithms::ProgramIndex& index);

@@ -70,6 +70,11 @@ struct Config {
   // transport reaches as one kernel on the caller's stream, queued by the call (src/cuda/walker.h;
   // experimental); "host" (the default): weft's thread drives them (WEFT_CUDA_STREAM_ORDER above).
   bool device_kernel = false;
+  // WEFT_DEVICE_PROXY: with that kernel, 1 (the default) also runs the calls with ranks the cuda
+  // transport does not reach (another node, P2P off) in the kernel, a proxy thread carrying their
+  // chunks over the host connection (transport/cuda/proxy_link.h); 0 leaves those calls (and the
+  // part of a group to such peers) to the host executor, which blocks.
+  bool device_proxy = true;
   // WEFT_DEVICE_WALKER_THREADS: the threads of each of that kernel's blocks (a block per FIFO and
   // one for the local steps); 32 to kMaxDeviceWalkerThreads (src/cuda/walker.cu says why no
   // more), a multiple of 32.

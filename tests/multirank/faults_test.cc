@@ -1,12 +1,14 @@
 // Failures that must end in an error naming the rank, within the timeout: a peer killed in the
 // middle of a collective, a peer killed or aborted before a channel the collective needs has
 // joined, an abort() during a collective or while a channel joins, a peer that never makes the call,
-// ranks that never arrive at init, and ranks whose settings would give them different programs.
+// ranks that never arrive at init, and ranks whose settings would give them different programs;
+// and a peer killed while the device-side executor's kernels wait on it through the proxy.
 // Ranks are forked (tests/multirank/forked_ranks.h), not started by weft-run, which would stop
 // the survivors as soon as one rank dies.
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -15,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include "src/call_stream.h"
+#include "src/cuda/device.h"
 #include "tests/multirank/forked_ranks.h"
 #include "weft/communicator.h"
 
@@ -237,6 +241,42 @@ TEST_P(Faults, DeviceFifoSizesThatDifferBetweenRanksFailInit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));
+
+// The device-side executor on the emulated GPU (its own ctest, WEFT_EMULATE_GPU=1, in builds
+// without CUDA), over tcp, so that every link is the proxy's: rank 1 is killed while its kernel
+// is in an allreduce the others make too. The proxies whose connection to rank 1 breaks mark
+// their links dead, which stops their kernels and, passed on, the others': every survivor's call
+// fails naming rank 1 within seconds, not at the 20 s timeout.
+TEST(DeviceKernelFaults, PeerKilledMidCallStopsEveryKernel) {
+  if (std::getenv("WEFT_EMULATE_GPU") == nullptr) GTEST_SKIP() << "needs the emulated GPU (WEFT_EMULATE_GPU=1)";
+  Config config = make_config("tcp", 20);
+  config.device_kernel = true;
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    Communicator& c = **comm;
+    constexpr size_t kCount = size_t{1} << 20;
+    auto buf = cuda::device_alloc(kCount * sizeof(float));
+    auto stream = cuda::stream_create();
+    if (!buf.ok() || !stream.ok()) return 22;
+    float* f = static_cast<float*>(*buf);
+    Status s;
+    for (int i = 0; i < 3 && s.ok(); ++i) s = c.allreduce(f, f, kCount, DataType::kFloat32, RedOp::kSum).wait();
+    if (r == 1) {
+      if (!s.ok()) return 21;
+      {
+        StreamScope scope(*stream);  // returns once the kernel is queued
+        (void)c.allreduce(f, f, kCount, DataType::kFloat32, RedOp::kSum).wait();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      raise(SIGKILL);
+    }
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 20 && s.ok(); ++i) s = c.allreduce(f, f, kCount, DataType::kFloat32, RedOp::kSum).wait();
+    return expect_error(s, "rank 1", Clock::now() - t0, std::chrono::seconds(8), r);
+  });
+  ASSERT_NO_FATAL_FAILURE(expect_ranks_exited_zero(status, 4, {0, 2, 3}));
+  EXPECT_EQ(exit_code(status[1]), 128 + SIGKILL);
+}
 
 }  // namespace
 }  // namespace weft

@@ -1,6 +1,5 @@
 #include "transport/cuda/walker_link.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -41,22 +40,6 @@ Result<std::unique_ptr<WalkerLink>> WalkerLink::make(std::unique_ptr<Connection>
   return link;
 }
 
-Status WalkerLink::exchange(const void* out, void* in, size_t bytes, Deadline deadline) {
-  RecvSink sink;
-  sink.dst = in;
-  auto r = control_->post_recv(sink, bytes);
-  WEFT_TRY(r);
-  auto s = control_->post_send(out, bytes);
-  WEFT_TRY(s);
-  while (control_->recvs_done() < *r || control_->sends_done() < *s) {
-    WEFT_TRY(control_->progress());
-    if (deadline.expired())
-      return timeout_error("rank " + std::to_string(peer_) + " did not answer while making the device executor's link");
-    sched_yield();
-  }
-  return Status();
-}
-
 Status WalkerLink::start(Deadline deadline) {
   const size_t bytes = slot_bytes_ * slot_count_ + kCounterBytes;
   auto base = cuda::device_alloc(bytes);
@@ -78,7 +61,7 @@ Status WalkerLink::start(Deadline deadline) {
   WEFT_TRY(ex);
   std::memcpy(a.handle, ex->handle, sizeof a.handle);
   Announcement theirs;
-  WEFT_TRY(exchange(&a, &theirs, sizeof a, deadline));
+  WEFT_TRY(swap_records(*control_, peer_, &a, &theirs, sizeof a, deadline));
   if (theirs.bytes != bytes)
     return internal_error("rank " + std::to_string(peer_) + "'s device executor block has " +
                           std::to_string(theirs.bytes) + " bytes, this rank's " + std::to_string(bytes));
@@ -101,7 +84,7 @@ WalkerLink::~WalkerLink() {
     // "I no longer use your block": each side frees its own once the other has said it.
     const uint64_t bye = 1;
     uint64_t theirs = 0;
-    (void)exchange(&bye, &theirs, sizeof bye, Deadline::after(close_wait_));
+    (void)swap_records(*control_, peer_, &bye, &theirs, sizeof bye, Deadline::after(close_wait_));
   }
   cuda::device_free(base_);
 }

@@ -19,6 +19,7 @@
 #include "src/cuda/device.h"
 #include "src/deadline.h"
 #include "src/device_walker.h"
+#include "transport/cuda/device_link.h"
 #include "transport/transport.h"
 
 namespace weft::transport {
@@ -30,43 +31,32 @@ struct WalkerBlock {
   uint64_t* dead = nullptr;
 };
 
-class WalkerLink {
+class WalkerLink : public DeviceLink {
  public:
   // This rank's (`rank`) link to `peer`. `control` carries the two announcements (and the close);
   // null for a rank's link to itself, whose one block is both ends.
   static Result<std::unique_ptr<WalkerLink>> make(std::unique_ptr<Connection> control, int rank, int peer,
                                                   size_t slot_bytes, uint32_t slot_count,
                                                   std::chrono::milliseconds close_wait, Deadline deadline);
-  ~WalkerLink();
+  ~WalkerLink() override;
   WalkerLink(const WalkerLink&) = delete;
   WalkerLink& operator=(const WalkerLink&) = delete;
 
-  const WalkerBlock& mine() const { return mine_; }
-  const WalkerBlock& peers() const { return peers_; }
-  size_t slot_bytes() const { return slot_bytes_; }
-  uint32_t slot_count() const { return slot_count_; }
-  int peer() const { return peer_; }
-  // The link's dead word, which both ranks' walkers read and write.
-  uint64_t* dead() const { return rank_ <= peer_ ? mine_.dead : peers_.dead; }
-  // The next chunk each way (host bookkeeping of the calls queued so far), and the groups of
-  // send/recv calls queued each way (a group's header carries its number on this link).
-  uint64_t sent = 0, received = 0;
-  uint64_t groups_sent = 0, groups_received = 0;
+  // A send writes the peer's slots and `published`; this side's `released` says what the peer
+  // has read. A receive reads this side's slots.
+  FifoEnds send_end() const override { return {peers_.slots, peers_.published, mine_.released}; }
+  FifoEnds recv_end() const override { return {mine_.slots, mine_.published, peers_.released}; }
+  uint64_t* dead() const override { return rank_ <= peer_ ? mine_.dead : peers_.dead; }
+  const char* kind() const override { return "device memory mapped both ways"; }
 
  private:
   WalkerLink(std::unique_ptr<Connection> control, int rank, int peer, size_t slot_bytes, uint32_t slot_count,
              std::chrono::milliseconds close_wait)
-      : control_(std::move(control)), rank_(rank), peer_(peer), slot_bytes_(slot_bytes), slot_count_(slot_count),
-        close_wait_(close_wait) {}
+      : DeviceLink(peer, slot_bytes, slot_count), control_(std::move(control)), rank_(rank), close_wait_(close_wait) {}
   Status start(Deadline deadline);
-  // Moves one record each way over the control connection by `deadline`.
-  Status exchange(const void* out, void* in, size_t bytes, Deadline deadline);
 
   std::unique_ptr<Connection> control_;
   const int rank_;
-  const int peer_;
-  const size_t slot_bytes_;
-  const uint32_t slot_count_;
   const std::chrono::milliseconds close_wait_;
   char* base_ = nullptr;       // this side's block
   char* peer_base_ = nullptr;  // the peer's, mapped (or the same process's address)

@@ -1,0 +1,25 @@
+#include "transport/cuda/device_link.h"
+
+#include <sched.h>
+
+#include <string>
+
+namespace weft::transport {
+
+Status swap_records(Connection& conn, int peer, const void* out, void* in, size_t bytes, Deadline deadline) {
+  RecvSink sink;
+  sink.dst = in;
+  auto r = conn.post_recv(sink, bytes);
+  WEFT_TRY(r);
+  auto s = conn.post_send(out, bytes);
+  WEFT_TRY(s);
+  while (conn.recvs_done() < *r || conn.sends_done() < *s) {
+    WEFT_TRY(conn.progress());
+    if (deadline.expired())
+      return timeout_error("rank " + std::to_string(peer) + " did not answer while making the device executor's link");
+    sched_yield();
+  }
+  return Status();
+}
+
+}  // namespace weft::transport
