@@ -788,6 +788,8 @@ Status CommState::failed(Status s) {
     async_error_ = s;
   }
   fail_connections(s.message());
+  // The device-side executor's kernels stop too (a kernel's own failure stopped them already).
+  if (has_kernel_executor_.load(std::memory_order_acquire)) kernel_executor_->comm_failed();
   log_.warn(s.message());
   return s;
 }

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <string>
@@ -20,7 +21,7 @@ namespace {
 // costs every lane a hand-over, so larger slots move more bytes a second, but a step of a few MiB
 // then fills one chunk and no longer pipelines; docs/PERFORMANCE.md, "More bytes in flight").
 constexpr uint32_t kSlotCount = 8;
-// How often an idle proxy looks at its links' dead words.
+// How often an idle proxy looks at its links' dead words, and the proxy at its mapped links' peers.
 constexpr auto kIdleLook = std::chrono::milliseconds(20);
 
 template <typename T>
@@ -52,6 +53,7 @@ std::string what_stopped(int rank, bool self, int outcome, int blamed, std::chro
     case device_walk::kAborted: return subject + " was aborted";
     case device_walk::kLinkFailed:
       return subject + "'s connection to " + who + " failed (it closed, died or aborted; the log says more)";
+    case device_walk::kCommFailed: return subject + "'s communicator failed on the host (its log says why)";
     default:
       return subject + " stopped waiting for " + who + " (nothing from it within the " +
              "communicator's timeout of " + std::to_string(timeout.count()) + " ms)";
@@ -69,9 +71,9 @@ Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Con
   WEFT_TRY(err);
   e->error_ = static_cast<cuda::WalkerError*>(*err);
   std::memset(static_cast<void*>(e->error_), 0, sizeof(cuda::WalkerError));
-  auto flag = cuda::host_alloc(sizeof(uint32_t));
+  auto flag = cuda::host_alloc(sizeof(uint64_t));
   WEFT_TRY(flag);
-  e->abort_flag_ = static_cast<uint32_t*>(*flag);
+  e->abort_flag_ = static_cast<uint64_t*>(*flag);
   *e->abort_flag_ = 0;
   auto ev = cuda::event_create();
   WEFT_TRY(ev);
@@ -179,14 +181,31 @@ Result<transport::DeviceLink*> DeviceExecutor::link(int peer, int channel, Deadl
             (*l)->kind() + over + ")");
   transport::DeviceLink* raw = l->get();
   links_[{peer, channel}] = std::move(*l);
-  if (!direct) start_proxy(static_cast<transport::ProxyLink*>(raw));
+  if (peer != rank_) start_proxy(raw, !direct);
   return raw;
 }
 
-void DeviceExecutor::start_proxy(transport::ProxyLink* link) {
+void DeviceExecutor::start_proxy(transport::DeviceLink* link, bool carried) {
   std::lock_guard<std::mutex> lock(proxy_mu_);
-  proxy_links_.push_back(link);
+  if (carried) proxy_links_.push_back(static_cast<transport::ProxyLink*>(link));
+  else watched_.push_back(static_cast<transport::WalkerLink*>(link));
   if (!proxy_.joinable()) proxy_ = std::thread([this] { proxy_loop(); });
+}
+
+void DeviceExecutor::watch_mapped_links() {
+  std::vector<transport::WalkerLink*> links;
+  {
+    std::lock_guard<std::mutex> lock(proxy_mu_);
+    links = watched_;
+  }
+  for (transport::WalkerLink* l : links) {
+    if (std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_relaxed) != 0) return;  // stopped already
+    const Status s = l->check_peer();
+    if (s.ok()) continue;
+    log_.warn("rank " + std::to_string(rank_) + ": the device executor's link to rank " + std::to_string(l->peer()) +
+              " lost its peer (" + s.message() + "): this rank's kernels stop");
+    stop_kernels(device_walk::dead_word(device_walk::kLinkFailed, rank_, l->peer()));
+  }
 }
 
 void DeviceExecutor::wake_proxy() {
@@ -200,11 +219,16 @@ void DeviceExecutor::wake_proxy() {
 void DeviceExecutor::proxy_loop() {
   Backoff backoff(true);
   std::vector<transport::ProxyLink*> links;  // proxy_links_ as of this pass (its storage reused)
+  auto next_watch = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(proxy_mu_);
   while (!proxy_stop_) {
     proxy_work_ = false;
     links.assign(proxy_links_.begin(), proxy_links_.end());
     lock.unlock();
+    if (const auto now = std::chrono::steady_clock::now(); now >= next_watch) {
+      watch_mapped_links();
+      next_watch = now + kIdleLook;
+    }
     bool moved = false, busy = false;
     for (transport::ProxyLink* l : links) {
       auto r = l->progress();
@@ -484,8 +508,12 @@ Status DeviceExecutor::error() const {
   return timeout_error(call + what_stopped(rank_, true, static_cast<int>(outcome), peer, timeout_));
 }
 
-void DeviceExecutor::abort() {
-  if (abort_flag_ != nullptr) *reinterpret_cast<volatile uint32_t*>(abort_flag_) = 1;
+void DeviceExecutor::abort() { stop_kernels(1); }
+
+void DeviceExecutor::stop_kernels(uint64_t why) {
+  if (abort_flag_ == nullptr) return;
+  uint64_t none = 0;
+  std::atomic_ref<uint64_t>(*abort_flag_).compare_exchange_strong(none, why);
 }
 
 }  // namespace weft

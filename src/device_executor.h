@@ -100,6 +100,9 @@ class DeviceExecutor {
   Status wait_last();
   Status error() const;
   void abort();
+  // The communicator failed on the host (a run's error): this rank's kernels stop, now and
+  // later, and pass it on to their peers'.
+  void comm_failed() { stop_kernels(device_walk::dead_word(device_walk::kCommFailed, rank_, -1)); }
 
  private:
   struct Program {
@@ -141,12 +144,21 @@ class DeviceExecutor {
   // headers it expects, before any walker of the call can publish one.
   void plan_proxies(const DeviceProgram& host, const cuda::WalkerCall& call, uint32_t lanes);
   // The proxy thread: carries the ProxyLinks' chunks while any has some to carry, else sleeps
-  // until plan_proxy() wakes it or the executor stops it.
+  // until plan_proxies() wakes it, the executor stops it, or kIdleLook passes; every kIdleLook
+  // it also watches the mapped links' peers (watch_mapped_links).
   void proxy_loop();
-  void start_proxy(transport::ProxyLink* link);
+  // Hands a new link to the proxy thread (started on the first): a ProxyLink to carry, a
+  // WalkerLink to watch.
+  void start_proxy(transport::DeviceLink* link, bool carried);
   void wake_proxy();
   // Waits (bounded by the timeout) until the proxy has carried everything planned, then stops it.
   void stop_proxy();
+  // Stops this rank's kernels, now and later (WalkerCall::abort: 1, or a dead word), unless
+  // already stopped.
+  void stop_kernels(uint64_t why);
+  // The proxy thread, now and then: each mapped link's peer process still there (its control
+  // connection's check_peer); a peer gone stops this rank's kernels, naming it.
+  void watch_mapped_links();
   // Queues `call` (its program, queues and buffers set) on `stream` after the last launch, with
   // TMP of at least tmp_bytes and done flags for its steps.
   Status enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_t lanes, cuda::Stream stream);
@@ -171,6 +183,7 @@ class DeviceExecutor {
   std::mutex proxy_mu_;
   std::condition_variable proxy_cv_;
   std::vector<transport::ProxyLink*> proxy_links_;
+  std::vector<transport::WalkerLink*> watched_;  // mapped links to other processes' ranks
   bool proxy_work_ = false;  // a plan arrived since the proxy last looked
   bool proxy_stop_ = false;
   std::thread proxy_;
@@ -180,7 +193,7 @@ class DeviceExecutor {
   size_t done_size_ = 0;
   std::vector<void*> retired_;
   cuda::WalkerError* error_ = nullptr;  // pinned host memory the kernels write
-  uint32_t* abort_flag_ = nullptr;      // pinned host memory the kernels read
+  uint64_t* abort_flag_ = nullptr;      // pinned host memory the kernels read (WalkerCall::abort)
   cuda::Event last_ = nullptr;          // the end of the last launch
   bool launched_ = false;
   uint64_t seq_ = 0;                    // collectives launched (their headers' number)

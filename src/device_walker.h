@@ -75,7 +75,8 @@ enum Outcome : int {
   kHeaderMismatch = 2,  // the peer's header is not this call's
   kAborted = 3,         // pause() saw the abort flag
   kPeerFailed = 4,      // pause() saw the queue's link marked dead by a failed rank (dead_word)
-  kLinkFailed = 5,      // a dead word only: the proxy's connection to the peer failed (proxy_link.h)
+  kLinkFailed = 5,      // a dead word only: the connection to the peer failed (proxy_link.h)
+  kCommFailed = 6,      // a dead word only: the communicator failed on the host (a run's error)
 };
 
 // A link's dead word: 0 while no rank failed on it; else written by the first failed walker of

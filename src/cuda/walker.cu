@@ -303,9 +303,10 @@ class GpuEnv {
     if (threadIdx.x == 0) {
       if (*stop_ == token_) {
         go = 0;
-      } else if (c_.abort != nullptr && *c_.abort != 0) {
+      } else if (const uint64_t host = c_.abort != nullptr ? *c_.abort : 0; host != 0) {
         go = 0;
-        why_ = device_walk::kAborted;
+        why_ = host == 1 ? device_walk::kAborted : device_walk::kPeerFailed;
+        seen_dead_ = host == 1 ? 0 : host;
       } else if (dead_ != nullptr && (seen_dead_ = *reinterpret_cast<const volatile uint64_t*>(dead_)) != 0) {
         go = 0;
         why_ = device_walk::kPeerFailed;

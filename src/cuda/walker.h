@@ -70,7 +70,10 @@ struct WalkerCall {
   uint32_t lanes = 1;  // blocks per walker, 1 to device_walk::kMaxLanes
   int32_t rank = 0;    // this rank (a dead word's origin)
   WalkerFifo queues[kWalkerMaxQueues];
-  const volatile uint32_t* abort = nullptr;  // nonzero: stop (e.g. mapped host memory); may be null
+  // Nonzero: stop (mapped host memory the host writes; may be null): 1, the communicator was
+  // aborted; else a dead word (device_walk::dead_word) the host saw, which the walkers report and
+  // pass on as a dead link's.
+  const volatile uint64_t* abort = nullptr;
   WalkerError* error = nullptr;              // device or mapped host memory
   uint64_t timeout_ns = 0;                   // the call fails when it runs longer (0: never)
   uint64_t seq = 0;  // the caller's number for the call (for the error; its token for `done`)

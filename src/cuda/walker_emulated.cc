@@ -96,8 +96,9 @@ class HostEnv {
   // threads of every rank's walkers share the machine's few cores).
   bool pause() {
     if (load_acquire(stop_) == token_) return false;
-    if (c_.abort != nullptr && *c_.abort != 0) {
-      why_ = device_walk::kAborted;
+    if (const uint64_t host = c_.abort != nullptr ? *c_.abort : 0; host != 0) {
+      why_ = host == 1 ? device_walk::kAborted : device_walk::kPeerFailed;
+      seen_dead_ = host == 1 ? 0 : host;
       return false;
     }
     if (dead_ != nullptr && (seen_dead_ = load_acquire(dead_)) != 0) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -117,6 +118,42 @@ TEST(DeviceKernel, ACallQueuedBehindAFailedOneMovesNothing) {
   cuda::device_free(*b);
 }
 
+// Every rank's allreduce of kCount floats queued in stream order while rank `late` comes 1.5 s
+// after the others, so that their kernels wait for it; an agreeing blocking call first (the
+// links are made, the kernels run). run() returns once the call is queued; finish() waits for
+// the stream and returns how long since it was queued, and the communicator's async error.
+class LateRank {
+ public:
+  static constexpr size_t kCount = 4096;
+  ~LateRank() {
+    if (stream_ != nullptr) cuda::stream_destroy(stream_);
+    cuda::device_free(buf_);
+  }
+  void run(Communicator& c, int late) {
+    auto buf = cuda::device_alloc(2 * kCount * sizeof(float));
+    auto stream = cuda::stream_create();
+    ASSERT_TRUE(buf.ok() && stream.ok());
+    buf_ = *buf;
+    stream_ = *stream;
+    std::memset(buf_, 0, 2 * kCount * sizeof(float));  // emulated device memory is host memory
+    float* f = static_cast<float*>(buf_);
+    ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+    if (c.rank() == late) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    start_ = std::chrono::steady_clock::now();
+    StreamScope scope(stream_);
+    ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+  }
+  std::pair<std::chrono::steady_clock::duration, Status> finish(Communicator& c) {
+    EXPECT_TRUE(cuda::stream_sync(stream_).ok());
+    return {std::chrono::steady_clock::now() - start_, c.state().async_error()};
+  }
+
+ private:
+  void* buf_ = nullptr;
+  cuda::Stream stream_ = nullptr;
+  std::chrono::steady_clock::time_point start_;
+};
+
 // Rank 0 aborts its communicator while its kernel waits in an allreduce that rank 2 has not made
 // yet: its walkers stop and mark their links dead, so rank 1's kernel, waiting in the same call,
 // stops at once instead of at its time limit, and rank 2's, launched later, stops as soon as it
@@ -126,27 +163,13 @@ TEST(DeviceKernel, AnAbortedRanksPeersStopAtOnce) {
   ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
   ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
   const int me = c.rank();
-  constexpr size_t kCount = 4096;
-  auto buf = cuda::device_alloc(2 * kCount * sizeof(float));
-  auto stream = cuda::stream_create();
-  ASSERT_TRUE(buf.ok() && stream.ok());
-  std::memset(*buf, 0, 2 * kCount * sizeof(float));
-  float* f = static_cast<float*>(*buf);
-  // An agreeing call first: the links are made, and the ranks' kernels run.
-  ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
-  if (me == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const auto start = std::chrono::steady_clock::now();
-  {
-    StreamScope scope(*stream);
-    ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
-  }
+  LateRank call;
+  ASSERT_NO_FATAL_FAILURE(call.run(c, 2));
   if (me == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     c.abort();
   }
-  ASSERT_TRUE(cuda::stream_sync(*stream).ok());
-  const auto took = std::chrono::steady_clock::now() - start;
-  const Status async = c.state().async_error();
+  const auto [took, async] = call.finish(c);
   ASSERT_FALSE(async.ok()) << "rank " << me << ": no error after rank 0 aborted in the call";
   EXPECT_LT(took, std::chrono::seconds(8)) << async.to_string();
   EXPECT_NE(async.message().find("abort"), std::string::npos) << async.to_string();
@@ -154,8 +177,32 @@ TEST(DeviceKernel, AnAbortedRanksPeersStopAtOnce) {
     EXPECT_EQ(async.code(), StatusCode::kRemoteError) << async.to_string();
     EXPECT_NE(async.message().find("rank 0's failed first"), std::string::npos) << async.to_string();
   }
-  cuda::stream_destroy(*stream);
-  cuda::device_free(*buf);
+}
+
+// Ranks 0 and 2 queue an allreduce in stream order (its kernels wait for rank 1, which comes
+// 1.5 s later), then make an allreduce on host buffers whose counts differ: that run fails on the
+// host and breaks the communicator, which stops their kernels too, marking their links dead. So
+// rank 1's kernel stops as soon as it waits, naming a rank whose communicator failed on the host.
+// (Before, their kernels finished the call with rank 1, which learnt nothing: its next call would
+// have waited for the timeout, its peers launching nothing more.)
+TEST(DeviceKernel, AHostFailureStopsTheKernels) {
+  Communicator& c = world();
+  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
+  const int me = c.rank();
+  LateRank call;
+  ASSERT_NO_FATAL_FAILURE(call.run(c, 1));
+  if (me != 1) {
+    std::vector<float> host(me == 0 ? 65536 : 32768, 1.0f);
+    Status h = c.allreduce(host.data(), host.data(), host.size(), DataType::kFloat32, RedOp::kSum).wait();
+    EXPECT_FALSE(h.ok()) << "rank " << me << ": host calls of different counts succeeded";
+  }
+  const auto [took, async] = call.finish(c);
+  ASSERT_FALSE(async.ok()) << "rank " << me << ": no error";
+  EXPECT_LT(took, std::chrono::seconds(8)) << async.to_string();
+  if (me == 1) {
+    EXPECT_NE(async.message().find("failed on the host"), std::string::npos) << async.to_string();
+  }
 }
 
 }  // namespace

@@ -243,13 +243,17 @@ TEST_P(Faults, DeviceFifoSizesThatDifferBetweenRanksFailInit) {
 INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));
 
 // The device-side executor on the emulated GPU (its own ctest, WEFT_EMULATE_GPU=1, in builds
-// without CUDA), over tcp, so that every link is the proxy's: rank 1 is killed while its kernel
-// is in an allreduce the others make too. The proxies whose connection to rank 1 breaks mark
-// their links dead, which stops their kernels and, passed on, the others': every survivor's call
-// fails naming rank 1 within seconds, not at the 20 s timeout.
-TEST(DeviceKernelFaults, PeerKilledMidCallStopsEveryKernel) {
+// without CUDA): rank 1 is killed while its kernel is in an allreduce the others make too. Over
+// tcp every link is the proxy's, and a proxy whose connection to rank 1 breaks marks its link
+// dead; over shm the links map each other's memory, and the proxy thread's watch of their
+// control connections finds rank 1 gone and stops this rank's kernels. Either way the stopped
+// kernels pass it on: every survivor's call fails naming rank 1 within seconds, not at the 20 s
+// timeout.
+class DeviceKernelFaults : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceKernelFaults, PeerKilledMidCallStopsEveryKernel) {
   if (std::getenv("WEFT_EMULATE_GPU") == nullptr) GTEST_SKIP() << "needs the emulated GPU (WEFT_EMULATE_GPU=1)";
-  Config config = make_config("tcp", 20);
+  Config config = make_config(GetParam(), 20);
   config.device_kernel = true;
   auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
     if (!comm.ok()) return 20;
@@ -277,6 +281,8 @@ TEST(DeviceKernelFaults, PeerKilledMidCallStopsEveryKernel) {
   ASSERT_NO_FATAL_FAILURE(expect_ranks_exited_zero(status, 4, {0, 2, 3}));
   EXPECT_EQ(exit_code(status[1]), 128 + SIGKILL);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, DeviceKernelFaults, ::testing::Values("shm", "tcp"));
 
 }  // namespace
 }  // namespace weft

@@ -48,6 +48,9 @@ class WalkerLink : public DeviceLink {
   FifoEnds recv_end() const override { return {mine_.slots, mine_.published, peers_.released}; }
   uint64_t* dead() const override { return rank_ <= peer_ ? mine_.dead : peers_.dead; }
   const char* kind() const override { return "device memory mapped both ways"; }
+  // Whether the peer's process is still there (its control connection's check_peer; OK for a
+  // rank's link to itself). For a watcher, while no other thread uses the link.
+  Status check_peer() { return control_ != nullptr ? control_->check_peer() : Status(); }
 
  private:
   WalkerLink(std::unique_ptr<Connection> control, int rank, int peer, size_t slot_bytes, uint32_t slot_count,
