@@ -244,9 +244,12 @@ int main(int argc, char** argv) {
   const bool has_root = weft::algorithms::has_root(o.coll);
   const bool table = o.format == weft::bench::RowFormat::kTable;
   if (rank == 0 && table) {
-    std::printf("# weft-bench %s: nranks %d (%s), %s buffers, transport %s, algorithms %s, iters %d, warmup %d, check %d\n",
-                o.coll_name.c_str(), n, comm.state().layout().describe().c_str(), o.device ? "device" : "host",
-                o.device ? "cuda" : comm.config().transport.c_str(),
+    // Device buffers go over cuda where it reaches and through host memory elsewhere (staged, or
+    // the device-side executor's proxy), on the host transport named here.
+    const char* executor = !o.device ? "" : comm.config().device_kernel ? " (device-side executor)" : " (host executor)";
+    std::printf("# weft-bench %s: nranks %d (%s), %s buffers%s, transport %s, algorithms %s, iters %d, warmup %d, check %d\n",
+                o.coll_name.c_str(), n, comm.state().layout().describe().c_str(), o.device ? "device" : "host", executor,
+                comm.config().transport.c_str(),
                 comm.config().algo.empty() ? "chosen by the tuner (last column)" : comm.config().algo.c_str(), o.iters,
                 o.warmup, o.check);
     std::printf("#\n# %10s %12s %8s %6s %6s %9s %7s %7s %6s %9s %7s %7s %6s\n", "", "", "", "", "", "out-of-place", "", "", "",
