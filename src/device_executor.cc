@@ -487,9 +487,10 @@ Status DeviceExecutor::wait_last() {
 }
 
 Status DeviceExecutor::error() const {
+  // A failure counts once its walker has written all of it (`ready`, after a fence).
+  if (__atomic_load_n(&error_->ready, __ATOMIC_ACQUIRE) == 0) return Status();
   const volatile cuda::WalkerError* e = error_;
   const uint32_t outcome = e->outcome;
-  if (outcome == 0) return Status();
   const std::string call = "rank " + std::to_string(rank_) + ": device call " + std::to_string(e->seq) +
                            " (the device executor's): ";
   const int peer = e->peer;

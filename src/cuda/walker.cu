@@ -371,6 +371,8 @@ __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
   const int outcome = env.stopped_by(walked);
   if (c.error != nullptr && atomicCAS_system(&c.error->outcome, 0u, static_cast<uint32_t>(outcome)) == 0u) {
     const uint64_t dead = record_failure(c, walker, outcome, env.next_chunk(walker), env.seen_dead());
+    __threadfence_system();
+    *reinterpret_cast<volatile uint32_t*>(&c.error->ready) = 1;
     // Plain stores where the word is still 0, not atomics (which a link across GPUs over PCIe
     // may not carry): if the peer marks the same word at once, either failure says enough.
     for (uint32_t q = 0; q < c.program.queue_count; ++q) {

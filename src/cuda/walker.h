@@ -50,7 +50,7 @@ struct WalkerError {
   uint32_t outcome = 0;  // device_walk::Outcome
   uint32_t walker = 0;   // the queue, or kWalkerMaxQueues for the local steps
   int32_t peer = -1;     // the queue's peer (-1: the local steps)
-  uint32_t reserved = 0;
+  uint32_t ready = 0;    // 1 once the fields below are written (the host reads them after it)
   uint64_t chunk = 0;    // the chunk the queue was at
   uint64_t seq = 0;      // the call's WalkerCall::seq
   uint64_t cause = 0;    // kPeerFailed: the dead word that stopped it
@@ -82,8 +82,8 @@ static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
 
 // For the walker of `call` that failed first (it claimed call.error->outcome for `outcome`):
 // writes the rest of the error (`chunk`, its queue's next; `seen_dead`, the dead word that stopped
-// it, if any) and returns the dead word to mark the call's links with: its own failure, or the
-// word it saw passed on.
+// it, if any), but not `ready`, which the caller sets after a fence, and returns the dead word to
+// mark the call's links with: its own failure, or the word it saw passed on.
 WEFT_HOST_DEVICE inline uint64_t record_failure(const WalkerCall& call, uint32_t walker, int outcome, uint64_t chunk,
                                                 uint64_t seen_dead) {
   const bool queue = walker < call.program.queue_count;

@@ -96,7 +96,7 @@ class HostEnv {
   // threads of every rank's walkers share the machine's few cores).
   bool pause() {
     if (load_acquire(stop_) == token_) return false;
-    if (const uint64_t host = c_.abort != nullptr ? *c_.abort : 0; host != 0) {
+    if (const uint64_t host = c_.abort != nullptr ? __atomic_load_n(c_.abort, __ATOMIC_ACQUIRE) : 0; host != 0) {
       why_ = host == 1 ? device_walk::kAborted : device_walk::kPeerFailed;
       seen_dead_ = host == 1 ? 0 : host;
       return false;
@@ -144,7 +144,7 @@ void walk_block(const WalkerCall& c, uint32_t walker, uint32_t lane, std::chrono
   if (c.error != nullptr &&
       std::atomic_ref<uint32_t>(c.error->outcome).compare_exchange_strong(none, static_cast<uint32_t>(outcome))) {
     const uint64_t dead = record_failure(c, walker, outcome, env.next_chunk(walker), env.seen_dead());
-    std::atomic_thread_fence(std::memory_order_release);
+    store_release(&c.error->ready, 1u);
     for (uint32_t q = 0; q < c.program.queue_count; ++q) {
       uint64_t* word = c.queues[q].dead;
       if (word != nullptr && load_acquire(word) == 0) store_release(word, dead);
