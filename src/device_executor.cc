@@ -330,9 +330,10 @@ Status DeviceExecutor::enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_
   // it would take the next call's chunks for its own.
   WEFT_TRY(error());
   WEFT_TRY(grow(&tmp_, &tmp_size_, tmp_bytes));
-  // The done flags and the stop word after them start at 0; each call marks them with its own
-  // token (walker.h), so they need no clearing between calls.
-  WEFT_TRY(grow(&done_, &done_size_, (size_t{call.program.step_count} * lanes + 1) * sizeof(uint32_t), true));
+  // The done flags and the stop and claim words after them start at 0; each call marks them with
+  // its own token (walker.h), so they need no clearing between calls.
+  WEFT_TRY(grow(&done_, &done_size_, (size_t{call.program.step_count} * lanes + cuda::kDoneExtraWords) * sizeof(uint32_t),
+                true));
   call.tmp = static_cast<char*>(tmp_);
   call.done = static_cast<uint32_t*>(done_);
   call.lanes = lanes;

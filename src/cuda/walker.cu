@@ -326,6 +326,18 @@ class GpuEnv {
     *stop_ = token_;
     __threadfence();
   }
+  // Thread 0: whether this walker is the call's first to claim its error (the claim word after
+  // the stop word takes the call's token once).
+  __device__ bool claim() {
+    unsigned int* word = const_cast<unsigned int*>(stop_ + 1);
+    unsigned int seen = stop_[1];
+    while (seen != token_) {
+      const unsigned int was = atomicCAS(word, seen, token_);
+      if (was == seen) return true;
+      seen = was;
+    }
+    return false;
+  }
 
  private:
   // This lane's counter among a FIFO's.
@@ -369,7 +381,7 @@ __global__ void walker_kernel(const __grid_constant__ WalkerCall c) {
   // own failure, or passing on the word that stopped it), then stops the others: so a walker
   // stopped by this call's stop word never writes the error.
   const int outcome = env.stopped_by(walked);
-  if (c.error != nullptr && atomicCAS_system(&c.error->outcome, 0u, static_cast<uint32_t>(outcome)) == 0u) {
+  if (c.error != nullptr && env.claim()) {
     const uint64_t dead = record_failure(c, walker, outcome, env.next_chunk(walker), env.seen_dead());
     __threadfence_system();
     *reinterpret_cast<volatile uint32_t*>(&c.error->ready) = 1;

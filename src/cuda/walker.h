@@ -43,6 +43,9 @@ struct WalkerFifo {
   uint64_t* dead = nullptr;
 };
 
+// Words after a call's done flags: the stop word and the claim word (WalkerCall::done).
+inline constexpr uint32_t kDoneExtraWords = 2;
+
 // The first failure of a call, written by the walker that failed (0 while none). That walker
 // then marks the dead word of every link of the call (WalkerFifo::dead) before it stops the
 // call's other walkers: with its own failure, or with the dead word that stopped it.
@@ -62,10 +65,12 @@ struct WalkerCall {
   char* out = nullptr;
   char* tmp = nullptr;
   char* const* user = nullptr;  // a group's buffers, USER(i) (device memory); null for a collective
-  // program.step_count x lanes + 1 words of device memory: a step's done flag per lane
-  // (device_walk::done_word), then the stop word. Zero at first; a call writes its token (derived
-  // from `seq`: never 0, never the last call's) into them, so calls that follow one another on the
-  // same words need no clearing in between.
+  // program.step_count x lanes + kDoneExtraWords words of device memory: a step's done flag per
+  // lane (device_walk::done_word), then the stop word, then the claim word (the call's first failed
+  // walker writes the token there to own `error`: an atomic on device memory, where one on the
+  // pinned host memory of `error` may not be atomic over PCIe). Zero at first; a call writes its
+  // token (derived from `seq`: never 0, never the last call's) into them, so calls that follow one
+  // another on the same words need no clearing in between.
   uint32_t* done = nullptr;
   uint32_t lanes = 1;  // blocks per walker, 1 to device_walk::kMaxLanes
   int32_t rank = 0;    // this rank (a dead word's origin)
@@ -80,15 +85,16 @@ struct WalkerCall {
 };
 static_assert(sizeof(WalkerCall) <= 4096, "kernel parameters");
 
-// For the walker of `call` that failed first (it claimed call.error->outcome for `outcome`):
-// writes the rest of the error (`chunk`, its queue's next; `seen_dead`, the dead word that stopped
-// it, if any), but not `ready`, which the caller sets after a fence, and returns the dead word to
-// mark the call's links with: its own failure, or the word it saw passed on.
+// For the walker of `call` that failed first (it won the claim word): writes the error
+// (`chunk`, its queue's next; `seen_dead`, the dead word that stopped it, if any), but not
+// `ready`, which the caller sets after a fence, and returns the dead word to mark the call's links
+// with: its own failure, or the word it saw passed on.
 WEFT_HOST_DEVICE inline uint64_t record_failure(const WalkerCall& call, uint32_t walker, int outcome, uint64_t chunk,
                                                 uint64_t seen_dead) {
   const bool queue = walker < call.program.queue_count;
   const int peer = queue ? call.queues[walker].peer : -1;
   WalkerError* e = call.error;
+  e->outcome = static_cast<uint32_t>(outcome);
   e->walker = queue ? walker : kWalkerMaxQueues;
   e->peer = peer;
   e->chunk = chunk;

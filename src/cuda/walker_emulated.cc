@@ -115,6 +115,14 @@ class HostEnv {
   int stopped_by(int outcome) const { return outcome == device_walk::kStopped ? why_ : outcome; }
   uint64_t seen_dead() const { return seen_dead_; }
   void stop_all() { store_release(stop_, token_); }
+  // Whether this walker is the call's first to claim its error (walker.cu's claim()).
+  bool claim() {
+    std::atomic_ref<uint32_t> word(stop_[1]);
+    uint32_t seen = word.load(std::memory_order_acquire);
+    while (seen != token_)
+      if (word.compare_exchange_strong(seen, token_)) return true;
+    return false;
+  }
 
  private:
   uint64_t* counter(uint64_t* lane0) const { return lane0 + lane_ * device_walk::kCounterStride; }
@@ -140,9 +148,7 @@ void walk_block(const WalkerCall& c, uint32_t walker, uint32_t lane, std::chrono
   // As the kernel: the first to fail writes the error, marks the call's links dead, then stops
   // the others.
   const int outcome = env.stopped_by(walked);
-  uint32_t none = 0;
-  if (c.error != nullptr &&
-      std::atomic_ref<uint32_t>(c.error->outcome).compare_exchange_strong(none, static_cast<uint32_t>(outcome))) {
+  if (c.error != nullptr && env.claim()) {
     const uint64_t dead = record_failure(c, walker, outcome, env.next_chunk(walker), env.seen_dead());
     store_release(&c.error->ready, 1u);
     for (uint32_t q = 0; q < c.program.queue_count; ++q) {

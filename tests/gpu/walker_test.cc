@@ -90,7 +90,7 @@ struct World {
   std::map<int, Done> done;
   uint32_t* done_words(int rank, size_t steps) {
     Done& d = done[rank];
-    const size_t words = steps * lanes + 1;
+    const size_t words = steps * lanes + cuda::kDoneExtraWords;
     if (d.count < words) {
       d.count = std::max<size_t>(words, 2 * d.count);
       d.words = reinterpret_cast<uint32_t*>(device_bytes(d.count * sizeof(uint32_t)));
