@@ -208,6 +208,23 @@ void DeviceExecutor::watch_mapped_links() {
   }
 }
 
+void DeviceExecutor::mark_proxy_links() {
+  if (proxy_marked_) return;
+  const uint64_t stopped = std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_acquire);
+  uint64_t word = 0;
+  if (__atomic_load_n(&error_->ready, __ATOMIC_ACQUIRE) != 0) {
+    const cuda::WalkerError& e = *error_;  // complete once ready (walker.h)
+    word = e.outcome == device_walk::kPeerFailed ? e.cause
+                                                 : device_walk::dead_word(static_cast<int>(e.outcome), rank_, e.peer);
+  } else if (stopped != 0) {
+    word = stopped == 1 ? device_walk::dead_word(device_walk::kAborted, rank_, -1) : stopped;
+  }
+  if (word == 0) return;
+  proxy_marked_ = true;
+  std::lock_guard<std::mutex> lock(proxy_mu_);
+  for (transport::ProxyLink* l : proxy_links_) l->mark_dead(word);
+}
+
 void DeviceExecutor::wake_proxy() {
   {
     std::lock_guard<std::mutex> lock(proxy_mu_);
@@ -229,6 +246,7 @@ void DeviceExecutor::proxy_loop() {
       watch_mapped_links();
       next_watch = now + kIdleLook;
     }
+    mark_proxy_links();
     bool moved = false, busy = false;
     for (transport::ProxyLink* l : links) {
       auto r = l->progress();
@@ -516,6 +534,7 @@ void DeviceExecutor::stop_kernels(uint64_t why) {
   if (abort_flag_ == nullptr) return;
   uint64_t none = 0;
   std::atomic_ref<uint64_t>(*abort_flag_).compare_exchange_strong(none, why);
+  wake_proxy();  // it marks its links (mark_proxy_links)
 }
 
 }  // namespace weft

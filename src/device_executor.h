@@ -159,6 +159,11 @@ class DeviceExecutor {
   // The proxy thread, now and then: each mapped link's peer process still there (its control
   // connection's check_peer); a peer gone stops this rank's kernels, naming it.
   void watch_mapped_links();
+  // The proxy thread: once this rank has failed or stopped (a kernel's error, the abort word),
+  // marks every ProxyLink dead with why, so that the peers it reaches learn of it at their next
+  // wait on such a link, whether or not a kernel of this rank was using it (a mapped link's dead
+  // word is device memory, which the proxy does not write). Once.
+  void mark_proxy_links();
   // Queues `call` (its program, queues and buffers set) on `stream` after the last launch, with
   // TMP of at least tmp_bytes and done flags for its steps.
   Status enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_t lanes, cuda::Stream stream);
@@ -186,6 +191,7 @@ class DeviceExecutor {
   std::vector<transport::WalkerLink*> watched_;  // mapped links to other processes' ranks
   bool proxy_work_ = false;  // a plan arrived since the proxy last looked
   bool proxy_stop_ = false;
+  bool proxy_marked_ = false;  // the proxy thread's: mark_proxy_links() has marked them
   std::thread proxy_;
   void* tmp_ = nullptr;
   size_t tmp_size_ = 0;

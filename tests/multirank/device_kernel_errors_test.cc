@@ -205,5 +205,46 @@ TEST(DeviceKernel, AHostFailureStopsTheKernels) {
   }
 }
 
+// Over tcp, where every link is the proxy's: rank 0 aborts while no kernel of it runs. Its proxy
+// marks every link it carries dead and tells the peers, so ranks 1 and 2, whose allreduce comes
+// later and waits for rank 0, stop at once naming rank 0's abort, not at the timeout, nor when
+// rank 0 exits (it stays 6 s). (Links that
+// map a peer's memory have their dead word in device memory, which the proxy does not write:
+// over shm such a peer learns of it at its timeout.)
+TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesTheProxysPeers) {
+  Communicator& c = world();
+  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  ASSERT_EQ(c.config().transport, "tcp") << "run over tcp, so that every link is the proxy's";
+  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
+  const int me = c.rank();
+  constexpr size_t kCount = 4096;
+  auto buf = cuda::device_alloc(2 * kCount * sizeof(float));
+  auto stream = cuda::stream_create();
+  ASSERT_TRUE(buf.ok() && stream.ok());
+  std::memset(*buf, 0, 2 * kCount * sizeof(float));
+  float* f = static_cast<float*>(*buf);
+  ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+  if (me == 0) {
+    c.abort();
+    // Alive, its connections open, past the others' bound: they must learn of the abort from
+    // the proxy's marks, not from a closed connection.
+    std::this_thread::sleep_for(std::chrono::seconds(6));
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto start = std::chrono::steady_clock::now();
+    {
+      StreamScope scope(*stream);
+      ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+    }
+    ASSERT_TRUE(cuda::stream_sync(*stream).ok());
+    const Status async = c.state().async_error();
+    ASSERT_FALSE(async.ok()) << "rank " << me << ": no error after rank 0 aborted";
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << async.to_string();
+    EXPECT_NE(async.message().find("rank 0 was aborted"), std::string::npos) << async.to_string();
+  }
+  cuda::stream_destroy(*stream);
+  cuda::device_free(*buf);
+}
+
 }  // namespace
 }  // namespace weft

@@ -101,6 +101,11 @@ bool ProxyLink::busy() const {
   return !in_.stopped && (!out_.todo.empty() || !out_.flight.empty() || !in_.todo.empty() || !in_.flight.empty());
 }
 
+void ProxyLink::mark_dead(uint64_t word) {
+  uint64_t none = 0;
+  std::atomic_ref<uint64_t>(*dead_).compare_exchange_strong(none, word);
+}
+
 Status ProxyLink::move_sends(bool* moved) {
   Way& w = out_;
   while (!w.todo.empty()) {

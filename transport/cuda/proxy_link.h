@@ -60,8 +60,10 @@ class ProxyLink : public DeviceLink {
   // the header the call expects from the peer (with recvs).
   void plan(const std::vector<uint64_t>& sends, const std::vector<uint64_t>& recvs, uint32_t lanes,
             const uint8_t* header = nullptr);
-  // Whether planned chunks are not yet all carried.
+  // Whether planned chunks are not yet all carried (or a marked dead word not yet passed on).
   bool busy() const;
+  // Marks the dead word with `word` unless it is marked already; the proxy passes it on.
+  void mark_dead(uint64_t word);
   // Moves what can move now, never blocking: true if anything moved. A failure of the connection
   // marks the dead word and is returned once (later calls return false).
   Result<bool> progress();
