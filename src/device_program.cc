@@ -45,7 +45,14 @@ DeviceProgramView DeviceProgram::view() const {
 }
 
 uint64_t DeviceProgram::chunks(uint32_t q, size_t slot_bytes, uint32_t lanes) const {
-  return chunk_sizes(q, slot_bytes, lanes).size();
+  // chunk_sizes().size() without the vector: every launch of a group counts its queues' chunks.
+  const size_t elem = dtype_size(dtype);
+  const size_t chunk = device_walk::chunk_bytes(slot_bytes, lanes, elem);
+  const DeviceQueue& dq = queues[q];
+  uint64_t n = 1;
+  for (uint32_t k = 0; k < dq.steps_count; ++k)
+    n += (steps[queue_steps[dq.steps_begin + k]].count * elem + chunk - 1) / chunk;
+  return n;
 }
 
 std::vector<uint64_t> DeviceProgram::chunk_sizes(uint32_t q, size_t slot_bytes, uint32_t lanes) const {
