@@ -67,6 +67,9 @@ Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Con
                                                              std::vector<bool> direct) {
   std::unique_ptr<DeviceExecutor> e(
       new DeviceExecutor(rank, config, share, std::move(log), std::move(control), std::move(direct)));
+  auto device = cuda::current_device();
+  WEFT_TRY(device);
+  e->device_ = *device;
   auto err = cuda::host_alloc(sizeof(cuda::WalkerError));
   WEFT_TRY(err);
   e->error_ = static_cast<cuda::WalkerError*>(*err);
@@ -99,6 +102,7 @@ DeviceExecutor::~DeviceExecutor() {
     cuda::event_destroy(t.used);
   }
   cuda::event_destroy(last_);
+  if (side_ != nullptr) cuda::stream_destroy(side_);
   cuda::host_free(error_);
   cuda::host_free(abort_flag_);
 }
@@ -208,7 +212,7 @@ void DeviceExecutor::watch_mapped_links() {
   }
 }
 
-void DeviceExecutor::mark_proxy_links() {
+void DeviceExecutor::mark_links() {
   if (proxy_marked_) return;
   const uint64_t stopped = std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_acquire);
   uint64_t word = 0;
@@ -221,8 +225,29 @@ void DeviceExecutor::mark_proxy_links() {
   }
   if (word == 0) return;
   proxy_marked_ = true;
-  std::lock_guard<std::mutex> lock(proxy_mu_);
-  for (transport::ProxyLink* l : proxy_links_) l->mark_dead(word);
+  std::vector<transport::WalkerLink*> mapped;
+  {
+    std::lock_guard<std::mutex> lock(proxy_mu_);
+    for (transport::ProxyLink* l : proxy_links_) l->mark_dead(word);
+    mapped = watched_;
+  }
+  if (mapped.empty()) return;
+  cuda::DeviceGuard guard(device_);
+  if (side_ == nullptr) {
+    auto s = cuda::stream_create();
+    if (!s.ok()) {
+      log_.warn("rank " + std::to_string(rank_) + ": the device executor marks no mapped link dead: " +
+                s.status().message());
+      return;
+    }
+    side_ = *s;
+  }
+  for (transport::WalkerLink* l : mapped) {
+    const Status s = l->mark_dead(word, side_);
+    if (!s.ok())
+      log_.warn("rank " + std::to_string(rank_) + ": the device executor could not mark its link to rank " +
+                std::to_string(l->peer()) + " dead: " + s.message());
+  }
 }
 
 void DeviceExecutor::wake_proxy() {
@@ -246,7 +271,7 @@ void DeviceExecutor::proxy_loop() {
       watch_mapped_links();
       next_watch = now + kIdleLook;
     }
-    mark_proxy_links();
+    mark_links();
     bool moved = false, busy = false;
     for (transport::ProxyLink* l : links) {
       auto r = l->progress();
@@ -280,7 +305,9 @@ void DeviceExecutor::stop_proxy() {
   }
   proxy_cv_.notify_one();
   proxy_.join();
-  // A last pass, so that a dead word marked since the proxy last looked reaches the peer.
+  // A last pass, so that a stop since the proxy last looked (an abort right before destruction)
+  // marks the links, and a dead word marked since reaches the peer.
+  mark_links();
   for (transport::ProxyLink* l : links) (void)l->progress();
 }
 
@@ -534,7 +561,7 @@ void DeviceExecutor::stop_kernels(uint64_t why) {
   if (abort_flag_ == nullptr) return;
   uint64_t none = 0;
   std::atomic_ref<uint64_t>(*abort_flag_).compare_exchange_strong(none, why);
-  wake_proxy();  // it marks its links (mark_proxy_links)
+  wake_proxy();  // it marks its links (mark_links)
 }
 
 }  // namespace weft

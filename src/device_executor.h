@@ -22,12 +22,14 @@
 // A kernel that fails (the peer made another call, the communicator's timeout, an abort) writes
 // a WalkerError into pinned host memory, and marks the call's links dead so that the peers'
 // kernels stop at once (walker.h); error() turns it into a Status naming the rank, the peer and
-// the call, or the rank that failed first.
+// the call, or the rank that failed first. The proxy thread then marks every other link of the
+// rank too (mark_links), as it does after an abort or a host failure with no kernel running.
 //
 // Status: not yet run on a GPU. tests/gpu/walker_test.cc checks the kernel alone;
 // tests/gpu/nccl_device_test.cu runs under WEFT_DEVICE_EXECUTOR=kernel as gpu.nccl.device.kernel.n*.
 // Thread-safety: the caller's thread (one thread issues a communicator's calls at a time);
-// error() and abort() from any thread; the proxy thread touches only its ProxyLinks.
+// error() and abort() from any thread; the proxy thread touches only its ProxyLinks, and the
+// WalkerLinks' control connections and dead words.
 #pragma once
 
 #include <chrono>
@@ -159,11 +161,12 @@ class DeviceExecutor {
   // The proxy thread, now and then: each mapped link's peer process still there (its control
   // connection's check_peer); a peer gone stops this rank's kernels, naming it.
   void watch_mapped_links();
-  // The proxy thread: once this rank has failed or stopped (a kernel's error, the abort word),
-  // marks every ProxyLink dead with why, so that the peers it reaches learn of it at their next
-  // wait on such a link, whether or not a kernel of this rank was using it (a mapped link's dead
-  // word is device memory, which the proxy does not write). Once.
-  void mark_proxy_links();
+  // The proxy thread (and stop_proxy, once it has stopped): once this rank has failed or stopped
+  // (a kernel's error, the abort word), marks every link to another rank dead with why, so that
+  // each peer learns of it at its next wait on the link, whether or not a kernel of this rank was
+  // using it: a ProxyLink's word in pinned memory (the proxy tells the peer), a WalkerLink's in
+  // device memory through copies on side_. Once.
+  void mark_links();
   // Queues `call` (its program, queues and buffers set) on `stream` after the last launch, with
   // TMP of at least tmp_bytes and done flags for its steps.
   Status enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_t lanes, cuda::Stream stream);
@@ -191,7 +194,9 @@ class DeviceExecutor {
   std::vector<transport::WalkerLink*> watched_;  // mapped links to other processes' ranks
   bool proxy_work_ = false;  // a plan arrived since the proxy last looked
   bool proxy_stop_ = false;
-  bool proxy_marked_ = false;  // the proxy thread's: mark_proxy_links() has marked them
+  bool proxy_marked_ = false;  // the proxy thread's: mark_links() has marked them
+  int device_ = -1;                 // the GPU of this rank (current at make())
+  cuda::Stream side_ = nullptr;     // mark_links()'s, made on first use
   std::thread proxy_;
   void* tmp_ = nullptr;
   size_t tmp_size_ = 0;

@@ -172,6 +172,16 @@ Status copy_async(void* dst, const void* src, size_t bytes, Stream s) {
   return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st(s)), "cudaMemcpyAsync");
 }
 
+Result<bool> mark_word(uint64_t* word, uint64_t value, Stream s) {
+  uint64_t now = 0;
+  WEFT_TRY(copy_async(&now, word, sizeof now, s));
+  WEFT_TRY(stream_sync(s));
+  if (now != 0) return false;
+  WEFT_TRY(copy_async(word, &value, sizeof value, s));
+  WEFT_TRY(stream_sync(s));
+  return true;
+}
+
 Result<IpcExport> ipc_export(const void* p) {
   const Driver& d = driver();
   if (d.address_range == nullptr) return internal_error("cuMemGetAddressRange is not available from this driver");

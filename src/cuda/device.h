@@ -80,6 +80,11 @@ Result<void*> host_alloc(size_t bytes);
 void host_free(void* p);
 // Any direction (the pointers say where they are); ordered on `s`.
 Status copy_async(void* dst, const void* src, size_t bytes, Stream s);
+// From the host, while kernels may use it: writes `value` into `word` (device memory of this
+// GPU, or a peer's mapped through IPC) where it still reads 0; true where it wrote. A read and a
+// write through `s` (a stream that waits for no kernel), done when it returns; not atomic against
+// a kernel's store between the two (there one of the two words stays).
+Result<bool> mark_word(uint64_t* word, uint64_t value, Stream s);
 
 // reduce.h's kernels on the device, ordered on `s`. dst may alias a or b exactly.
 Status reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op, Stream s);

@@ -434,6 +434,17 @@ Status cuda::copy_async(void* dst, const void* src, size_t bytes, Stream s) {
   return Status();
 }
 
+Result<bool> cuda::mark_word(uint64_t* word, uint64_t value, Stream s) {
+  if (!emulating()) return none();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  stream->sync();
+  // The walkers' threads load and store the word atomically: so does this, where a GPU's copy
+  // engine would read and then write it.
+  uint64_t zero = 0;
+  return std::atomic_ref<uint64_t>(*word).compare_exchange_strong(zero, value, std::memory_order_acq_rel);
+}
+
 Status cuda::reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op, Stream s) {
   if (!emulating()) return none();
   if (count == 0) return Status();

@@ -6,10 +6,11 @@
 // 32, 256 and 512 threads per block, groups of send/recv calls (USER buffers through a table in
 // device memory); and that ranks which made different calls fail the header
 // check, and a rank whose peer never comes stops at the time limit, both with an error written,
-// not a hang.
+// not a hang; and that a link the host marks dead (cuda::mark_word) stops a walker waiting on it.
 //
 // Exits 77 (CTest: skipped) with a message when no CUDA device is usable.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -189,9 +191,12 @@ std::unique_ptr<RankCall> make_call(World& w, const algorithms::CollectiveArgs& 
   return c;
 }
 
-// Launches every rank's walker, waits for all; the outcome of each rank.
-std::vector<cuda::WalkerError> run(std::vector<std::unique_ptr<RankCall>>& calls) {
+// Launches every rank's walker.
+void launch(std::vector<std::unique_ptr<RankCall>>& calls) {
   for (auto& c : calls) ok(cuda::launch_walker(c->call, c->stream, c->threads), "launch_walker");
+}
+// Waits for every rank's walker; the outcome of each rank.
+std::vector<cuda::WalkerError> collect(std::vector<std::unique_ptr<RankCall>>& calls) {
   std::vector<cuda::WalkerError> errors;
   for (auto& c : calls) {
     ok(cuda::stream_sync(c->stream), "walker");
@@ -202,6 +207,10 @@ std::vector<cuda::WalkerError> run(std::vector<std::unique_ptr<RankCall>>& calls
     cuda::stream_destroy(c->stream);
   }
   return errors;
+}
+std::vector<cuda::WalkerError> run(std::vector<std::unique_ptr<RankCall>>& calls) {
+  launch(calls);
+  return collect(calls);
 }
 
 void check_case(World& w, const Case& cs, uint64_t seq) {
@@ -374,6 +383,51 @@ int main() {
     const std::vector<cuda::WalkerError> e = run(calls);
     if (e[0].outcome != device_walk::kStopped) {
       std::fprintf(stderr, "FAIL: a walker whose peer never came ended with outcome %u, not stopped\n", e[0].outcome);
+      ++failures;
+    }
+    ++checked;
+  }
+  {  // a peer that never comes, but the host marks the link dead while the walker waits on it
+     // (cuda::mark_word through a stream of its own, as DeviceExecutor::mark_links does for a rank
+     // that failed or was aborted while no kernel of it used the link): the walker stops well
+     // before its time limit with the word; a second mark leaves the first word
+    World w;
+    std::vector<std::unique_ptr<RankCall>> calls;
+    calls.push_back(make_call(w, walker_cases::args(algorithms::Collective::kAllReduce, 2, 10),
+                              algorithms::Algorithm::kRing, 0, ++seq, kCallLimitNs));
+    const auto start = std::chrono::steady_clock::now();
+    launch(calls);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto side = cuda::stream_create();
+    ok(side.status(), "stream");
+    const uint64_t word = device_walk::dead_word(device_walk::kAborted, 1, -1);
+    // This world's FIFOs have a dead word each way (an executor's link has one for both).
+    bool first = true;
+    for (uint32_t q = 0; q < calls[0]->call.program.queue_count; ++q) {
+      auto wrote = cuda::mark_word(calls[0]->call.queues[q].dead, word, *side);
+      ok(wrote.status(), "mark_word");
+      first = first && *wrote;
+    }
+    uint64_t* dead = calls[0]->call.queues[0].dead;
+    auto again = cuda::mark_word(dead, device_walk::dead_word(device_walk::kLinkFailed, 1, 0), *side);
+    ok(again.status(), "mark_word again");
+    const bool second = *again;
+    const std::vector<cuda::WalkerError> e = collect(calls);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::vector<char> now = from_device(reinterpret_cast<const char*>(dead), sizeof(uint64_t));
+    uint64_t stays = 0;
+    std::memcpy(&stays, now.data(), sizeof stays);
+    cuda::stream_destroy(*side);
+    if (!first || second || stays != word) {
+      std::fprintf(stderr, "FAIL: mark_word wrote %d then %d (want 1, 0); the word is %llx, want %llx\n", first,
+                   second, static_cast<unsigned long long>(stays), static_cast<unsigned long long>(word));
+      ++failures;
+    }
+    if (e[0].outcome != device_walk::kPeerFailed || e[0].cause != word || took > 2.0) {
+      std::fprintf(stderr, "FAIL: a walker whose link the host marked dead ended with outcome %u and cause %llx "
+                           "after %.2f s (want outcome %d, cause %llx, under 2 s of a %.0f s limit)\n",
+                   e[0].outcome, static_cast<unsigned long long>(e[0].cause), took, device_walk::kPeerFailed,
+                   static_cast<unsigned long long>(word), kCallLimitNs / 1e9);
       ++failures;
     }
     ++checked;

@@ -118,10 +118,11 @@ TEST(DeviceKernel, ACallQueuedBehindAFailedOneMovesNothing) {
   cuda::device_free(*b);
 }
 
-// Every rank's allreduce of kCount floats queued in stream order while rank `late` comes 1.5 s
-// after the others, so that their kernels wait for it; an agreeing blocking call first (the
-// links are made, the kernels run). run() returns once the call is queued; finish() waits for
-// the stream and returns how long since it was queued, and the communicator's async error.
+// An allreduce of kCount floats on device buffers, queued in stream order. setup() makes an
+// agreeing blocking call first (the links are made, the kernels run); queue() queues the call,
+// rank `late` 1.5 s after the others (their kernels wait for it), and returns once it is queued;
+// finish() waits for the stream and returns how long since the call was queued, and the
+// communicator's async error.
 class LateRank {
  public:
   static constexpr size_t kCount = 4096;
@@ -129,7 +130,7 @@ class LateRank {
     if (stream_ != nullptr) cuda::stream_destroy(stream_);
     cuda::device_free(buf_);
   }
-  void run(Communicator& c, int late) {
+  void setup(Communicator& c) {
     auto buf = cuda::device_alloc(2 * kCount * sizeof(float));
     auto stream = cuda::stream_create();
     ASSERT_TRUE(buf.ok() && stream.ok());
@@ -138,10 +139,17 @@ class LateRank {
     std::memset(buf_, 0, 2 * kCount * sizeof(float));  // emulated device memory is host memory
     float* f = static_cast<float*>(buf_);
     ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+  }
+  void queue(Communicator& c, int late) {
     if (c.rank() == late) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     start_ = std::chrono::steady_clock::now();
     StreamScope scope(stream_);
+    float* f = static_cast<float*>(buf_);
     ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+  }
+  void run(Communicator& c, int late) {
+    ASSERT_NO_FATAL_FAILURE(setup(c));
+    ASSERT_NO_FATAL_FAILURE(queue(c, late));
   }
   std::pair<std::chrono::steady_clock::duration, Status> finish(Communicator& c) {
     EXPECT_TRUE(cuda::stream_sync(stream_).ok());
@@ -205,45 +213,30 @@ TEST(DeviceKernel, AHostFailureStopsTheKernels) {
   }
 }
 
-// Over tcp, where every link is the proxy's: rank 0 aborts while no kernel of it runs. Its proxy
-// marks every link it carries dead and tells the peers, so ranks 1 and 2, whose allreduce comes
-// later and waits for rank 0, stop at once naming rank 0's abort, not at the timeout, nor when
-// rank 0 exits (it stays 6 s). (Links that
-// map a peer's memory have their dead word in device memory, which the proxy does not write:
-// over shm such a peer learns of it at its timeout.)
-TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesTheProxysPeers) {
+// Rank 0 aborts while no kernel of it runs. Its proxy thread marks every link of it dead (over
+// shm, mapped links: the dead word in device memory, written from the host; over tcp, the proxy's
+// links: it tells the peers), so ranks 1 and 2, whose allreduce comes later and waits for rank 0,
+// stop at once naming rank 0's abort: not at the timeout, nor when rank 0 exits (it stays 6 s).
+TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesItsPeers) {
   Communicator& c = world();
   ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
-  ASSERT_EQ(c.config().transport, "tcp") << "run over tcp, so that every link is the proxy's";
   ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
   const int me = c.rank();
-  constexpr size_t kCount = 4096;
-  auto buf = cuda::device_alloc(2 * kCount * sizeof(float));
-  auto stream = cuda::stream_create();
-  ASSERT_TRUE(buf.ok() && stream.ok());
-  std::memset(*buf, 0, 2 * kCount * sizeof(float));
-  float* f = static_cast<float*>(*buf);
-  ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+  LateRank call;
+  ASSERT_NO_FATAL_FAILURE(call.setup(c));
   if (me == 0) {
     c.abort();
     // Alive, its connections open, past the others' bound: they must learn of the abort from
-    // the proxy's marks, not from a closed connection.
+    // the marks, not from a closed connection.
     std::this_thread::sleep_for(std::chrono::seconds(6));
-  } else {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    const auto start = std::chrono::steady_clock::now();
-    {
-      StreamScope scope(*stream);
-      ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
-    }
-    ASSERT_TRUE(cuda::stream_sync(*stream).ok());
-    const Status async = c.state().async_error();
-    ASSERT_FALSE(async.ok()) << "rank " << me << ": no error after rank 0 aborted";
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << async.to_string();
-    EXPECT_NE(async.message().find("rank 0 was aborted"), std::string::npos) << async.to_string();
+    return;
   }
-  cuda::stream_destroy(*stream);
-  cuda::device_free(*buf);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_NO_FATAL_FAILURE(call.queue(c, -1));
+  const auto [took, async] = call.finish(c);
+  ASSERT_FALSE(async.ok()) << "rank " << me << ": no error after rank 0 aborted";
+  EXPECT_LT(took, std::chrono::seconds(5)) << async.to_string();
+  EXPECT_NE(async.message().find("rank 0 was aborted"), std::string::npos) << async.to_string();
 }
 
 }  // namespace

@@ -78,6 +78,11 @@ Status WalkerLink::start(Deadline deadline) {
   return Status();
 }
 
+Status WalkerLink::mark_dead(uint64_t word, cuda::Stream side) {
+  if (!check_peer().ok()) return Status();
+  return cuda::mark_word(dead(), word, side).status();
+}
+
 WalkerLink::~WalkerLink() {
   if (peer_mapped_) cuda::ipc_close(peer_base_);
   if (control_ != nullptr && base_ != nullptr && peer_base_ != nullptr) {

@@ -6,9 +6,10 @@
 // it has read one of this side's chunks out of its own slots. The link's one dead word
 // (device_walk::dead_word) is the lower rank's; the higher rank's is unused.
 //
-// Made on the caller's thread before any kernel uses it; kernels alone touch the blocks after
-// that. At destruction the link unmaps the peer's block, tells the peer, and frees its own once
-// the peer says the same (or after `close_wait`), as the cuda transport's FIFOs do.
+// Made on the caller's thread before any kernel uses it; after that only kernels touch the blocks,
+// and the host's mark_dead the dead word. At destruction the link unmaps the peer's block, tells
+// the peer, and frees its own once the peer says the same (or after `close_wait`), as the cuda
+// transport's FIFOs do.
 // Thread-safety: one thread at a time.
 #pragma once
 
@@ -51,6 +52,12 @@ class WalkerLink : public DeviceLink {
   // Whether the peer's process is still there (its control connection's check_peer; OK for a
   // rank's link to itself). For a watcher, while no other thread uses the link.
   Status check_peer() { return control_ != nullptr ? control_->check_peer() : Status(); }
+  // From the host, while kernels may run: writes `word` into the link's dead word where it still
+  // reads 0 (cuda::mark_word through `side`: the first word stays, as with the walkers' stores),
+  // so that the peer's kernels stop at their next wait on the link, whether or not a kernel of
+  // this rank uses it. Nothing where the peer's process is gone (check_peer fails): nobody is
+  // left to tell. For the watcher, as check_peer.
+  Status mark_dead(uint64_t word, cuda::Stream side);
 
  private:
   WalkerLink(std::unique_ptr<Connection> control, int rank, int peer, size_t slot_bytes, uint32_t slot_count,
