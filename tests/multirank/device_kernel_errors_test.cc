@@ -4,7 +4,8 @@
 // check, naming the call and the peer, instead of a hang or a wrong result, and the ranks that
 // did not see the mismatch hear of it at once through the links the failed ranks mark dead; the
 // communicator is broken after it, as after a failed run on the host; an abort stops the peers
-// the same way.
+// the same way; and once a rank has failed or stopped, every link of it is marked, so that a peer
+// learns of it at its next wait on any of them, whether or not a kernel used the link.
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -237,6 +238,49 @@ TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesItsPeers) {
   ASSERT_FALSE(async.ok()) << "rank " << me << ": no error after rank 0 aborted";
   EXPECT_LT(took, std::chrono::seconds(5)) << async.to_string();
   EXPECT_NE(async.message().find("rank 0 was aborted"), std::string::npos) << async.to_string();
+}
+
+// Ranks 0 and 1 exchange messages whose sizes differ (1000 floats each way from rank 0, 2000 from
+// rank 1), a call that rank 2 is not in: its kernels fail at both. Rank 2 then exchanges messages
+// with rank 0 alone, over a link the failed call did not use, which rank 0 never joins: rank 0's
+// proxy thread marked that link dead after the failure (mark_links), so rank 2 stops at once
+// naming the failed call's mismatch, not at its timeout. Every rank stays alive past the bound,
+// so that nobody learns it from a closed connection.
+TEST(DeviceKernel, AFailedCallReachesAPeerThatWasNotInIt) {
+  Communicator& c = world();
+  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
+  const int me = c.rank();
+  constexpr size_t kCount = 2000;
+  auto buf = cuda::device_alloc(2 * kCount * sizeof(float));
+  ASSERT_TRUE(buf.ok());
+  std::memset(*buf, 0, 2 * kCount * sizeof(float));  // emulated device memory is host memory
+  float* f = static_cast<float*>(*buf);
+  ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+  auto exchange = [&](int peer, size_t count) {
+    Status s = c.group_start();
+    std::vector<Request> requests;
+    requests.push_back(c.send(f, count, DataType::kFloat32, peer));
+    requests.push_back(c.recv(f + kCount, count, DataType::kFloat32, peer));
+    if (s.ok()) s = c.group_end();
+    for (const Request& r : requests)
+      if (Status w = r.wait(); s.ok()) s = w;
+    return s;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  if (me < 2) {
+    Status s = exchange(1 - me, me == 0 ? 1000 : 2000);
+    EXPECT_FALSE(s.ok()) << "rank " << me << ": an exchange whose sizes differ succeeded";
+    std::this_thread::sleep_for(std::chrono::seconds(6) - (std::chrono::steady_clock::now() - start));
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Status s = exchange(0, 1000);
+    ASSERT_FALSE(s.ok()) << "rank 2: an exchange with rank 0, which never made it, succeeded";
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << s.to_string();
+    EXPECT_NE(s.message().find("failed first"), std::string::npos) << s.to_string();
+    EXPECT_NE(s.message().find("made a different call"), std::string::npos) << s.to_string();
+  }
+  cuda::device_free(*buf);
 }
 
 }  // namespace
