@@ -191,7 +191,7 @@ class DeviceExecutor {
   std::mutex proxy_mu_;
   std::condition_variable proxy_cv_;
   std::vector<transport::ProxyLink*> proxy_links_;
-  std::vector<transport::WalkerLink*> watched_;  // mapped links to other processes' ranks
+  std::vector<transport::WalkerLink*> watched_;  // mapped links to other ranks (of this process too)
   bool proxy_work_ = false;  // a plan arrived since the proxy last looked
   bool proxy_stop_ = false;
   bool proxy_marked_ = false;  // the proxy thread's: mark_links() has marked them
