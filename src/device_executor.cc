@@ -218,8 +218,7 @@ void DeviceExecutor::mark_links() {
   uint64_t word = 0;
   if (__atomic_load_n(&error_->ready, __ATOMIC_ACQUIRE) != 0) {
     const cuda::WalkerError& e = *error_;  // complete once ready (walker.h)
-    word = e.outcome == device_walk::kPeerFailed ? e.cause
-                                                 : device_walk::dead_word(static_cast<int>(e.outcome), rank_, e.peer);
+    word = device_walk::failure_word(static_cast<int>(e.outcome), e.cause, rank_, e.peer);
   } else if (stopped != 0) {
     word = stopped == 1 ? device_walk::dead_word(device_walk::kAborted, rank_, -1) : stopped;
   }

@@ -44,26 +44,32 @@ DeviceProgramView DeviceProgram::view() const {
   return v;
 }
 
+namespace {
+
+// f(bytes, chunk) for each step of p's queue q in order: its bytes, and the chunk the walkers cut
+// them into (device_walk::chunk_bytes).
+template <typename F>
+void each_step(const DeviceProgram& p, uint32_t q, size_t slot_bytes, uint32_t lanes, F&& f) {
+  const size_t elem = dtype_size(p.dtype);
+  const size_t chunk = device_walk::chunk_bytes(slot_bytes, lanes, elem);
+  const DeviceQueue& dq = p.queues[q];
+  for (uint32_t k = 0; k < dq.steps_count; ++k) f(p.steps[p.queue_steps[dq.steps_begin + k]].count * elem, chunk);
+}
+
+}  // namespace
+
 uint64_t DeviceProgram::chunks(uint32_t q, size_t slot_bytes, uint32_t lanes) const {
   // chunk_sizes().size() without the vector: every launch of a group counts its queues' chunks.
-  const size_t elem = dtype_size(dtype);
-  const size_t chunk = device_walk::chunk_bytes(slot_bytes, lanes, elem);
-  const DeviceQueue& dq = queues[q];
-  uint64_t n = 1;
-  for (uint32_t k = 0; k < dq.steps_count; ++k)
-    n += (steps[queue_steps[dq.steps_begin + k]].count * elem + chunk - 1) / chunk;
+  uint64_t n = 1;  // the header
+  each_step(*this, q, slot_bytes, lanes, [&](size_t bytes, size_t chunk) { n += (bytes + chunk - 1) / chunk; });
   return n;
 }
 
 std::vector<uint64_t> DeviceProgram::chunk_sizes(uint32_t q, size_t slot_bytes, uint32_t lanes) const {
-  const size_t elem = dtype_size(dtype);
-  const size_t chunk = device_walk::chunk_bytes(slot_bytes, lanes, elem);
-  const DeviceQueue& dq = queues[q];
   std::vector<uint64_t> sizes{device_walk::kHeaderBytes};
-  for (uint32_t k = 0; k < dq.steps_count; ++k) {
-    const size_t bytes = steps[queue_steps[dq.steps_begin + k]].count * elem;
+  each_step(*this, q, slot_bytes, lanes, [&](size_t bytes, size_t chunk) {
     for (size_t off = 0; off < bytes; off += chunk) sizes.push_back(std::min(chunk, bytes - off));
-  }
+  });
   return sizes;
 }
 

@@ -95,6 +95,12 @@ WEFT_HOST_DEVICE inline uint64_t dead_word(int outcome, int origin, int blamed) 
          (static_cast<uint64_t>(static_cast<uint32_t>(origin) & 0xffffff) << 24) |
          (static_cast<uint64_t>(blamed + 1) & 0xffffff);
 }
+// The dead word a rank's walker that stopped with `outcome` marks its links with: the word that
+// stopped it (`seen_dead`), passed on, where a dead link did (kPeerFailed); else its own failure,
+// blaming `peer` (the queue's; -1 for its local steps).
+WEFT_HOST_DEVICE inline uint64_t failure_word(int outcome, uint64_t seen_dead, int rank, int peer) {
+  return outcome == kPeerFailed ? seen_dead : dead_word(outcome, rank, peer);
+}
 WEFT_HOST_DEVICE inline DeadLink dead_link(uint64_t word) {
   DeadLink d;
   d.outcome = static_cast<int>((word >> 48) & 0xff);

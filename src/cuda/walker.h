@@ -100,7 +100,7 @@ WEFT_HOST_DEVICE inline uint64_t record_failure(const WalkerCall& call, uint32_t
   e->chunk = chunk;
   e->seq = call.seq;
   e->cause = seen_dead;
-  return outcome == device_walk::kPeerFailed ? seen_dead : device_walk::dead_word(outcome, call.rank, peer);
+  return device_walk::failure_word(outcome, seen_dead, call.rank, peer);
 }
 
 // Queues the walker for `call` on `s`, `threads` (32 to kWalkerMaxThreads, a multiple of 32) per

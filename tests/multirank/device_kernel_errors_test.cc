@@ -25,6 +25,13 @@ namespace {
 
 using testing::world;
 
+// What every test here needs: 3 ranks, and a timeout well above the tests' bounds (5-8 s), so
+// that a failure which reaches a rank only at its timeout breaks the bound.
+void require_setting(const Communicator& c) {
+  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bounds";
+}
+
 // Rank 0 reduces 1000 floats, the others 2000, on device buffers through the C++ API (the call
 // returns once the kernel is done). Over the ring, rank 0 reads rank 2's header and rank 1 reads
 // rank 0's: both stop on the mismatch. Rank 2 finds rank 1's header right and would wait for data
@@ -33,8 +40,7 @@ using testing::world;
 // may rank 0 or 1, where a dead link stops it before it reads the header.)
 TEST(DeviceKernel, RanksWhoseCallsDisagreeAllFailAtOnce) {
   Communicator& c = world();
-  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
-  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
+  ASSERT_NO_FATAL_FAILURE(require_setting(c));
   const int me = c.rank();
   const size_t count = me == 0 ? 1000 : 2000;
   auto send = cuda::device_alloc(count * sizeof(float));
@@ -79,7 +85,7 @@ TEST(DeviceKernel, RanksWhoseCallsDisagreeAllFailAtOnce) {
 // call on host buffers fails at once with it.
 TEST(DeviceKernel, ACallQueuedBehindAFailedOneMovesNothing) {
   Communicator& c = world();
-  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  ASSERT_NO_FATAL_FAILURE(require_setting(c));
   const int me = c.rank();
   const size_t first = me == 0 ? 1000 : 2000, second = 500;
   auto a = cuda::device_alloc(2 * first * sizeof(float));
@@ -138,20 +144,21 @@ class LateRank {
     buf_ = *buf;
     stream_ = *stream;
     std::memset(buf_, 0, 2 * kCount * sizeof(float));  // emulated device memory is host memory
-    float* f = static_cast<float*>(buf_);
+    float* f = data();
     ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
   }
   void queue(Communicator& c, int late) {
     if (c.rank() == late) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     start_ = std::chrono::steady_clock::now();
     StreamScope scope(stream_);
-    float* f = static_cast<float*>(buf_);
+    float* f = data();
     ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
   }
   void run(Communicator& c, int late) {
     ASSERT_NO_FATAL_FAILURE(setup(c));
     ASSERT_NO_FATAL_FAILURE(queue(c, late));
   }
+  float* data() const { return static_cast<float*>(buf_); }  // 2 x kCount floats
   std::pair<std::chrono::steady_clock::duration, Status> finish(Communicator& c) {
     EXPECT_TRUE(cuda::stream_sync(stream_).ok());
     return {std::chrono::steady_clock::now() - start_, c.state().async_error()};
@@ -169,8 +176,7 @@ class LateRank {
 // waits; both name rank 0 and the abort.
 TEST(DeviceKernel, AnAbortedRanksPeersStopAtOnce) {
   Communicator& c = world();
-  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
-  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
+  ASSERT_NO_FATAL_FAILURE(require_setting(c));
   const int me = c.rank();
   LateRank call;
   ASSERT_NO_FATAL_FAILURE(call.run(c, 2));
@@ -196,8 +202,7 @@ TEST(DeviceKernel, AnAbortedRanksPeersStopAtOnce) {
 // have waited for the timeout, its peers launching nothing more.)
 TEST(DeviceKernel, AHostFailureStopsTheKernels) {
   Communicator& c = world();
-  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
-  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
+  ASSERT_NO_FATAL_FAILURE(require_setting(c));
   const int me = c.rank();
   LateRank call;
   ASSERT_NO_FATAL_FAILURE(call.run(c, 1));
@@ -220,8 +225,7 @@ TEST(DeviceKernel, AHostFailureStopsTheKernels) {
 // stop at once naming rank 0's abort: not at the timeout, nor when rank 0 exits (it stays 6 s).
 TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesItsPeers) {
   Communicator& c = world();
-  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
-  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
+  ASSERT_NO_FATAL_FAILURE(require_setting(c));
   const int me = c.rank();
   LateRank call;
   ASSERT_NO_FATAL_FAILURE(call.setup(c));
@@ -248,20 +252,16 @@ TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesItsPeers) {
 // so that nobody learns it from a closed connection.
 TEST(DeviceKernel, AFailedCallReachesAPeerThatWasNotInIt) {
   Communicator& c = world();
-  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
-  ASSERT_GE(c.config().timeout, std::chrono::seconds(20)) << "run with a WEFT_TIMEOUT well above the bound below";
+  ASSERT_NO_FATAL_FAILURE(require_setting(c));
   const int me = c.rank();
-  constexpr size_t kCount = 2000;
-  auto buf = cuda::device_alloc(2 * kCount * sizeof(float));
-  ASSERT_TRUE(buf.ok());
-  std::memset(*buf, 0, 2 * kCount * sizeof(float));  // emulated device memory is host memory
-  float* f = static_cast<float*>(*buf);
-  ASSERT_TRUE(c.allreduce(f, f + kCount, kCount, DataType::kFloat32, RedOp::kSum).wait().ok());
+  LateRank call;  // its setup alone: the buffer and an agreeing call
+  ASSERT_NO_FATAL_FAILURE(call.setup(c));
+  float* f = call.data();
   auto exchange = [&](int peer, size_t count) {
     Status s = c.group_start();
     std::vector<Request> requests;
     requests.push_back(c.send(f, count, DataType::kFloat32, peer));
-    requests.push_back(c.recv(f + kCount, count, DataType::kFloat32, peer));
+    requests.push_back(c.recv(f + LateRank::kCount, count, DataType::kFloat32, peer));
     if (s.ok()) s = c.group_end();
     for (const Request& r : requests)
       if (Status w = r.wait(); s.ok()) s = w;
@@ -280,7 +280,6 @@ TEST(DeviceKernel, AFailedCallReachesAPeerThatWasNotInIt) {
     EXPECT_NE(s.message().find("failed first"), std::string::npos) << s.to_string();
     EXPECT_NE(s.message().find("made a different call"), std::string::npos) << s.to_string();
   }
-  cuda::device_free(*buf);
 }
 
 }  // namespace
