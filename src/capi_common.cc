@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "src/cuda/device.h"
 #include "weft/unique_id.h"
 
 namespace weft::capi {
@@ -87,8 +88,16 @@ Status at_group_end(std::function<Status()> fn) {
   return Status();
 }
 
-Result<std::vector<std::unique_ptr<Communicator>>> init_all(int n, const Config& config) {
+Result<std::vector<std::unique_ptr<Communicator>>> init_all(int n, const Config& config,
+                                                            const std::vector<int>& devices) {
   if (n < 0) return invalid_argument("the number of ranks is " + std::to_string(n) + "; it must not be negative");
+  if (!devices.empty() && devices.size() != static_cast<size_t>(n))
+    return invalid_argument("init_all: " + std::to_string(devices.size()) + " devices for " + std::to_string(n) +
+                            " ranks");
+  for (size_t i = 0; i < devices.size(); ++i) {  // before any rank waits for the others
+    auto gpu = cuda::gpu_identity(devices[i]);
+    if (!gpu.ok()) return gpu.status().with_context("rank " + std::to_string(i) + "'s device");
+  }
   std::vector<std::unique_ptr<Communicator>> comms(static_cast<size_t>(n));
   if (n == 0) return comms;
   auto id = UniqueId::create(config);
@@ -97,6 +106,7 @@ Result<std::vector<std::unique_ptr<Communicator>>> init_all(int n, const Config&
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
+      if (!devices.empty()) (void)cuda::set_device(devices[static_cast<size_t>(i)]);  // checked above
       auto c = Communicator::init(*id, i, n, config);
       if (c.ok()) comms[static_cast<size_t>(i)] = std::move(*c);
       else results[static_cast<size_t>(i)] = c.status();

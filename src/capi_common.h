@@ -70,8 +70,11 @@ Status at_group_end(std::function<Status()> fn);
 // ---- Communicators ----
 
 // `n` communicators of one fresh UniqueId in this process, rank i made by thread i; all or none.
-// n == 0 gives an empty vector.
-Result<std::vector<std::unique_ptr<Communicator>>> init_all(int n, const Config& config);
+// n == 0 gives an empty vector. With `devices` (n of them), thread i makes rank i on GPU
+// devices[i] (the communicator's GPU; a device that is not one fails it); without, on device 0,
+// a new thread's.
+Result<std::vector<std::unique_ptr<Communicator>>> init_all(int n, const Config& config,
+                                                            const std::vector<int>& devices = {});
 
 // The text both surfaces give for a result code (the numbers of StatusCode and of ncclResult_t).
 const char* result_string(int code);

@@ -43,12 +43,18 @@ Status CommState::device_setup(const Operation& op) {
   for (size_t i = 0; any == nullptr && i < op.buffers.size(); ++i) any = op.buffers[i];
   auto dev = cuda::pointer_device(any);
   WEFT_TRY(dev);
-  if (device_ >= 0) {
-    if (*dev != device_)
-      return invalid_argument("buffers on GPU " + std::to_string(*dev) + " but this communicator works on GPU " +
-                              std::to_string(device_) + " (one GPU per communicator)");
-    return Status();
+  const std::string made_on = " this communicator works on GPU " + std::to_string(gpu_) +
+                              ", the device that was current when it was made";
+  if (gpu_ >= 0 && *dev != gpu_)
+    return invalid_argument("buffers on GPU " + std::to_string(*dev) + ", but" + made_on +
+                            " (as NCCL's: call cudaSetDevice before making the communicator)");
+  if (gpu_ >= 0 && op.stream != nullptr) {  // a stream CUDA does not know is CUDA's to report
+    auto on = cuda::stream_device(op.stream);
+    if (on.ok() && *on != gpu_)
+      return invalid_argument("the stream belongs to GPU " + std::to_string(*on) + ", but" + made_on +
+                              " (its kernels could not be queued on that stream)");
   }
+  if (device_ >= 0) return Status();
   cuda::DeviceGuard guard(*dev);
   auto stream = cuda::stream_create();
   WEFT_TRY(stream);

@@ -47,13 +47,11 @@ Status dump_topology(const std::string& path, const std::optional<topology::Syst
   return topology::save_nccl_xml(*found, path);
 }
 
-// This process's current GPU (as NCCL, the communicator's), for its card: empty with none usable.
-cuda::GpuIdentity current_gpu() {
-  if (!cuda::available()) return {};
+// The device current on this thread (as NCCL, the communicator's GPU); -1 with none usable.
+int current_gpu() {
+  if (!cuda::available()) return -1;
   auto device = cuda::current_device();
-  if (!device.ok()) return {};
-  auto g = cuda::gpu_identity(*device);
-  return g.ok() ? *g : cuda::GpuIdentity{};
+  return device.ok() ? *device : -1;
 }
 
 // All-gathers variable-length blobs: lengths first, then the blobs padded to the longest.
@@ -216,7 +214,12 @@ Status CommState::init(const UniqueId& id) {
   put_blob(card, tcp_->local_card());
   put_blob(card, std::vector<uint8_t>(settings.begin(), settings.end()));
   put_blob(card, this_process_cpus());
-  const cuda::GpuIdentity gpu = current_gpu();
+  gpu_ = current_gpu();
+  cuda::GpuIdentity gpu;  // for the card: empty without one
+  if (gpu_ >= 0) {
+    auto g = cuda::gpu_identity(gpu_);
+    if (g.ok()) gpu = *g;
+  }
   put_blob(card, std::vector<uint8_t>(gpu.bus_id.begin(), gpu.bus_id.end()));
   const std::string sms = std::to_string(gpu.sms);
   put_blob(card, std::vector<uint8_t>(sms.begin(), sms.end()));
@@ -414,6 +417,14 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       }
       bool taken = false;
       s = launch_on_device(*op, &taken);
+      if (!s.ok() && kernel_executor_->out_of_step()) {
+        // Its kernel was not queued after its links had moved on: they are out of step with the
+        // peers', so the communicator breaks as on a run's failure, and its proxy thread marks the
+        // links dead so that the peers' kernels stop at once instead of at their timeout.
+        std::lock_guard<ExecLock> exec(exec_mu_);
+        op->finish(outcome(s));
+        return;
+      }
       if (taken || !s.ok()) {
         // An NCCL call (stream_ordered) is done in its stream's order (a kernel's failure reaches
         // async_error()); the C++ API's completes when its Request says so: wait for the kernel.

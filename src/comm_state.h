@@ -58,6 +58,9 @@ class CommState : public ConnectionSource {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const Config& config() const { return config_; }
+  // The GPU this communicator works on: the device current on the thread that made it (as NCCL's
+  // communicators); -1 where there is no GPU. Calls on buffers of another GPU fail.
+  int gpu() const { return gpu_; }
   const Logger& log() const { return log_; }
   Bootstrap& bootstrap() { return *bootstrap_; }
   // The node identity of each rank.
@@ -225,7 +228,8 @@ class CommState : public ConnectionSource {
   algorithms::Layout layout_;
   std::optional<algorithms::Tuner> tuner_;  // set once init() knows the layout
   bool oversubscribed_ = false;             // more ranks on this node than CPUs this process may use
-  DeviceExecutor::GpuShare gpu_share_;      // how the ranks share GPUs (each rank's current one at init)
+  int gpu_ = -1;                            // gpu(), set by init()
+  DeviceExecutor::GpuShare gpu_share_;      // how the ranks share GPUs (each rank's gpu_)
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<transport::Transport> self_, shm_, tcp_;
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;
@@ -271,7 +275,7 @@ class CommState : public ConnectionSource {
   // GPU state (src/cuda/device.h), made by the first device operation. device_, stream_,
   // done_flag_ and device_stream_order_ are written once under queue_mu_ before any device op is
   // queued.
-  int device_ = -1;
+  int device_ = -1;                // gpu_ once the GPU path is set up
   cuda::Stream stream_ = nullptr;  // this communicator's kernels and copies
   uint32_t* done_flag_ = nullptr;  // device memory: the ticket of the last finished device op
   uint32_t device_submitted_ = 0;  // the last ticket handed out (queue_mu_)

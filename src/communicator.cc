@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <map>
 #include <limits>
+#include <optional>
 
 #include "src/comm_state.h"
+#include "src/cuda/device.h"
 #include "src/fnv1a.h"
 #include "src/launch_env.h"
 
@@ -193,6 +195,16 @@ void submit_group(CommState& st, const std::shared_ptr<Operation>& op) {
   st.submit(op);
 }
 
+// A communicator made from `parent`'s ranks (split, shrink): as NCCL's, it works on the parent's
+// GPU whichever thread makes it, and WEFT_TORUS, which describes the parent's ranks, is dropped.
+Result<std::unique_ptr<Communicator>> init_child(const CommState& parent, const UniqueId& id, int rank, int nranks,
+                                                 Config config) {
+  config.torus.clear();
+  std::optional<cuda::DeviceGuard> on_gpu;
+  if (parent.gpu() >= 0) on_gpu.emplace(parent.gpu());
+  return Communicator::init(id, rank, nranks, config);
+}
+
 Request peer_call(CommState& st, GroupState& g, bool is_send, void* buf, size_t count, DataType type, int peer) {
   const auto name = [&] { return "rank " + std::to_string(st.rank()) + ": " + (is_send ? "send" : "recv"); };
   if (st.aborted()) return Request::completed(remote_error(name() + ": communicator was aborted"));
@@ -282,9 +294,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, co
   WEFT_TRY(st.bootstrap().allgather(&my_id, ids.data(), sizeof(UniqueId), deadline));
   if (color == kNoColor) return std::unique_ptr<Communicator>();
   const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), st.rank()) - members.begin());
-  Config child = config;
-  child.torus.clear();  // WEFT_TORUS describes the parent's ranks, not the new group's
-  return init(ids[static_cast<size_t>(members.front())], new_rank, static_cast<int>(members.size()), child);
+  return init_child(st, ids[static_cast<size_t>(members.front())], new_rank, static_cast<int>(members.size()), config);
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> exclude) {
@@ -318,9 +328,7 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
   auto id = st.bootstrap().subgroup_id(kept, salt, st.config());
   if (!id.ok()) return id.status().with_context(what);
   const int new_rank = static_cast<int>(std::find(kept.begin(), kept.end(), st.rank()) - kept.begin());
-  Config child = config;
-  child.torus.clear();  // WEFT_TORUS describes this communicator's ranks, not the survivors'
-  auto comm = init(*id, new_rank, static_cast<int>(kept.size()), child);
+  auto comm = init_child(st, *id, new_rank, static_cast<int>(kept.size()), config);
   if (comm.ok()) return comm;
   // A root that refused this rank's secret, or ranks that never came: what differing lists give.
   const bool mismatch = comm.status().code() == StatusCode::kRemoteError || comm.status().code() == StatusCode::kTimeout;

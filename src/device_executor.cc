@@ -409,9 +409,10 @@ Status DeviceExecutor::launch(const Key& key, const algorithms::CollectiveArgs& 
   call.in = const_cast<char*>(static_cast<const char*>(send));
   call.out = static_cast<char*>(recv);
   plan_proxies(p.host, call, lanes);
-  WEFT_TRY(enqueue(call, p.tmp_bytes, lanes, stream));
-  ++seq_;
-  return Status();
+  Status s = enqueue(call, p.tmp_bytes, lanes, stream);
+  out_of_step_ = out_of_step_ || !s.ok();  // fill_queues took the call's chunk numbers
+  if (s.ok()) ++seq_;
+  return s;
 }
 
 bool DeviceExecutor::takes_groups(int nranks) {
@@ -507,12 +508,15 @@ Status DeviceExecutor::launch_group(int nranks, const std::vector<algorithms::Pe
     walker_group_header(host, q, dq.is_send ? rank_ : dq.peer, ++groups, lanes, call.queues[q].header);
   }
   // The copy waits for nothing: the table's last reader has finished (next_table()).
-  WEFT_TRY(cuda::copy_async(t.device, t.host, used, stream));
-  plan_proxies(host, call, lanes);
-  WEFT_TRY(enqueue(call, 0, lanes, stream));
-  WEFT_TRY(cuda::event_record(t.used, stream));
-  t.pending = true;
-  return Status();
+  Status s = cuda::copy_async(t.device, t.host, used, stream);
+  if (s.ok()) {
+    plan_proxies(host, call, lanes);
+    s = enqueue(call, 0, lanes, stream);
+  }
+  if (s.ok()) s = cuda::event_record(t.used, stream);
+  out_of_step_ = out_of_step_ || !s.ok();  // fill_queues took the call's chunk numbers
+  t.pending = s.ok();
+  return s;
 }
 
 Status DeviceExecutor::wait_last() {

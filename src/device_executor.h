@@ -96,6 +96,10 @@ class DeviceExecutor {
   // check. REQUIRES: takes_groups(nranks); every peer of `ops` reached by the cuda transport.
   Status launch_group(int nranks, const std::vector<algorithms::PeerOp>& ops, const std::vector<void*>& buffers,
                       cuda::Stream stream);
+  // True once a launch failed after it had taken its chunk numbers on its links (its kernel never
+  // queued): the links are out of step with the peers', so the communicator must break (the
+  // launching thread's; set before launch() or launch_group() returns that failure).
+  bool out_of_step() const { return out_of_step_; }
 
   // Blocks until the last launch has finished (bounded by the timeout, which the kernel keeps
   // too); its failure, if any.
@@ -212,6 +216,7 @@ class DeviceExecutor {
   std::vector<GroupTable> tables_;  // made on the first group
   size_t next_table_ = 0;
   bool groups_logged_ = false;
+  bool out_of_step_ = false;
 };
 
 }  // namespace weft

@@ -67,7 +67,10 @@ class Request {
 class Communicator {
  public:
   // Joins rank `rank` of `nranks` to the communicator named by `id`. Blocks until every rank has
-  // arrived or config.timeout passes (the error names the ranks that never arrived).
+  // arrived or config.timeout passes (the error names the ranks that never arrived). Where there
+  // is a GPU, the communicator works on the device current on the calling thread, as NCCL's do:
+  // calls on device buffers of another GPU fail (kInvalidArgument). split() and shrink() make
+  // theirs on this communicator's GPU.
   static Result<std::unique_ptr<Communicator>> init(const UniqueId& id, int rank, int nranks,
                                                     const Config& config);
   // Reads rank, size and rendezvous from the launcher's environment: weft-run

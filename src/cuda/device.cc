@@ -115,6 +115,12 @@ Result<Stream> stream_create() {
 void stream_destroy(Stream s) {
   if (s != nullptr) cudaStreamDestroy(st(s));
 }
+Result<int> stream_device(Stream s) {
+  int device = -1;
+  if (s == nullptr) WEFT_TRY(check(cudaGetDevice(&device), "cudaGetDevice"));
+  else WEFT_TRY(check(cudaStreamGetDevice(st(s), &device), "cudaStreamGetDevice"));
+  return device;
+}
 Status stream_sync(Stream s) { return check(cudaStreamSynchronize(st(s)), "cudaStreamSynchronize"); }
 Result<bool> stream_idle(Stream s) { return finished(cudaStreamQuery(st(s)), "cudaStreamQuery"); }
 
@@ -214,6 +220,23 @@ Result<void*> ipc_open(const uint8_t (&handle)[64]) {
 }
 void ipc_close(void* base) {
   if (base != nullptr) cudaIpcCloseMemHandle(base);
+}
+
+Status enable_peer_access(int peer) {
+  int current = 0;
+  WEFT_TRY(check(cudaGetDevice(&current), "cudaGetDevice"));
+  if (peer == current) return Status();
+  int can = 0;
+  WEFT_TRY(check(cudaDeviceCanAccessPeer(&can, current, peer), "cudaDeviceCanAccessPeer"));
+  if (can == 0)
+    return invalid_usage("GPU " + std::to_string(current) + " cannot reach the memory of GPU " + std::to_string(peer) +
+                         " (CUDA reports no peer access between them)");
+  const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    return Status();
+  }
+  return check(e, "cudaDeviceEnablePeerAccess");
 }
 
 }  // namespace weft::cuda

@@ -6,7 +6,7 @@
 // available() is false and is_device_pointer() false for every pointer.
 // Built without (device_emulated.cc): available() is false, is_device_pointer() false, and every
 // other call returns kInvalidUsage saying weft was built without CUDA; or, under
-// WEFT_EMULATE_GPU=1, one GPU emulated in host memory for tests (that file says how).
+// WEFT_EMULATE_GPU=N, N GPUs emulated in host memory for tests (that file says how).
 //
 // Handles (Stream, Event) are the CUDA objects behind void*; a null Stream is CUDA's legacy
 // default stream, as in NCCL's API. Every failure comes back as a Status naming the call and
@@ -47,6 +47,8 @@ Result<GpuIdentity> gpu_identity(int device);
 
 Result<Stream> stream_create();
 void stream_destroy(Stream s);
+// The device `s` belongs to (the null stream: the current device's).
+Result<int> stream_device(Stream s);
 Status stream_sync(Stream s);
 // True once all work queued on `s` has finished (does not block).
 Result<bool> stream_idle(Stream s);
@@ -100,9 +102,15 @@ struct IpcExport {
   uint64_t offset = 0;
 };
 Result<IpcExport> ipc_export(const void* p);
-// Maps another process's allocation; the base address of the mapping.
+// Maps another process's allocation; the base address of the mapping. Kernels on the current
+// device reach it, also where another GPU holds it (CUDA enables peer access for the mapping).
 Result<void*> ipc_open(const uint8_t (&handle)[64]);
 void ipc_close(void* base);
+// Lets kernels on the current device reach memory of GPU `peer` (cudaDeviceEnablePeerAccess; once
+// enabled, or `peer` the current device, there is nothing to do). Where the two GPUs cannot reach
+// each other it fails, saying so. What a process's own allocations on another GPU need before its
+// kernels touch them.
+Status enable_peer_access(int peer);
 
 // Sets the calling thread's current device for a scope and restores the one it had (a
 // communicator's thread may run on the caller's thread, whose device is the caller's business).

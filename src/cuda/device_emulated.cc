@@ -1,9 +1,10 @@
 // device.h in a build without the CUDA toolkit. By default there is no GPU: no pointer is device
 // memory, and the calls only a device path makes say why they cannot work.
 //
-// WEFT_EMULATE_GPU=1 emulates one GPU (device 0) in host memory instead, so that the GPU path's
-// host side (the executor on device buffers, the cuda transport's FIFOs over IPC, staging
-// through host memory, stream order) runs in tests on machines without a GPU:
+// WEFT_EMULATE_GPU=N (1 to 8) emulates N GPUs (devices 0 to N-1) in host memory instead, so that
+// the GPU path's host side (the executor on device buffers, the cuda transport's FIFOs over IPC,
+// staging through host memory, stream order, the device-side executor) runs in tests on machines
+// without a GPU:
 //   - device memory is shared memory (memfd), so another process maps it through an "IPC
 //     handle" (the allocating process's pid and descriptor, opened through /proc);
 //     host_alloc's "pinned" memory is ordinary memory that copies treat as asynchronous;
@@ -13,10 +14,21 @@
 //   - as CUDA: a copy from or to pageable host memory waits for the stream and is done when it
 //     returns; device_free, host_free and ipc_close first wait for every stream to be idle.
 //   - the device-side executor's kernel (launch_walker) runs its walkers as host threads
-//     (walker_emulated.h) when its stream gets to it; the GPU has 64 multiprocessors, so that up
-//     to 5 ranks sharing it get walkers (DeviceExecutor's sharing cap) and 6 or more do not.
-// It does not emulate several GPUs, or the legacy default stream's ordering with other streams
-// (the null stream is one more stream here).
+//     (walker_emulated.h) when its stream gets to it; each GPU has 64 multiprocessors, so that up
+//     to 5 ranks sharing one get walkers (DeviceExecutor's sharing cap) and 6 or more do not.
+// Several GPUs, and CUDA's rules for them, which a machine of one GPU never tests:
+//   - the current device is per thread, 0 on every new thread, as CUDA's; WEFT_EMULATE_GPU_DEVICE=k
+//     starts the thread that loads weft (a program's main thread) on device k instead, as a
+//     program that calls cudaSetDevice(k) first (tests give each rank its own GPU that way);
+//   - memory, streams (the null stream too: one a device) and events belong to the device current
+//     where they were made (IPC memory: where it was mapped); each GPU has its own PCI bus id;
+//   - refused, as CUDA does: a kernel queued on a stream of a device that is not current
+//     (cudaErrorInvalidResourceHandle), an event recorded on another device's stream, and a kernel
+//     touching memory its device cannot reach: another GPU's memory unless enable_peer_access()
+//     let it (every pair of emulated GPUs can), IPC memory mapped on another device, or pageable
+//     host memory. Copies may cross devices.
+// It does not emulate the legacy default stream's ordering with other streams (the null stream is
+// one more stream here).
 //
 // Every definition names its declaration (cuda::f), so one that no longer matches device.h or
 // walker.h fails to compile instead of leaving the link short; src/CMakeLists.txt compiles this
@@ -29,14 +41,17 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,19 +67,42 @@ namespace {
 
 Status none() { return invalid_usage("this weft was built without CUDA (configure with the CUDA toolkit installed)"); }
 
-bool emulating() {
-  static const bool on = [] {
+constexpr int kMaxGpus = 8;
+
+// How many GPUs WEFT_EMULATE_GPU asks for; 0: none (unset, or not 1 to kMaxGpus).
+int gpu_count() {
+  static const int n = [] {
     const char* v = std::getenv("WEFT_EMULATE_GPU");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    if (v == nullptr || v[0] < '1' || v[0] > '0' + kMaxGpus || v[1] != '\0') return 0;
+    return v[0] - '0';
   }();
-  return on;
+  return n;
 }
+
+bool emulating() { return gpu_count() > 0; }
+
+thread_local int t_device = 0;  // this thread's current device: 0 on a new thread, as CUDA's
+
+// WEFT_EMULATE_GPU_DEVICE=k: the thread that loads weft starts on device k.
+const bool g_loader_device_set = [] {
+  const char* v = std::getenv("WEFT_EMULATE_GPU_DEVICE");
+  if (v == nullptr || !emulating()) return false;
+  char* end = nullptr;
+  const long k = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || k < 0 || k >= gpu_count()) {
+    std::fprintf(stderr, "weft: WEFT_EMULATE_GPU_DEVICE=%s is not a device of the %d emulated GPU(s); using 0\n", v,
+                 gpu_count());
+    return false;
+  }
+  t_device = static_cast<int>(k);
+  return true;
+}();
 
 // A stream: a thread that runs the work queued on it in order. Destroying one runs what is
 // queued; waits for counters and events then give up (CUDA would leave them waiting).
 class EmuStream {
  public:
-  EmuStream() : worker_([this] { run(); }) {}
+  explicit EmuStream(int device) : device_(device), worker_([this] { run(); }) {}
   ~EmuStream() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -93,6 +131,7 @@ class EmuStream {
     idle_cv_.wait(lock, [&] { return done_ == queued_; });
   }
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+  int device() const { return device_; }
 
  private:
   void run() {
@@ -119,6 +158,7 @@ class EmuStream {
   std::deque<std::function<void()>> tasks_;
   uint64_t queued_ = 0, done_ = 0;
   std::atomic<bool> stopping_{false};
+  const int device_;
   std::thread worker_;  // last: starts once the rest exists
 };
 
@@ -129,6 +169,7 @@ struct EventState {
 };
 struct EmuEvent {
   std::shared_ptr<EventState> state = std::make_shared<EventState>();
+  int device = 0;
 };
 
 enum class BlockKind { kDevice, kPinned, kMapped };
@@ -136,14 +177,17 @@ struct Block {
   size_t bytes = 0;
   int fd = -1;  // kDevice: the memfd, kept for IPC
   BlockKind kind = BlockKind::kDevice;
+  int device = -1;  // kDevice: the GPU it is on; kMapped: the GPU it is mapped on; kPinned: -1
 };
 
 // The emulated GPU: its streams and the memory it knows, by base address.
 struct Gpu {
   std::mutex mu;
   std::map<const void*, std::shared_ptr<EmuStream>> streams;  // by handle
-  std::shared_ptr<EmuStream> null_stream;  // CUDA's legacy default stream (Stream nullptr)
+  // Each device's legacy default stream (Stream nullptr on it), made on first use.
+  std::array<std::shared_ptr<EmuStream>, kMaxGpus> null_streams;
   std::map<uintptr_t, Block> blocks;
+  std::set<std::pair<int, int>> peer_access;  // (from, to): enable_peer_access(to) on `from`
 
   // The block holding p, or blocks.end(). REQUIRES: mu held.
   std::map<uintptr_t, Block>::iterator find(const void* p) {
@@ -165,11 +209,9 @@ EmuStream* stream_of(cuda::Stream s) {
   Gpu& g = gpu();
   std::lock_guard<std::mutex> lock(g.mu);
   if (s == nullptr) {
-    if (!g.null_stream) {
-      g.null_stream = std::make_shared<EmuStream>();
-      g.streams[nullptr] = g.null_stream;
-    }
-    return g.null_stream.get();
+    auto& null_stream = g.null_streams[static_cast<size_t>(t_device)];
+    if (!null_stream) null_stream = std::make_shared<EmuStream>(t_device);
+    return null_stream.get();
   }
   auto it = g.streams.find(s);
   return it == g.streams.end() ? nullptr : it->second.get();
@@ -186,6 +228,8 @@ void wait_for_device() {
   {
     std::lock_guard<std::mutex> lock(g.mu);
     for (auto& [handle, stream] : g.streams) all.push_back(stream);
+    for (auto& stream : g.null_streams)
+      if (stream) all.push_back(stream);
   }
   for (auto& s : all) s->sync();
 }
@@ -204,12 +248,50 @@ std::optional<Block> forget(void* base, BlockKind kind) {
   return b;
 }
 
-std::optional<BlockKind> kind_of(const void* p) {
+std::optional<Block> block_of(const void* p) {
   Gpu& g = gpu();
   std::lock_guard<std::mutex> lock(g.mu);
   auto it = g.find(p);
   if (it == g.blocks.end()) return std::nullopt;
-  return it->second.kind;
+  return it->second;
+}
+
+std::optional<BlockKind> kind_of(const void* p) {
+  auto b = block_of(p);
+  return b ? std::optional<BlockKind>(b->kind) : std::nullopt;
+}
+
+std::string gpu_name(int device) { return "GPU " + std::to_string(device); }
+
+bool peer_access(int from, int to) {
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  return g.peer_access.count({from, to}) > 0;
+}
+
+// CUDA's rules for a kernel (`what`) queued on `s`: the stream belongs to the current device, and
+// each of `touched` (null: unused) is memory that device reaches: its own, another GPU's it has
+// peer access to, IPC memory mapped on it, or pinned host memory.
+Status kernel_check(const EmuStream& s, const char* what, std::initializer_list<const void*> touched) {
+  if (s.device() != t_device)
+    return invalid_argument(std::string("emulated GPU: ") + what + " queued on a stream of " + gpu_name(s.device()) +
+                            " while " + gpu_name(t_device) +
+                            " is current (CUDA refuses it: invalid resource handle; set the stream's device first)");
+  for (const void* p : touched) {
+    if (p == nullptr) continue;
+    auto b = block_of(p);
+    std::string where;
+    if (!b) where = "pageable host memory";
+    else if (b->kind == BlockKind::kDevice && b->device != s.device() && !peer_access(s.device(), b->device))
+      where = "memory of " + gpu_name(b->device) + " without peer access to it";
+    else if (b->kind == BlockKind::kMapped && b->device != s.device())
+      where = "IPC memory mapped on " + gpu_name(b->device);
+    if (!where.empty())
+      return invalid_argument(std::string("emulated GPU: ") + what + " on " + gpu_name(s.device()) + " touches " +
+                              where + " (a GPU's kernels reach its own memory, another GPU's once peer access is " +
+                              "enabled, IPC memory mapped on it and pinned host memory)");
+  }
+  return Status();
 }
 
 // Polls until done() or the stream is being destroyed.
@@ -250,33 +332,40 @@ bool cuda::is_device_pointer(const void* p) {
 
 Result<int> cuda::pointer_device(const void* p) {
   if (!emulating()) return none();
-  if (!is_device_pointer(p)) return invalid_argument("not memory of the emulated GPU");
-  return 0;
+  auto b = block_of(p);
+  if (!b || b->kind == BlockKind::kPinned) return invalid_argument("not memory of an emulated GPU");
+  return b->device;
 }
 
 Status cuda::set_device(int device) {
   if (!emulating()) return none();
-  if (device != 0) return invalid_argument("the emulated GPU is device 0, not " + std::to_string(device));
+  if (device < 0 || device >= gpu_count())
+    return invalid_argument("device " + std::to_string(device) + " is not one of the " + std::to_string(gpu_count()) +
+                            " emulated GPU(s) (WEFT_EMULATE_GPU)");
+  t_device = device;
   return Status();
 }
 
 Result<int> cuda::current_device() {
   if (!emulating()) return none();
-  return 0;
+  return t_device;
 }
 
 Result<cuda::GpuIdentity> cuda::gpu_identity(int device) {
   if (!emulating()) return none();
-  WEFT_TRY(set_device(device));
+  if (device < 0 || device >= gpu_count())
+    return invalid_argument("device " + std::to_string(device) + " is not an emulated GPU");
   GpuIdentity g;
-  g.bus_id = "0000:ee:00.0";  // every process of the machine shares the one emulated GPU
+  char bus[32];
+  std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0xe0 + device);  // every process sees the same GPUs
+  g.bus_id = bus;
   g.sms = 64;
   return g;
 }
 
 Result<Stream> cuda::stream_create() {
   if (!emulating()) return none();
-  auto s = std::make_shared<EmuStream>();
+  auto s = std::make_shared<EmuStream>(t_device);
   Gpu& g = gpu();
   std::lock_guard<std::mutex> lock(g.mu);
   g.streams[s.get()] = s;
@@ -298,6 +387,13 @@ void cuda::stream_destroy(Stream s) {
   // wait_for_device() that is syncing it).
 }
 
+Result<int> cuda::stream_device(Stream s) {
+  if (!emulating()) return none();
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  return stream->device();
+}
+
 Status cuda::stream_sync(Stream s) {
   if (!emulating()) return none();
   EmuStream* stream = stream_of(s);
@@ -315,7 +411,9 @@ Result<bool> cuda::stream_idle(Stream s) {
 
 Result<Event> cuda::event_create() {
   if (!emulating()) return none();
-  return static_cast<Event>(new EmuEvent);
+  auto* e = new EmuEvent;
+  e->device = t_device;
+  return static_cast<Event>(e);
 }
 
 void cuda::event_destroy(Event e) { delete static_cast<EmuEvent*>(e); }
@@ -324,7 +422,11 @@ Status cuda::event_record(Event e, Stream s) {
   if (!emulating()) return none();
   EmuStream* stream = stream_of(s);
   if (stream == nullptr) return bad_stream(s);
-  std::shared_ptr<EventState> state = static_cast<EmuEvent*>(e)->state;
+  const EmuEvent& event = *static_cast<EmuEvent*>(e);
+  if (event.device != stream->device())
+    return invalid_argument("emulated GPU: an event of " + gpu_name(event.device) + " recorded on a stream of " +
+                            gpu_name(stream->device()) + " (CUDA refuses it)");
+  std::shared_ptr<EventState> state = event.state;
   const uint64_t n = state->recorded.fetch_add(1, std::memory_order_acq_rel) + 1;
   stream->push([state, n] {
     uint64_t was = state->reached.load(std::memory_order_acquire);
@@ -355,6 +457,7 @@ Status cuda::stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
   if (!emulating()) return none();
   EmuStream* stream = stream_of(s);
   if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(kernel_check(*stream, "a kernel waiting for a counter", {flag}));
   stream->push([flag, value, stream] {
     poll(*stream, [&] {
       const uint32_t now = std::atomic_ref<const uint32_t>(*flag).load(std::memory_order_acquire);
@@ -392,7 +495,7 @@ Result<void*> cuda::device_alloc(size_t bytes) {
   }
   Gpu& g = gpu();
   std::lock_guard<std::mutex> lock(g.mu);
-  g.blocks[reinterpret_cast<uintptr_t>(p)] = Block{size, fd, BlockKind::kDevice};
+  g.blocks[reinterpret_cast<uintptr_t>(p)] = Block{size, fd, BlockKind::kDevice, t_device};
   return p;
 }
 
@@ -411,7 +514,7 @@ Result<void*> cuda::host_alloc(size_t bytes) {
     return system_error("emulated GPU: cannot allocate " + std::to_string(bytes) + " bytes of pinned memory");
   Gpu& g = gpu();
   std::lock_guard<std::mutex> lock(g.mu);
-  g.blocks[reinterpret_cast<uintptr_t>(p)] = Block{std::max<size_t>(bytes, 1), -1, BlockKind::kPinned};
+  g.blocks[reinterpret_cast<uintptr_t>(p)] = Block{std::max<size_t>(bytes, 1), -1, BlockKind::kPinned, -1};
   return p;
 }
 
@@ -450,6 +553,7 @@ Status cuda::reduce(void* dst, const void* a, const void* b, size_t count, DataT
   if (count == 0) return Status();
   EmuStream* stream = stream_of(s);
   if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(kernel_check(*stream, "a reduce kernel", {dst, a, b}));
   stream->push([=] { kernels::reduce(dst, a, b, count, type, op); });
   return Status();
 }
@@ -459,6 +563,7 @@ Status cuda::divide(void* dst, const void* src, size_t count, DataType type, int
   if (count == 0) return Status();
   EmuStream* stream = stream_of(s);
   if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(kernel_check(*stream, "a divide kernel", {dst, src}));
   stream->push([=] { kernels::divide_by(dst, src, count, type, divisor); });
   return Status();
 }
@@ -469,6 +574,7 @@ Status cuda::scale(void* dst, const void* src, size_t count, DataType type, cons
   if (count == 0) return Status();
   EmuStream* stream = stream_of(s);
   if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(kernel_check(*stream, "a scale kernel", {dst, src, scalar_on_device ? scalar : nullptr}));
   // A host scalar is read now; a device one when the stream gets to it.
   std::array<char, 8> value{};
   if (!scalar_on_device) std::memcpy(value.data(), scalar, dtype_size(type));
@@ -513,7 +619,7 @@ Result<void*> cuda::ipc_open(const uint8_t (&handle)[64]) {
   if (p == MAP_FAILED) return system_error("emulated GPU: cannot map process " + std::to_string(h.pid) + "'s memory");
   Gpu& g = gpu();
   std::lock_guard<std::mutex> lock(g.mu);
-  g.blocks[reinterpret_cast<uintptr_t>(p)] = Block{h.bytes, -1, BlockKind::kMapped};
+  g.blocks[reinterpret_cast<uintptr_t>(p)] = Block{h.bytes, -1, BlockKind::kMapped, t_device};
   return p;
 }
 
@@ -522,11 +628,30 @@ void cuda::ipc_close(void* base) {
   if (auto b = forget(base, BlockKind::kMapped)) ::munmap(base, b->bytes);
 }
 
+Status cuda::enable_peer_access(int peer) {
+  if (!emulating()) return none();
+  if (peer < 0 || peer >= gpu_count()) return invalid_argument("device " + std::to_string(peer) + " is not an emulated GPU");
+  if (peer == t_device) return Status();
+  Gpu& g = gpu();
+  std::lock_guard<std::mutex> lock(g.mu);
+  g.peer_access.insert({t_device, peer});
+  return Status();
+}
+
 Status cuda::launch_walker(const WalkerCall& call, Stream s, unsigned threads) {
   if (!emulating()) return none();
   WEFT_TRY(check_walker_call(call, threads));
   EmuStream* stream = stream_of(s);
   if (stream == nullptr) return bad_stream(s);
+  const DeviceProgramView& p = call.program;
+  WEFT_TRY(kernel_check(*stream, "the walker kernel",
+                        {call.in, call.out, call.tmp, call.user, call.done, call.error,
+                         const_cast<const uint64_t*>(call.abort), p.steps, p.deps, p.queues, p.queue_steps,
+                         p.local_steps}));
+  for (uint32_t q = 0; q < p.queue_count; ++q) {
+    const WalkerFifo& f = call.queues[q];
+    WEFT_TRY(kernel_check(*stream, "the walker kernel", {f.slots, f.published, f.released, f.dead}));
+  }
   stream->push([call] { walk_on_host(call); });  // the call by value, as a kernel's parameters
   return Status();
 }

@@ -1,6 +1,7 @@
 // The NCCL ABI, part 1: version, errors, ids, communicator life cycle and queries, memory.
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -63,9 +64,13 @@ void log_version(const ncclComm& c) {
 }
 
 // Makes `h->comm` with `make`: inline when blocking outside a group; else in the background,
-// with ncclGroupEnd waiting for it (blocking) or ncclInProgress returned (non-blocking).
+// with ncclGroupEnd waiting for it (blocking) or ncclInProgress returned (non-blocking). Either
+// way on h->cuda_dev (the communicator takes the device current where it is made), not on the
+// background thread's device.
 Status start_comm(ncclComm* h, std::function<Result<std::unique_ptr<Communicator>>()> make) {
   auto run = [h, make = std::move(make)]() -> Status {
+    std::optional<cuda::DeviceGuard> on_gpu;
+    if (cuda::available()) on_gpu.emplace(h->cuda_dev);
     auto c = make();
     WEFT_TRY(c);
     h->comm = std::move(*c);
@@ -223,7 +228,10 @@ WEFT_NCCL_API(ncclResult_t, CommInitAll, ncclComm_t* comms, int ndev, const int*
     }
     auto config = weft::Config::from_env();
     WEFT_TRY(config);
-    auto all = capi::init_all(ndev, *config);
+    std::vector<int> devices;  // where there is a GPU: each communicator's
+    if (weft::cuda::available())
+      for (int i = 0; i < ndev; ++i) devices.push_back(devlist != nullptr ? devlist[i] : i);
+    auto all = capi::init_all(ndev, *config, devices);
     WEFT_TRY(all);
     for (int i = 0; i < ndev; ++i) {
       auto* h = new ncclComm;

@@ -483,6 +483,16 @@ static void sweep(const Type* t) {
 
 /* ---- Communicators ---- */
 
+/* Under WEFT_EMULATE_GPU_DEVICE=k (this rank's emulated GPU, as a program's cudaSetDevice(k) before
+ * it makes its communicators), every communicator works on device k: ncclCommCuDevice says so, and
+ * a call on buffers of that GPU passes (weft refuses buffers of another GPU than its communicator's). */
+static void check_device(ncclComm_t c, const char* what) {
+  const char* v = getenv("WEFT_EMULATE_GPU_DEVICE");
+  if (v == NULL) return;
+  int dev = -1;
+  NCCLCHECK(ncclCommCuDevice(c, &dev));
+  CHECK(dev == atoi(v), "rank %d: %s works on device %d, not %s", rank, what, dev, v);
+}
 
 static void test_split(void) {
   const int color = rank == nranks - 1 && nranks > 2 ? NCCL_SPLIT_NOCOLOR : rank % 2;
@@ -504,12 +514,16 @@ static void test_split(void) {
   NCCLCHECK(ncclCommUserRank(sub, &me));
   CHECK(n == members && me == expected_rank, "rank %d: split gave rank %d of %d, expected %d of %d", rank, me, n,
         expected_rank, members);
-  int64_t x = rank, sum = -1;
-  NCCLCHECK(ncclAllReduce(&x, &sum, 1, ncclInt64, ncclSum, sub, NULL));
+  check_device(sub, "the split's communicator");
+  int64_t* x = alloc(2 * sizeof(int64_t)); /* the sweep's kind of memory */
+  x[0] = rank;
+  x[1] = -1;
+  NCCLCHECK(ncclAllReduce(&x[0], &x[1], 1, ncclInt64, ncclSum, sub, NULL));
   int64_t want = 0;
   for (int r = color; r < nranks; r += 2)
     if (!(r == nranks - 1 && nranks > 2)) want += r;
-  CHECK(sum == want, "rank %d: allreduce on the split gave %lld, expected %lld", rank, (long long)sum, (long long)want);
+  CHECK(x[1] == want, "rank %d: allreduce on the split gave %lld, expected %lld", rank, (long long)x[1], (long long)want);
+  release(x);
   NCCLCHECK(ncclCommDestroy(sub));
 }
 
@@ -530,10 +544,16 @@ static void test_nonblocking_comm(void) {
     if (state == ncclInProgress) usleep(1000);
   }
   CHECK(state == ncclSuccess, "rank %d: non-blocking init ended with %d: %s", rank, state, ncclGetLastError(NULL));
-  double x[3] = {rank, 1, -rank}, y[3];
+  check_device(c2, "the non-blocking communicator"); /* made on another thread */
+  double* x = alloc(6 * sizeof(double)); /* the sweep's kind of memory */
+  double* y = x + 3;
+  x[0] = rank;
+  x[1] = 1;
+  x[2] = -rank;
   NCCLCHECK(ncclAllReduce(x, y, 3, ncclFloat64, ncclSum, c2, NULL));
   const double total = nranks * (nranks - 1) / 2.0;
   CHECK(y[0] == total && y[1] == nranks && y[2] == -total, "rank %d: allreduce on the second comm", rank);
+  release(x);
   NCCLCHECK(ncclCommFinalize(c2));
   NCCLCHECK(ncclCommDestroy(c2));
 }
@@ -594,6 +614,7 @@ static int type_selected(const Type* t) {
 
 int main(void) {
   if (nccl_join_from_env(&comm, &rank, &nranks) != ncclSuccess) return 1;
+  check_device(comm, "the communicator");
   int swept = 0;
   for (int t = 0; t < kNumTypes; ++t)
     if (type_selected(&kTypes[t])) sweep(&kTypes[t]), ++swept;

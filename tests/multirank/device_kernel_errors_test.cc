@@ -8,6 +8,7 @@
 // learns of it at its next wait on any of them, whether or not a kernel used the link.
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -219,29 +220,58 @@ TEST(DeviceKernel, AHostFailureStopsTheKernels) {
   }
 }
 
-// Rank 0 aborts while no kernel of it runs. Its proxy thread marks every link of it dead (over
-// shm, mapped links: the dead word in device memory, written from the host; over tcp, the proxy's
-// links: it tells the peers), so ranks 1 and 2, whose allreduce comes later and waits for rank 0,
-// stop at once naming rank 0's abort: not at the timeout, nor when rank 0 exits (it stays 6 s).
-TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesItsPeers) {
+// Rank 0 does `rank0`, which fails or stops it, then stays alive 6 s, its connections open, past
+// the others' bound, so that they must learn of it from its marks, not from a closed connection.
+// Ranks 1 and 2 queue an allreduce 300 ms later, which waits for rank 0: it must fail within 5 s
+// naming `named`.
+void rank0_fails_and_stays(const std::function<void(Communicator&, LateRank&)>& rank0, const std::string& named) {
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));
-  const int me = c.rank();
   LateRank call;
   ASSERT_NO_FATAL_FAILURE(call.setup(c));
-  if (me == 0) {
-    c.abort();
-    // Alive, its connections open, past the others' bound: they must learn of the abort from
-    // the marks, not from a closed connection.
+  if (c.rank() == 0) {
+    ASSERT_NO_FATAL_FAILURE(rank0(c, call));
     std::this_thread::sleep_for(std::chrono::seconds(6));
     return;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_NO_FATAL_FAILURE(call.queue(c, -1));
   const auto [took, async] = call.finish(c);
-  ASSERT_FALSE(async.ok()) << "rank " << me << ": no error after rank 0 aborted";
+  ASSERT_FALSE(async.ok()) << "rank " << c.rank() << ": no error, expected one naming " << named;
   EXPECT_LT(took, std::chrono::seconds(5)) << async.to_string();
-  EXPECT_NE(async.message().find("rank 0 was aborted"), std::string::npos) << async.to_string();
+  EXPECT_NE(async.message().find(named), std::string::npos) << async.to_string();
+}
+
+// Rank 0 aborts while no kernel of it runs. Its proxy thread marks every link of it dead (over
+// shm, mapped links: the dead word in device memory, written from the host; over tcp, the proxy's
+// links: it tells the peers), so ranks 1 and 2, whose allreduce comes later and waits for rank 0,
+// stop at once naming rank 0's abort: not at the timeout, nor when rank 0 exits (it stays 6 s).
+TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesItsPeers) {
+  rank0_fails_and_stays([](Communicator& c, LateRank&) { c.abort(); }, "rank 0 was aborted");
+}
+
+// Rank 0's launch of an allreduce fails after the call has taken its chunk numbers on the links
+// (the stream it passes is not a stream: the emulated GPU refuses the wait on it), so its kernel
+// never runs and its links are out of step with its peers'. Its communicator breaks (its next
+// call fails at once) and its proxy thread marks the links dead, so ranks 1 and 2, whose kernels
+// wait for rank 0, stop at once naming it, not at their timeout (before, they waited the 20 s,
+// and rank 0's next call ran on the links out of step, which they took for a different call).
+TEST(DeviceKernel, ALaunchThatFailsStopsThePeers) {
+  rank0_fails_and_stays(
+      [](Communicator& c, LateRank& call) {
+        int not_a_stream = 0;
+        float* f = call.data();
+        Status s;
+        {
+          StreamScope scope(&not_a_stream);
+          s = c.allreduce(f, f + LateRank::kCount, LateRank::kCount, DataType::kFloat32, RedOp::kSum).wait();
+        }
+        ASSERT_FALSE(s.ok()) << "a launch on a stream that is not one succeeded";
+        EXPECT_NE(s.message().find("not a stream"), std::string::npos) << s.to_string();
+        Status next = c.allreduce(f, f + LateRank::kCount, LateRank::kCount, DataType::kFloat32, RedOp::kSum).wait();
+        EXPECT_NE(next.message().find("unusable after an earlier error"), std::string::npos) << next.to_string();
+      },
+      "rank 0's communicator failed on the host");
 }
 
 // Ranks 0 and 1 exchange messages whose sizes differ (1000 floats each way from rank 0, 2000 from

@@ -173,7 +173,12 @@ TEST(StreamOrder, CallsReturnWhileTheirStreamIsHeld) {
     bench::poison(call->result.get(), call->out_bytes);
   }
 
-  uint32_t hold = 0;
+  // In pinned memory, which the stream's wait (a kernel) reaches; it would not reach the stack's.
+  auto word = cuda::host_alloc(sizeof(uint32_t));
+  ASSERT_TRUE(word.ok()) << word.status().to_string();
+  const std::unique_ptr<void, void (*)(void*)> held(*word, cuda::host_free);
+  uint32_t& hold = *static_cast<uint32_t*>(held.get());
+  hold = 0;
   ASSERT_TRUE(cuda::stream_wait_value(stream.get(), &hold, 1).ok());
   // A watchdog releases the stream if the calls have not all returned within 5 s, so that a call
   // that blocks fails the test instead of hanging it.

@@ -67,9 +67,9 @@ TEST(EmulatedGpu, MemoryKinds) {
   EXPECT_FALSE(cuda::is_device_pointer(pageable.data()));
   auto where = cuda::pointer_device(dev + 10);
   ASSERT_TRUE(where.ok());
-  EXPECT_EQ(*where, 0);
+  EXPECT_EQ(*where, *cuda::current_device());
   EXPECT_FALSE(cuda::pointer_device(pageable.data()).ok());
-  EXPECT_FALSE(cuda::set_device(1).ok());
+  EXPECT_FALSE(cuda::set_device(8).ok());  // never an emulated GPU
   cuda::device_free(dev);
   cuda::host_free(*h);
   EXPECT_FALSE(cuda::is_device_pointer(dev));  // freed
@@ -261,6 +261,75 @@ TEST(EmulatedGpu, RefusesWhatCudaRefuses) {
   cuda::device_free(*done);
   cuda::device_free(*d);
   cuda::device_free(*d2);
+}
+
+// Two GPUs (WEFT_EMULATE_GPU=2), this thread starting on the second (WEFT_EMULATE_GPU_DEVICE=1):
+// what belongs to which device, and what CUDA refuses across devices.
+TEST(EmulatedGpu, SeveralGpusKeepCudasRules) {
+  REQUIRE_EMULATED();
+  if (!cuda::gpu_identity(1).ok()) GTEST_SKIP() << "runs with WEFT_EMULATE_GPU=2 WEFT_EMULATE_GPU_DEVICE=1";
+  ASSERT_EQ(*cuda::current_device(), 1) << "the loading thread starts on WEFT_EMULATE_GPU_DEVICE";
+  int other_thread = -1;
+  std::thread([&] { other_thread = *cuda::current_device(); }).join();
+  EXPECT_EQ(other_thread, 0) << "a new thread starts on device 0, as CUDA's";
+  EXPECT_NE(cuda::gpu_identity(0)->bus_id, cuda::gpu_identity(1)->bus_id);
+  EXPECT_FALSE(cuda::gpu_identity(2).ok());
+  EXPECT_FALSE(cuda::set_device(2).ok());
+
+  auto s1 = cuda::stream_create();
+  auto d1 = cuda::device_alloc(4096);
+  auto e1 = cuda::event_create();
+  ASSERT_TRUE(cuda::set_device(0).ok());
+  auto s0 = cuda::stream_create();
+  auto d0 = cuda::device_alloc(4096);
+  auto pinned = cuda::host_alloc(4096);
+  ASSERT_TRUE(s1.ok() && d1.ok() && e1.ok() && s0.ok() && d0.ok() && pinned.ok());
+  EXPECT_EQ(*cuda::pointer_device(*d1), 1);
+  EXPECT_EQ(*cuda::pointer_device(*d0), 0);
+  std::vector<int32_t> pageable(1024, 1);
+  std::memset(*d0, 0, 4096);
+  std::memset(*d1, 0, 4096);
+  std::memset(*pinned, 0, 4096);
+
+  auto refused = [](const Status& s, const std::string& why) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
+  };
+  // Device 0 is current: a kernel on device 1's stream, and device 0's kernels on memory device 0
+  // does not reach, are refused; an event of device 1 recorded on device 0's stream too.
+  refused(cuda::reduce(*d1, *d1, *d1, 4, DataType::kInt32, RedOp::kSum, *s1),
+          "queued on a stream of GPU 1 while GPU 0 is current");
+  refused(cuda::reduce(*d0, *d0, *d1, 4, DataType::kInt32, RedOp::kSum, *s0), "touches memory of GPU 1");
+  refused(cuda::divide(*d0, pageable.data(), 4, DataType::kInt32, 2, *s0), "touches pageable host memory");
+  refused(cuda::stream_wait_value(*s0, static_cast<uint32_t*>(*d1), 1), "touches memory of GPU 1");
+  refused(cuda::event_record(*e1, *s0), "an event of GPU 1 recorded on a stream of GPU 0");
+  // What CUDA allows: device 0's kernels on its memory and pinned memory, copies across devices
+  // on any stream, and device 1's work once it is current.
+  EXPECT_TRUE(cuda::reduce(*d0, *d0, *pinned, 1024, DataType::kInt32, RedOp::kSum, *s0).ok());
+  EXPECT_TRUE(cuda::copy_async(*d1, *d0, 4096, *s0).ok());
+  ASSERT_TRUE(cuda::stream_sync(*s0).ok());
+  ASSERT_TRUE(cuda::set_device(1).ok());
+  EXPECT_TRUE(cuda::reduce(*d1, *d1, *d1, 4, DataType::kInt32, RedOp::kSum, *s1).ok());
+  EXPECT_TRUE(cuda::event_record(*e1, *s1).ok());
+  ASSERT_TRUE(cuda::stream_sync(*s1).ok());
+  // Once device 0 has peer access to device 1, its kernels reach device 1's memory; device 1's
+  // do not reach device 0's (peer access goes one way).
+  ASSERT_TRUE(cuda::set_device(0).ok());
+  ASSERT_TRUE(cuda::enable_peer_access(1).ok());
+  EXPECT_TRUE(cuda::enable_peer_access(1).ok());  // again: nothing to do
+  EXPECT_TRUE(cuda::enable_peer_access(0).ok());  // the current device: nothing to do
+  EXPECT_FALSE(cuda::enable_peer_access(2).ok());
+  EXPECT_TRUE(cuda::reduce(*d0, *d0, *d1, 4, DataType::kInt32, RedOp::kSum, *s0).ok());
+  ASSERT_TRUE(cuda::stream_sync(*s0).ok());
+  ASSERT_TRUE(cuda::set_device(1).ok());
+  refused(cuda::reduce(*d1, *d1, *d0, 4, DataType::kInt32, RedOp::kSum, *s1), "touches memory of GPU 0");
+
+  cuda::event_destroy(*e1);
+  cuda::stream_destroy(*s0);
+  cuda::stream_destroy(*s1);
+  cuda::device_free(*d0);
+  cuda::device_free(*d1);
+  cuda::host_free(*pinned);
 }
 
 TEST(EmulatedGpu, AnotherProcessMapsAnAllocation) {

@@ -67,6 +67,11 @@ Status WalkerLink::start(Deadline deadline) {
                           std::to_string(theirs.bytes) + " bytes, this rank's " + std::to_string(bytes));
   if (theirs.pid == a.pid) {
     peer_base_ = reinterpret_cast<char*>(theirs.address);
+    // A rank of this process on another GPU (ncclCommInitAll's): the kernels write into its block.
+    auto theirs_on = cuda::pointer_device(peer_base_);
+    WEFT_TRY(theirs_on);
+    Status reach = cuda::enable_peer_access(*theirs_on);
+    if (!reach.ok()) return reach.with_context("linking to rank " + std::to_string(peer_) + "'s device executor block");
   } else {
     auto mapped = cuda::ipc_open(theirs.handle);
     if (!mapped.ok())
@@ -85,8 +90,11 @@ Status WalkerLink::mark_dead(uint64_t word, cuda::Stream side) {
 
 WalkerLink::~WalkerLink() {
   if (peer_mapped_) cuda::ipc_close(peer_base_);
-  if (control_ != nullptr && base_ != nullptr && peer_base_ != nullptr) {
-    // "I no longer use your block": each side frees its own once the other has said it.
+  if (peer_mapped_ && control_ != nullptr && base_ != nullptr) {
+    // "I no longer use your block": each side frees its own once the other process has said it.
+    // A rank of this process says nothing: ncclCommInitAll's ranks are destroyed one after another
+    // by one thread, so each would wait out the timeout for the next (seen: 10 s a communicator at
+    // WEFT_TIMEOUT=10), and freeing waits for the device, as the cuda transport's close does.
     const uint64_t bye = 1;
     uint64_t theirs = 0;
     (void)swap_records(*control_, peer_, &bye, &theirs, sizeof bye, Deadline::after(close_wait_));
