@@ -98,6 +98,12 @@ Result<int> current_device() {
   return d;
 }
 
+Result<int> device_count() {
+  int n = 0;
+  WEFT_TRY(check(cudaGetDeviceCount(&n), "cudaGetDeviceCount"));
+  return n;
+}
+
 Result<GpuIdentity> gpu_identity(int device) {
   char bus[32] = {};
   WEFT_TRY(check(cudaDeviceGetPCIBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId"));

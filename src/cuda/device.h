@@ -38,6 +38,8 @@ bool is_device_pointer(const void* p);
 Result<int> pointer_device(const void* p);
 Status set_device(int device);
 Result<int> current_device();
+// How many GPUs this process sees.
+Result<int> device_count();
 // What tells GPUs apart across processes, and how many blocks can run on one at once.
 struct GpuIdentity {
   std::string bus_id;  // PCI bus id, e.g. "0000:3B:00.0" (unique on its node)

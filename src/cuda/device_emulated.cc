@@ -351,6 +351,11 @@ Result<int> cuda::current_device() {
   return t_device;
 }
 
+Result<int> cuda::device_count() {
+  if (!emulating()) return none();
+  return gpu_count();
+}
+
 Result<cuda::GpuIdentity> cuda::gpu_identity(int device) {
   if (!emulating()) return none();
   if (device < 0 || device >= gpu_count())

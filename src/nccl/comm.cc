@@ -1,4 +1,5 @@
 // The NCCL ABI, part 1: version, errors, ids, communicator life cycle and queries, memory.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
@@ -228,15 +229,20 @@ WEFT_NCCL_API(ncclResult_t, CommInitAll, ncclComm_t* comms, int ndev, const int*
     }
     auto config = weft::Config::from_env();
     WEFT_TRY(config);
-    std::vector<int> devices;  // where there is a GPU: each communicator's
-    if (weft::cuda::available())
-      for (int i = 0; i < ndev; ++i) devices.push_back(devlist != nullptr ? devlist[i] : i);
+    // Where there is a GPU, each communicator's: devlist's, or as NCCL's device i, but past the
+    // last GPU the ranks wrap around (weft lets ranks share a GPU).
+    std::vector<int> devices;
+    if (weft::cuda::available()) {
+      auto gpus = weft::cuda::device_count();
+      WEFT_TRY(gpus);
+      for (int i = 0; i < ndev; ++i) devices.push_back(devlist != nullptr ? devlist[i] : i % std::max(*gpus, 1));
+    }
     auto all = capi::init_all(ndev, *config, devices);
     WEFT_TRY(all);
     for (int i = 0; i < ndev; ++i) {
       auto* h = new ncclComm;
       h->comm = std::move((*all)[static_cast<size_t>(i)]);
-      h->cuda_dev = devlist != nullptr ? devlist[i] : i;
+      h->cuda_dev = !devices.empty() ? devices[static_cast<size_t>(i)] : devlist != nullptr ? devlist[i] : i;
       log_version(*h);
       comms[i] = h;
     }
