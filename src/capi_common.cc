@@ -19,6 +19,26 @@ struct ThreadGroup {
 thread_local ThreadGroup t_group;
 thread_local std::string t_last_error;
 
+// Ends the group of each of `comms` (their group's calls start), ended[i] its outcome. Where a
+// call's start may wait for its peers (the device-side executor, or stream order: the first call
+// of a shape makes its links on the calling thread), each communicator's runs on a thread of its
+// own, the first's on this one: one thread driving several ranks of a communicator (nccl-tests'
+// -g, ncclCommInitAll's ranks in one group) would otherwise wait in the first for the others.
+void end_groups(const std::vector<CommHandle*>& comms, std::vector<Status>& ended) {
+  const bool may_wait = comms.size() > 1 && std::any_of(comms.begin(), comms.end(), [](const CommHandle* h) {
+                          return h->comm->config().device_kernel || h->comm->config().cuda_stream_order;
+                        });
+  if (!may_wait) {
+    for (size_t i = 0; i < comms.size(); ++i) ended[i] = comms[i]->comm->group_end();
+    return;
+  }
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < comms.size(); ++i)
+    others.emplace_back([&comms, &ended, i] { ended[i] = guarded(nullptr, [&] { return comms[i]->comm->group_end(); }); });
+  ended[0] = comms[0]->comm->group_end();
+  for (std::thread& t : others) t.join();
+}
+
 }  // namespace
 
 Status record(CommHandle* h, Status s) {
@@ -40,15 +60,18 @@ Status group_end() {
   Status first;
   std::vector<CommHandle*> comms;
   comms.swap(t_group.comms);
-  for (CommHandle* h : comms) {
-    Status s = record(h, h->comm->group_end());
+  std::vector<Status> ended(comms.size());
+  end_groups(comms, ended);
+  for (size_t i = 0; i < comms.size(); ++i) {
+    Status s = record(comms[i], std::move(ended[i]));
     if (first.ok()) first = std::move(s);
   }
   std::vector<Request> pending;
   pending.swap(t_group.blocking);
   for (Request& r : pending) {
-    if (r.stream_ordered()) continue;  // completes in its stream's order; errors go to async error
-    Status s = r.wait();
+    // A call in stream order completes in its stream's order (a failure of its run reaches the
+    // async error); one that failed before it was queued says so here.
+    Status s = r.stream_ordered() ? (r.test() ? r.status() : Status()) : r.wait();
     if (first.ok()) first = std::move(s);
   }
   std::vector<std::function<Status()>> callbacks;
@@ -74,11 +97,12 @@ Status finish_call(CommHandle& h, Request req, Request* out) {
     *out = std::move(req);
     return Status();
   }
-  if (req.stream_ordered()) return Status();  // errors reach ncclCommGetAsyncError
+  // In a group, whether a call runs in stream order is known once the group's end submits it.
   if (in_group()) {
     t_group.blocking.push_back(std::move(req));
     return Status();
   }
+  if (req.stream_ordered()) return Status();  // errors reach ncclCommGetAsyncError
   return req.wait();
 }
 

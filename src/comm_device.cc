@@ -92,7 +92,7 @@ Status CommState::device_setup(const Operation& op) {
     kernel_reaches_all_ = true;
     for (int peer = 0; peer < nranks_; ++peer) {
       auto host = transport_for(peer);
-      direct[static_cast<size_t>(peer)] = host.ok() && cuda_reaches(*host);
+      direct[static_cast<size_t>(peer)] = host.ok() && cuda_reaches(peer, *host);
       kernel_reaches_all_ = kernel_reaches_all_ && host.ok() && (direct[peer] || config_.device_proxy);
     }
     auto k = DeviceExecutor::make(rank_, config_, gpu_share_, log_, control, std::move(direct));
@@ -143,7 +143,7 @@ Status CommState::launch_group_on_device(Operation& op, bool* taken) {
   for (size_t i = 0; i < op.peer_ops.size(); ++i) {
     auto host = transport_for(op.peer_ops[i].peer);
     WEFT_TRY(host);
-    const bool kernel = config_.device_proxy || cuda_reaches(*host);
+    const bool kernel = config_.device_proxy || cuda_reaches(op.peer_ops[i].peer, *host);
     (kernel ? kernel_ops : host_ops).push_back(op.peer_ops[i]);
     (kernel ? kernel_buffers : host_buffers).push_back(op.buffers[i]);
   }
@@ -167,6 +167,9 @@ Status CommState::launch_on_device(Operation& op, bool* taken) {
   *taken = false;
   if (op.args.coll == algorithms::Collective::kSendRecv) return launch_group_on_device(op, taken);
   const algorithms::PlanKey key = algorithms::plan_key(op.args, true);
+  // On the communicator's GPU, whatever the caller's thread has current (one thread may drive the
+  // communicators of several GPUs in a group): the program's arrays are uploaded there too.
+  cuda::DeviceGuard guard(device_);
   DeviceExecutor::Known known = kernel_executor_->known(key);
   if (known == DeviceExecutor::Known::kNo) {
     const algorithms::Plan plan = make_plan(op.args, true);
@@ -182,7 +185,6 @@ Status CommState::launch_on_device(Operation& op, bool* taken) {
   }
   if (known != DeviceExecutor::Known::kTaken) return Status();
   *taken = true;
-  cuda::DeviceGuard guard(device_);
   return kernel_executor_->launch(key, op.args, op.send, op.recv, op.stream);
 }
 
@@ -252,7 +254,7 @@ Result<transport::Connection*> CommState::device_connection(int peer, int channe
   WEFT_TRY(host);
   // The cuda transport where it reaches; else device memory is staged through host memory over
   // the host path.
-  const bool direct = cuda_reaches(*host);
+  const bool direct = cuda_reaches(peer, *host);
   const std::string via = direct ? "cuda" : std::string((*host)->name()) + " (staged through host memory)";
   log_.trace("device connection to rank " + std::to_string(peer) + " over " + via + ": joining the host link");
   auto link = (*host)->connect(peer, channel + kDeviceChannel, deadline);

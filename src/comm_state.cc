@@ -14,6 +14,7 @@
 #include "src/cpu_mask.h"
 #include "src/cuda/device.h"
 #include "src/fnv1a.h"
+#include "src/gpu_reach.h"
 #include "src/node_id.h"
 
 namespace weft {
@@ -105,7 +106,8 @@ std::pair<std::string, std::string> first_difference(const std::string& mine, co
   }
 }
 
-// Card layout: [u32 len][node][u32 len][shm card][u32 len][tcp card][u32 len][program settings].
+// A card is blobs, each [u32 len][bytes]: node, shm card, tcp card, program settings, CPUs, GPU bus
+// id, its SMs, the GPUs it cannot map memory with (gpus_out_of_reach).
 void put_blob(std::vector<uint8_t>& out, const std::vector<uint8_t>& blob) {
   const uint32_t len = static_cast<uint32_t>(blob.size());
   const auto* p = reinterpret_cast<const uint8_t*>(&len);
@@ -223,30 +225,39 @@ Status CommState::init(const UniqueId& id) {
   put_blob(card, std::vector<uint8_t>(gpu.bus_id.begin(), gpu.bus_id.end()));
   const std::string sms = std::to_string(gpu.sms);
   put_blob(card, std::vector<uint8_t>(sms.begin(), sms.end()));
+  const std::string out_of_reach = gpus_out_of_reach(gpu_);
+  put_blob(card, std::vector<uint8_t>(out_of_reach.begin(), out_of_reach.end()));
   auto cards = allgather_blobs(*bootstrap_, card, deadline);
   WEFT_TRY(cards);
   std::vector<std::vector<uint8_t>> shm_cards(static_cast<size_t>(nranks_)), tcp_cards(static_cast<size_t>(nranks_));
   std::vector<std::string> settings_of(static_cast<size_t>(nranks_));
   std::vector<std::vector<uint8_t>> cpus_of(static_cast<size_t>(nranks_));
-  std::vector<std::string> gpus(static_cast<size_t>(nranks_));
+  std::vector<std::string> gpus(static_cast<size_t>(nranks_)), gpus_out(static_cast<size_t>(nranks_));
   nodes_.resize(static_cast<size_t>(nranks_));
   for (size_t r = 0; r < static_cast<size_t>(nranks_); ++r) {
     size_t pos = 0;
-    std::vector<uint8_t> node, theirs, bus, sms_of;
+    std::vector<uint8_t> node, theirs, bus, sms_of, out;
     if (!take_blob((*cards)[r], pos, node) || !take_blob((*cards)[r], pos, shm_cards[r]) ||
         !take_blob((*cards)[r], pos, tcp_cards[r]) || !take_blob((*cards)[r], pos, theirs) ||
         !take_blob((*cards)[r], pos, cpus_of[r]) || !take_blob((*cards)[r], pos, bus) ||
-        !take_blob((*cards)[r], pos, sms_of))
+        !take_blob((*cards)[r], pos, sms_of) || !take_blob((*cards)[r], pos, out))
       return internal_error("rank " + std::to_string(r) + " sent a malformed card");
     nodes_[r].assign(node.begin(), node.end());
     settings_of[r].assign(theirs.begin(), theirs.end());
     gpus[r].assign(bus.begin(), bus.end());
+    gpus_out[r].assign(out.begin(), out.end());
     // The fewest multiprocessors of the ranks' GPUs: every rank then caps its walkers alike.
     const int their_sms = std::atoi(std::string(sms_of.begin(), sms_of.end()).c_str());
     if (!gpus[r].empty() && their_sms > 0)
       gpu_share_.sms = gpu_share_.sms == 0 ? their_sms : std::min(gpu_share_.sms, their_sms);
   }
   gpu_share_.ranks_per_gpu = ranks_per_gpu(nodes_, gpus);
+  gpus_reached_ = gpus_reached(rank_, gpus, gpus_out);
+  for (size_t r = 0; r < static_cast<size_t>(nranks_); ++r)
+    if (!gpus_reached_[r] && nodes_[r] == nodes_[static_cast<size_t>(rank_)])
+      log_.info("rank " + std::to_string(r) + "'s GPU (" + gpus[r] + ") and this rank's (" +
+                gpus[static_cast<size_t>(rank_)] + ") cannot map each other's memory (no peer access between " +
+                "them): device buffers between the two are staged through host memory");
   // Every rank compares every rank with rank 0, so all fail alike, naming the same two.
   for (size_t r = 1; r < static_cast<size_t>(nranks_); ++r) {
     const auto [first, other] = first_difference(settings_of[0], settings_of[r]);
@@ -389,9 +400,10 @@ transport::Connection* CommState::note_connection(int peer) {
 }
 
 std::shared_ptr<Operation> CommState::new_operation() {
-  if (spare_op_ && spare_op_.use_count() == 1) {
+  if (spare_op_ && spare_op_.use_count() == 1 && spare_op_->done.load(std::memory_order_acquire)) {
     // The last other owner let go with a release decrement; this fence orders its last use of
-    // the op (finish() notifying, say) before the reset.
+    // the op (finish() notifying, say) before the reset. ThreadSanitizer does not see fences:
+    // done's acquire load shows it the runner's work before finish() (the fields reset() writes).
     std::atomic_thread_fence(std::memory_order_acquire);
     spare_op_->reset();
     return spare_op_;
@@ -597,8 +609,10 @@ algorithms::Plan CommState::make_plan(const algorithms::CollectiveArgs& a, bool 
   return algorithms::plan(tuned, layout_, pick.algorithm, rank_);
 }
 
-bool CommState::cuda_reaches(const transport::Transport* host) const {
-  return host == self_.get() || (host == shm_.get() && !config_.p2p_disable);
+bool CommState::cuda_reaches(int peer, const transport::Transport* host) const {
+  if (host == self_.get()) return true;
+  const bool gpus_map = static_cast<size_t>(peer) >= gpus_reached_.size() || gpus_reached_[static_cast<size_t>(peer)];
+  return host == shm_.get() && !config_.p2p_disable && gpus_map;
 }
 
 const algorithms::Plan& CommState::plan_for(const algorithms::CollectiveArgs& a, bool device) {

@@ -129,7 +129,8 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   op->stream = call_stream().stream;
   op->stream_ordered = call_stream().set;
   op->bytes = *bytes;
-  st.submit(op);
+  if (op->device && st.group().depth > 0) st.group().deferred.push_back(op);
+  else st.submit(op);
   return Request(std::move(op));
 }
 
@@ -257,6 +258,9 @@ Status Communicator::group_end() {
   GroupState& g = state_->group();
   if (g.depth == 0) return invalid_usage("group_end() without group_start()");
   if (--g.depth > 0) return Status();
+  std::vector<std::shared_ptr<Operation>> deferred;
+  deferred.swap(g.deferred);
+  for (const auto& d : deferred) state_->submit(d);
   std::shared_ptr<Operation> op = std::move(g.op);
   if (op && !op->peer_ops.empty()) submit_group(*state_, op);
   else if (op) op->submitted = true;

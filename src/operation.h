@@ -106,7 +106,11 @@ struct Operation {
 // a communicator at a time).
 struct GroupState {
   int depth = 0;
-  std::shared_ptr<Operation> op;
+  std::shared_ptr<Operation> op;  // the group's send/recv calls, one operation
+  // Collectives on device buffers made in the group, in call order: submitted at its end, as
+  // NCCL launches a group's calls (a device call's submission may wait for its peers' links,
+  // which one thread driving several communicators makes only at the group's end).
+  std::vector<std::shared_ptr<Operation>> deferred;
 };
 
 }  // namespace weft

@@ -127,6 +127,8 @@ class Communicator {
   // Point to point. Outside a group each call is its own operation; between group_start() and
   // group_end() sends and receives queue up and run together, so a rank may post a send and a
   // receive to the same peer without deadlock. The Requests of a group complete together.
+  // Collectives on device buffers made in a group start at its end too, in call order (as NCCL
+  // launches a group's calls); those on host buffers start when made.
   Request send(const void* buf, size_t count, DataType type, int peer);
   Request recv(void* buf, size_t count, DataType type, int peer);
   Status group_start();

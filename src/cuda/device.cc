@@ -228,13 +228,19 @@ void ipc_close(void* base) {
   if (base != nullptr) cudaIpcCloseMemHandle(base);
 }
 
+Result<bool> can_access_peer(int device, int peer) {
+  int can = 0;
+  WEFT_TRY(check(cudaDeviceCanAccessPeer(&can, device, peer), "cudaDeviceCanAccessPeer"));
+  return can != 0;
+}
+
 Status enable_peer_access(int peer) {
   int current = 0;
   WEFT_TRY(check(cudaGetDevice(&current), "cudaGetDevice"));
   if (peer == current) return Status();
-  int can = 0;
-  WEFT_TRY(check(cudaDeviceCanAccessPeer(&can, current, peer), "cudaDeviceCanAccessPeer"));
-  if (can == 0)
+  auto can = can_access_peer(current, peer);
+  WEFT_TRY(can);
+  if (!*can)
     return invalid_usage("GPU " + std::to_string(current) + " cannot reach the memory of GPU " + std::to_string(peer) +
                          " (CUDA reports no peer access between them)");
   const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);

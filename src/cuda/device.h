@@ -40,6 +40,9 @@ Status set_device(int device);
 Result<int> current_device();
 // How many GPUs this process sees.
 Result<int> device_count();
+// Whether GPU `device`'s kernels can reach GPU `peer`'s memory (cudaDeviceCanAccessPeer): what
+// enable_peer_access(peer) on `device`, and mapping `peer`'s memory through IPC there, need.
+Result<bool> can_access_peer(int device, int peer);
 // What tells GPUs apart across processes, and how many blocks can run on one at once.
 struct GpuIdentity {
   std::string bus_id;  // PCI bus id, e.g. "0000:3B:00.0" (unique on its node)

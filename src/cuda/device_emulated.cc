@@ -25,8 +25,14 @@
 //   - refused, as CUDA does: a kernel queued on a stream of a device that is not current
 //     (cudaErrorInvalidResourceHandle), an event recorded on another device's stream, and a kernel
 //     touching memory its device cannot reach: another GPU's memory unless enable_peer_access()
-//     let it (every pair of emulated GPUs can), IPC memory mapped on another device, or pageable
-//     host memory. Copies may cross devices.
+//     let it, IPC memory mapped on another device, or pageable host memory. Copies may cross
+//     devices.
+//   - which GPUs can reach each other's memory (cudaDeviceCanAccessPeer): every pair, or under
+//     WEFT_EMULATE_GPU_PEERS the pairs of one group ("01,23": GPUs 0 and 1 reach each other, 2
+//     and 3 too, no pair across; "none": no pair; "all", the default: every pair), as GPUs on
+//     PCIe switches without P2P between them. Where a pair cannot, enable_peer_access() fails,
+//     and so does ipc_open() of the other GPU's memory (CUDA's lazy peer access for the mapping
+//     cannot be enabled).
 // It does not emulate the legacy default stream's ordering with other streams (the null stream is
 // one more stream here).
 //
@@ -97,6 +103,48 @@ const bool g_loader_device_set = [] {
   t_device = static_cast<int>(k);
   return true;
 }();
+
+// WEFT_EMULATE_GPU_PEERS: group[d] is GPU d's group; GPUs of one group reach each other's memory.
+// Unset or "all": one group of all. "none": a group each. Else groups of device digits separated
+// by commas, each device at most once; a device in no group is a group of its own.
+const std::array<int, kMaxGpus> g_peer_group = [] {
+  std::array<int, kMaxGpus> all{};  // one group
+  const char* v = std::getenv("WEFT_EMULATE_GPU_PEERS");
+  if (v == nullptr || !emulating() || std::string(v) == "all") return all;
+  std::array<int, kMaxGpus> group;
+  for (int d = 0; d < kMaxGpus; ++d) group[static_cast<size_t>(d)] = kMaxGpus + d;  // alone
+  if (std::string(v) == "none") return group;
+  int next = 0;
+  bool empty_group = true;
+  for (const char* c = v;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      if (empty_group) break;  // an empty group: malformed
+      if (*c == '\0') return group;
+      ++next;
+      empty_group = true;
+      continue;
+    }
+    const int d = *c - '0';
+    if (d < 0 || d >= gpu_count() || group[static_cast<size_t>(d)] < kMaxGpus) break;
+    group[static_cast<size_t>(d)] = next;
+    empty_group = false;
+  }
+  std::fprintf(stderr,
+               "weft: WEFT_EMULATE_GPU_PEERS=%s is not groups of the %d emulated GPU(s) (e.g. \"01,23\", "
+               "\"none\" or \"all\"); every pair reaches each other\n",
+               v, gpu_count());
+  return all;
+}();
+
+// cudaDeviceCanAccessPeer: whether GPU `from` can reach GPU `to`'s memory.
+bool can_reach(int from, int to) {
+  return g_peer_group[static_cast<size_t>(from)] == g_peer_group[static_cast<size_t>(to)];
+}
+
+std::string no_peer_access(int from, int to) {
+  return "emulated GPU: GPU " + std::to_string(from) + " cannot reach the memory of GPU " + std::to_string(to) +
+         " (WEFT_EMULATE_GPU_PEERS; CUDA: peer access is not supported between these two devices)";
+}
 
 // A stream: a thread that runs the work queued on it in order. Destroying one runs what is
 // queued; waits for counters and events then give up (CUDA would leave them waiting).
@@ -307,6 +355,7 @@ struct Handle {
   int32_t pid;
   int32_t fd;
   uint64_t bytes;
+  int32_t device;  // the GPU that holds the memory
 };
 static_assert(sizeof(Handle) <= sizeof(cuda::IpcExport::handle));
 
@@ -354,6 +403,13 @@ Result<int> cuda::current_device() {
 Result<int> cuda::device_count() {
   if (!emulating()) return none();
   return gpu_count();
+}
+
+Result<bool> cuda::can_access_peer(int device, int peer) {
+  if (!emulating()) return none();
+  for (int d : {device, peer})
+    if (d < 0 || d >= gpu_count()) return invalid_argument("device " + std::to_string(d) + " is not an emulated GPU");
+  return device != peer && can_reach(device, peer);  // as CUDA's: a GPU is not its own peer
 }
 
 Result<cuda::GpuIdentity> cuda::gpu_identity(int device) {
@@ -602,6 +658,7 @@ Result<IpcExport> cuda::ipc_export(const void* p) {
   h.pid = static_cast<int32_t>(::getpid());
   h.fd = it->second.fd;
   h.bytes = it->second.bytes;
+  h.device = it->second.device;
   IpcExport out;
   std::memcpy(out.handle, &h, sizeof h);
   out.offset = reinterpret_cast<uintptr_t>(p) - it->first;
@@ -616,6 +673,9 @@ Result<void*> cuda::ipc_open(const uint8_t (&handle)[64]) {
     return invalid_argument("not an IPC handle of the emulated GPU (is every rank running with WEFT_EMULATE_GPU=1?)");
   if (h.pid == static_cast<int32_t>(::getpid()))
     return invalid_argument("an IPC handle of this process's own emulated GPU memory (use the address)");
+  if (h.device < 0 || h.device >= gpu_count())
+    return invalid_argument("an IPC handle of emulated GPU " + std::to_string(h.device) + ", which this process does not emulate");
+  if (!can_reach(t_device, h.device)) return invalid_usage(no_peer_access(t_device, h.device));
   const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return system_error("emulated GPU: cannot open process " + std::to_string(h.pid) + "'s memory at " + path);
@@ -637,6 +697,7 @@ Status cuda::enable_peer_access(int peer) {
   if (!emulating()) return none();
   if (peer < 0 || peer >= gpu_count()) return invalid_argument("device " + std::to_string(peer) + " is not an emulated GPU");
   if (peer == t_device) return Status();
+  if (!can_reach(t_device, peer)) return invalid_usage(no_peer_access(t_device, peer));
   Gpu& g = gpu();
   std::lock_guard<std::mutex> lock(g.mu);
   g.peer_access.insert({t_device, peer});

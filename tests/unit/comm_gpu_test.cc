@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,20 +139,41 @@ TEST(CommGpu, InitAllPutsEachRankOnItsDevice) {
 
 // Two ranks of one process on two GPUs (ncclCommInitAll's use): an allreduce between them, on the
 // host executor and on the device-side executor's kernel (whose links enable peer access between
-// the GPUs), and their destruction one after the other.
+// the GPUs), and their destruction one after the other. Each call is made from a thread on the
+// other GPU: a communicator works on its own whatever the caller's current device. Also run with
+// the GPUs unable to reach each other (tests/CMakeLists.txt, gpus-apart): staged through host
+// memory, and the kernel's link carried by its proxy; anything of a rank's placed on the other
+// GPU then fails.
 class CommGpuAcrossGpus : public testing::TestWithParam<bool> {};
 
 TEST_P(CommGpuAcrossGpus, InitAllsRanksReduceAcrossTheirGpus) {
   REQUIRE_TWO_GPUS();
+  const bool kernel = GetParam();
   Config config = quick();
-  config.device_kernel = GetParam();
+  config.device_kernel = kernel;
+  config.debug = "INFO";  // the log says which path each link took
+  const char* peers = std::getenv("WEFT_EMULATE_GPU_PEERS");
+  const bool apart = peers != nullptr && std::string(peers) == "none";
+  testing::internal::CaptureStderr();
   auto all = capi::init_all(2, config, {1, 0});
   ASSERT_TRUE(all.ok()) << all.status().to_string();
   Ints a(1, 2), b(0, 40);
   Status sa, sb;
-  std::thread other([&] { sb = (*all)[1]->allreduce(b.ptr, b.ptr, 4, DataType::kInt32, RedOp::kSum).wait(); });
-  sa = (*all)[0]->allreduce(a.ptr, a.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
+  std::thread other([&] {
+    ASSERT_TRUE(cuda::set_device(1).ok());  // rank 1 works on GPU 0
+    sb = (*all)[1]->allreduce(b.ptr, b.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
+  });
+  {
+    cuda::DeviceGuard on(0);  // rank 0 works on GPU 1
+    sa = (*all)[0]->allreduce(a.ptr, a.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
+  }
   other.join();
+  const std::string log = testing::internal::GetCapturedStderr();
+  const char* path = kernel ? (apart ? "linked to rank 1 channel 0 (pinned host memory, carried by the proxy"
+                                     : "linked to rank 1 channel 0 (device memory mapped both ways")
+                            : (apart ? "connected to rank 1 for device buffers: shm to rank 1"
+                                     : "connected to rank 1 for device buffers: cuda");
+  EXPECT_NE(log.find(path), std::string::npos) << "expected '" << path << "' in the log:\n" << log;
   ASSERT_TRUE(sa.ok()) << sa.to_string();
   ASSERT_TRUE(sb.ok()) << sb.to_string();
   EXPECT_EQ(a.read(), std::vector<int32_t>(4, 42));
@@ -162,8 +185,60 @@ TEST_P(CommGpuAcrossGpus, InitAllsRanksReduceAcrossTheirGpus) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
+// One thread drives both ranks in one group (ncclGroupStart, a call on each communicator,
+// ncclGroupEnd: nccl-tests' -g, one process of several GPUs), its current device neither's for
+// one of them: first as the NCCL ABI's calls (under a stream, in stream order where the executor
+// allows), then as the C++ API's. The group's end starts both ranks' calls at once (under the
+// device-side executor, and in stream order, the first call of a shape makes its links on the
+// thread that starts it).
+enum class Executor { kHost, kStreamOrder, kKernel };
+class OneThreadManyGpus : public testing::TestWithParam<Executor> {};
+
+TEST_P(OneThreadManyGpus, DrivesBothRanksInAGroup) {
+  REQUIRE_TWO_GPUS();
+  Config config = quick();
+  config.device_kernel = GetParam() == Executor::kKernel;
+  config.cuda_stream_order = GetParam() == Executor::kStreamOrder;
+  auto all = capi::init_all(2, config, {1, 0});
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  std::vector<capi::CommHandle> handles(2);
+  for (size_t i = 0; i < 2; ++i) handles[i].comm = std::move((*all)[i]);
+  Ints a(1, 2), b(0, 40);
+  Ints* buffers[] = {&a, &b};
+  const int gpus[] = {1, 0};
+  for (bool nccl : {true, false}) {  // first as the NCCL ABI's: its links are made then
+    capi::group_start();
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_TRUE(capi::enter(handles[i]).ok());
+      std::optional<StreamScope> on_stream;
+      if (nccl) on_stream.emplace(nullptr);  // the legacy default stream, as ncclAllReduce(..., NULL)
+      Request r = handles[i].comm->allreduce(buffers[i]->ptr, buffers[i]->ptr, 4, DataType::kInt32, RedOp::kSum);
+      const Status s = capi::finish_call(handles[i], std::move(r), nullptr);
+      ASSERT_TRUE(s.ok()) << s.to_string();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const Status ended = capi::group_end();
+    ASSERT_TRUE(ended.ok()) << ended.to_string();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the timeout is 10 s";
+    for (int gpu : gpus) {
+      cuda::DeviceGuard on(gpu);
+      ASSERT_TRUE(cuda::stream_sync(nullptr).ok());
+    }
+    const int32_t want = nccl ? 42 : 84;
+    EXPECT_EQ(a.read(), std::vector<int32_t>(4, want)) << (nccl ? "under a stream" : "the C++ API");
+    EXPECT_EQ(b.read(), std::vector<int32_t>(4, want)) << (nccl ? "under a stream" : "the C++ API");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Executors, CommGpuAcrossGpus, testing::Values(false, true),
                          [](const testing::TestParamInfo<bool>& p) { return p.param ? "kernel" : "host"; });
+INSTANTIATE_TEST_SUITE_P(Executors, OneThreadManyGpus,
+                         testing::Values(Executor::kHost, Executor::kStreamOrder, Executor::kKernel),
+                         [](const testing::TestParamInfo<Executor>& p) {
+                           return p.param == Executor::kHost ? "host"
+                                  : p.param == Executor::kStreamOrder ? "stream_order"
+                                                                     : "kernel";
+                         });
 
 }  // namespace
 }  // namespace weft

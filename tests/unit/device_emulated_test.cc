@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -265,9 +266,16 @@ TEST(EmulatedGpu, RefusesWhatCudaRefuses) {
 
 // Two GPUs (WEFT_EMULATE_GPU=2), this thread starting on the second (WEFT_EMULATE_GPU_DEVICE=1):
 // what belongs to which device, and what CUDA refuses across devices.
+// Whether WEFT_EMULATE_GPU_PEERS=none keeps the emulated GPUs from reaching each other.
+bool gpus_apart() {
+  const char* peers = std::getenv("WEFT_EMULATE_GPU_PEERS");
+  return peers != nullptr && std::string(peers) == "none";
+}
+
 TEST(EmulatedGpu, SeveralGpusKeepCudasRules) {
   REQUIRE_EMULATED();
-  if (!cuda::gpu_identity(1).ok()) GTEST_SKIP() << "runs with WEFT_EMULATE_GPU=2 WEFT_EMULATE_GPU_DEVICE=1";
+  if (!cuda::gpu_identity(1).ok() || gpus_apart())
+    GTEST_SKIP() << "runs with WEFT_EMULATE_GPU=2 WEFT_EMULATE_GPU_DEVICE=1";
   ASSERT_EQ(*cuda::current_device(), 1) << "the loading thread starts on WEFT_EMULATE_GPU_DEVICE";
   int other_thread = -1;
   std::thread([&] { other_thread = *cuda::current_device(); }).join();
@@ -330,6 +338,39 @@ TEST(EmulatedGpu, SeveralGpusKeepCudasRules) {
   cuda::device_free(*d0);
   cuda::device_free(*d1);
   cuda::host_free(*pinned);
+}
+
+// GPUs without peer access between them (PCIe without P2P): neither enables peer access to the
+// other, and a process maps the other GPU's memory through IPC only with that GPU current.
+TEST(EmulatedGpu, GpusWithoutPeerAccessCannotMapEachOthersMemory) {
+  REQUIRE_EMULATED();
+  if (!cuda::gpu_identity(1).ok() || !gpus_apart())
+    GTEST_SKIP() << "runs with WEFT_EMULATE_GPU=2 WEFT_EMULATE_GPU_DEVICE=1 WEFT_EMULATE_GPU_PEERS=none";
+  ASSERT_EQ(*cuda::current_device(), 1);
+  const Status refused = cuda::enable_peer_access(0);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidUsage) << refused.to_string();
+  EXPECT_NE(refused.message().find("GPU 1 cannot reach the memory of GPU 0"), std::string::npos) << refused.message();
+  auto d = cuda::device_alloc(4096);  // on GPU 1
+  ASSERT_TRUE(d.ok());
+  std::memset(*d, 0, 4096);
+  auto ex = cuda::ipc_export(*d);
+  ASSERT_TRUE(ex.ok());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the forked thread keeps GPU 1 current: first GPU 0, which cannot map it
+    if (!cuda::set_device(0).ok() || cuda::ipc_open(ex->handle).ok()) ::_exit(2);
+    if (!cuda::set_device(1).ok()) ::_exit(3);
+    auto base = cuda::ipc_open(ex->handle);
+    if (!base.ok()) ::_exit(4);
+    static_cast<char*>(*base)[7] = 0x5a;
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: GPU 0 mapped GPU 1's memory; 4: GPU 1 could not map its own";
+  EXPECT_EQ(static_cast<char*>(*d)[7], 0x5a);
+  cuda::device_free(*d);
 }
 
 TEST(EmulatedGpu, AnotherProcessMapsAnAllocation) {
