@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -152,8 +151,9 @@ TEST_P(CommGpuAcrossGpus, InitAllsRanksReduceAcrossTheirGpus) {
   Config config = quick();
   config.device_kernel = kernel;
   config.debug = "INFO";  // the log says which path each link took
-  const char* peers = std::getenv("WEFT_EMULATE_GPU_PEERS");
-  const bool apart = peers != nullptr && std::string(peers) == "none";
+  auto there = cuda::can_access_peer(0, 1), back = cuda::can_access_peer(1, 0);
+  ASSERT_TRUE(there.ok() && back.ok());
+  const bool apart = !*there || !*back;  // WEFT_EMULATE_GPU_PEERS=none on emulated GPUs
   testing::internal::CaptureStderr();
   auto all = capi::init_all(2, config, {1, 0});
   ASSERT_TRUE(all.ok()) << all.status().to_string();
@@ -188,7 +188,7 @@ TEST_P(CommGpuAcrossGpus, InitAllsRanksReduceAcrossTheirGpus) {
 // One thread drives both ranks in one group (ncclGroupStart, a call on each communicator,
 // ncclGroupEnd: nccl-tests' -g, one process of several GPUs), its current device neither's for
 // one of them: first as the NCCL ABI's calls (under a stream, in stream order where the executor
-// allows), then as the C++ API's. The group's end starts both ranks' calls at once (under the
+// allows), then as the C++ API's; then a send and a receive on each rank. The group's end starts both ranks' calls at once (under the
 // device-side executor, and in stream order, the first call of a shape makes its links on the
 // thread that starts it).
 enum class Executor { kHost, kStreamOrder, kKernel };
@@ -228,6 +228,25 @@ TEST_P(OneThreadManyGpus, DrivesBothRanksInAGroup) {
     EXPECT_EQ(a.read(), std::vector<int32_t>(4, want)) << (nccl ? "under a stream" : "the C++ API");
     EXPECT_EQ(b.read(), std::vector<int32_t>(4, want)) << (nccl ? "under a stream" : "the C++ API");
   }
+  // And a group of a send and a receive on each rank, as the NCCL ABI's (its device links new).
+  Ints send0(1, 7), send1(0, 9), recv0(1, 0), recv1(0, 0);
+  capi::group_start();
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(capi::enter(handles[i]).ok());
+    StreamScope on_stream(nullptr);
+    Communicator& c = *handles[i].comm;
+    const int peer = 1 - static_cast<int>(i);
+    ASSERT_TRUE(capi::finish_call(handles[i], c.send((i == 0 ? send0 : send1).ptr, 4, DataType::kInt32, peer), nullptr).ok());
+    ASSERT_TRUE(capi::finish_call(handles[i], c.recv((i == 0 ? recv0 : recv1).ptr, 4, DataType::kInt32, peer), nullptr).ok());
+  }
+  const Status ended = capi::group_end();
+  ASSERT_TRUE(ended.ok()) << ended.to_string();
+  for (int gpu : gpus) {
+    cuda::DeviceGuard on(gpu);
+    ASSERT_TRUE(cuda::stream_sync(nullptr).ok());
+  }
+  EXPECT_EQ(recv0.read(), std::vector<int32_t>(4, 9));
+  EXPECT_EQ(recv1.read(), std::vector<int32_t>(4, 7));
 }
 
 INSTANTIATE_TEST_SUITE_P(Executors, CommGpuAcrossGpus, testing::Values(false, true),
