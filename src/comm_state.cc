@@ -107,7 +107,7 @@ std::pair<std::string, std::string> first_difference(const std::string& mine, co
 }
 
 // A card is blobs, each [u32 len][bytes]: node, shm card, tcp card, program settings, CPUs, GPU bus
-// id, its SMs, the GPUs it cannot map memory with (gpus_out_of_reach).
+// id, its SMs, the GPUs out of its GPU's reach (gpus_out_of_reach).
 void put_blob(std::vector<uint8_t>& out, const std::vector<uint8_t>& blob) {
   const uint32_t len = static_cast<uint32_t>(blob.size());
   const auto* p = reinterpret_cast<const uint8_t*>(&len);
@@ -171,6 +171,8 @@ Status CommState::init(const UniqueId& id) {
                               " but the communicator has " + std::to_string(nranks_) + " ranks");
     layout_.torus = std::move(*dims);
   }
+  const auto level = p2p_level(config_.p2p_level);  // a bad level fails here, before any rank waits
+  WEFT_TRY(level);
   topology::TopologyFile topo;
   if (!config_.topo_file.empty()) {
     auto t = topology::load_topology_file(config_.topo_file);
@@ -225,7 +227,18 @@ Status CommState::init(const UniqueId& id) {
   put_blob(card, std::vector<uint8_t>(gpu.bus_id.begin(), gpu.bus_id.end()));
   const std::string sms = std::to_string(gpu.sms);
   put_blob(card, std::vector<uint8_t>(sms.begin(), sms.end()));
-  const std::string out_of_reach = gpus_out_of_reach(gpu_);
+  std::string out_of_reach;  // bus ids, comma-separated
+  {
+    // Under a P2P level, the machine that says how far apart its GPUs are: the topology file's,
+    // else discovered, where there are GPUs to compare.
+    auto gpus_here = cuda::device_count();
+    const bool judge = *level != topology::PathType::kSys && gpu_ >= 0 && gpus_here.ok() && *gpus_here > 1;
+    const topology::System* machine = !judge ? nullptr : topo.system ? &*topo.system : this_machine();
+    for (const OutOfReach& o : gpus_out_of_reach(gpu_, *level, machine)) {
+      log_.info("GPU " + o.bus_id + " is out of reach of this rank's GPU (" + gpu.bus_id + "): " + o.why);
+      out_of_reach += (out_of_reach.empty() ? "" : ",") + o.bus_id;
+    }
+  }
   put_blob(card, std::vector<uint8_t>(out_of_reach.begin(), out_of_reach.end()));
   auto cards = allgather_blobs(*bootstrap_, card, deadline);
   WEFT_TRY(cards);
@@ -256,8 +269,9 @@ Status CommState::init(const UniqueId& id) {
   for (size_t r = 0; r < static_cast<size_t>(nranks_); ++r)
     if (!gpus_reached_[r] && nodes_[r] == nodes_[static_cast<size_t>(rank_)])
       log_.info("rank " + std::to_string(r) + "'s GPU (" + gpus[r] + ") and this rank's (" +
-                gpus[static_cast<size_t>(rank_)] + ") cannot map each other's memory (no peer access between " +
-                "them): device buffers between the two are staged through host memory");
+                gpus[static_cast<size_t>(rank_)] + ") do not map each other's memory (one end finds the other out " +
+                "of reach: no peer access, or a path farther than the P2P level): device buffers between the two " +
+                "are staged through host memory");
   // Every rank compares every rank with rank 0, so all fail alike, naming the same two.
   for (size_t r = 1; r < static_cast<size_t>(nranks_); ++r) {
     const auto [first, other] = first_difference(settings_of[0], settings_of[r]);
@@ -612,7 +626,7 @@ algorithms::Plan CommState::make_plan(const algorithms::CollectiveArgs& a, bool 
 bool CommState::cuda_reaches(int peer, const transport::Transport* host) const {
   if (host == self_.get()) return true;
   const bool gpus_map = static_cast<size_t>(peer) >= gpus_reached_.size() || gpus_reached_[static_cast<size_t>(peer)];
-  return host == shm_.get() && !config_.p2p_disable && gpus_map;
+  return host == shm_.get() && !config_.p2p_disable && config_.p2p_level != "LOC" && gpus_map;
 }
 
 const algorithms::Plan& CommState::plan_for(const algorithms::CollectiveArgs& a, bool device) {

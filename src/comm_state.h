@@ -215,7 +215,8 @@ class CommState : public ConnectionSource {
   // host memory (transport/cuda/staged.h).
   Result<transport::Connection*> device_connection(int peer, int channel, Deadline deadline);
   // Whether device buffers to `peer`, served by `host`, go over the cuda transport: itself, or
-  // shm (one node) with P2P allowed and GPUs that map each other's memory (src/gpu_reach.h).
+  // shm (one node) with P2P allowed (WEFT_P2P_DISABLE, a P2P level of LOC) and GPUs that map each
+  // other's memory (src/gpu_reach.h).
   bool cuda_reaches(int peer, const transport::Transport* host) const;
   Result<void*> device_scratch(size_t bytes);
   void release_device_streams();

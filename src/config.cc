@@ -30,6 +30,25 @@ Status parse_flag(const char* name, const char* text, bool* out) {
   return Status();
 }
 
+// NCCL_P2P_LEVEL: a class of path (any case; NVB, NVLink through a GPU, is weft's NVL) or one
+// of NCCL's older numbers; *out is the class's name.
+Status parse_p2p_level(const char* name, const char* text, std::string* out) {
+  std::string s = text;
+  for (char& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (s == "NVB") s = "NVL";
+  for (const char* level : {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS"})
+    if (s == level) {
+      *out = s;
+      return Status();
+    }
+  static const char* const kOldNumbers[] = {"LOC", "PIX", "PXB", "PHB", "SYS", "SYS"};
+  if (s.size() == 1 && s[0] >= '0' && s[0] <= '5') {
+    *out = kOldNumbers[s[0] - '0'];
+    return Status();
+  }
+  return invalid_argument(std::string(name) + "='" + text + "' is not LOC, NVL, PIX, PXB, PHB, SYS or 0-5");
+}
+
 Status parse_size(const char* name, const char* text, size_t min, size_t* out) {
   const std::optional<size_t> v = parse_byte_size(text);
   if (!v || *v < min)
@@ -141,6 +160,7 @@ Result<Config> Config::from_env() {
     c.device_walker_lanes = static_cast<int>(n);
   }
   if (const char* v = env("WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", &name)) WEFT_TRY(parse_flag(name, v, &c.p2p_disable));
+  if (const char* v = env("WEFT_P2P_LEVEL", "NCCL_P2P_LEVEL", &name)) WEFT_TRY(parse_p2p_level(name, v, &c.p2p_level));
   if (const char* v = env("WEFT_CMA_THRESHOLD")) WEFT_TRY(parse_size("WEFT_CMA_THRESHOLD", v, 0, &c.cma_threshold));
   if (const char* v = env("WEFT_SLICE_BYTES")) WEFT_TRY(parse_size("WEFT_SLICE_BYTES", v, 64, &c.slice_bytes));
   if (const char* v = env("WEFT_ALGO", "NCCL_ALGO")) c.algo = v;

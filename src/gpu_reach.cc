@@ -1,8 +1,12 @@
 #include "src/gpu_reach.h"
 
+#include <cctype>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "src/cuda/device.h"
+#include "topology/discover.h"
 
 namespace weft {
 namespace {
@@ -15,20 +19,64 @@ bool lists(const std::string& list, const std::string& bus_id) {
   return false;
 }
 
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Whether `machine` says the two GPUs (by bus id) are farther apart than `level`; the class of
+// their path in *type. False where it does not hold both or finds no route.
+bool beyond(const topology::System& machine, const std::string& a, const std::string& b, topology::PathType level,
+            topology::PathType* type) {
+  const int va = machine.find(lowercase(a)), vb = machine.find(lowercase(b));
+  if (va < 0 || vb < 0) return false;
+  auto path = machine.path(va, vb);
+  if (!path.ok()) return false;
+  *type = path->type;
+  return path->type > level;
+}
+
 }  // namespace
 
-std::string gpus_out_of_reach(int gpu) {
-  if (gpu < 0) return "";
+Result<topology::PathType> p2p_level(const std::string& level) {
+  using topology::PathType;
+  if (level.empty()) return PathType::kSys;
+  for (PathType t : {PathType::kLoc, PathType::kNvl, PathType::kPix, PathType::kPxb, PathType::kPhb, PathType::kSys})
+    if (level == topology::path_type_name(t)) return t;
+  return invalid_argument("WEFT_P2P_LEVEL (or NCCL_P2P_LEVEL) '" + level + "' is not LOC, NVL, PIX, PXB, PHB or SYS");
+}
+
+const topology::System* this_machine() {
+  static std::once_flag once;
+  static std::optional<topology::System> machine;
+  std::call_once(once, [] {
+    // Only with NVML's answer: without it the view has no NVLink, and GPUs joined by NVLink would
+    // be judged by their PCIe path (on an NVSwitch machine, across CPUs) and staged.
+    Status nvml;
+    auto found = topology::discover_this_machine(topology::kNvmlLibrary, &nvml);
+    if (found.ok() && nvml.ok()) machine = std::move(*found);
+  });
+  return machine ? &*machine : nullptr;
+}
+
+std::vector<OutOfReach> gpus_out_of_reach(int gpu, topology::PathType level, const topology::System* machine) {
+  std::vector<OutOfReach> out;
+  if (gpu < 0) return out;
   auto count = cuda::device_count();
-  if (!count.ok()) return "";
-  std::string out;
+  auto mine = cuda::gpu_identity(gpu);
+  if (!count.ok() || !mine.ok()) return out;
   for (int d = 0; d < *count; ++d) {
     if (d == gpu) continue;
     auto there = cuda::can_access_peer(gpu, d);
     auto back = cuda::can_access_peer(d, gpu);
     auto id = cuda::gpu_identity(d);
-    if (!there.ok() || !back.ok() || !id.ok() || (*there && *back)) continue;
-    out += (out.empty() ? "" : ",") + id->bus_id;
+    if (!there.ok() || !back.ok() || !id.ok()) continue;
+    topology::PathType type = topology::PathType::kLoc;
+    if (!*there || !*back)
+      out.push_back({id->bus_id, "no peer access between the two"});
+    else if (machine != nullptr && beyond(*machine, mine->bus_id, id->bus_id, level, &type))
+      out.push_back({id->bus_id, "their path (" + std::string(topology::path_type_name(type)) + ") is farther than " +
+                                     std::string(topology::path_type_name(level)) + ", the P2P level"});
   }
   return out;
 }

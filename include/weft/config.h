@@ -92,6 +92,15 @@ struct Config {
   // WEFT_P2P_DISABLE (or NCCL_P2P_DISABLE): 1 sends device buffers between processes of one node
   // through host memory over shm instead of GPU to GPU over the cuda transport.
   bool p2p_disable = false;
+  // WEFT_P2P_LEVEL (or NCCL_P2P_LEVEL): the farthest path between two GPUs over which their ranks
+  // map each other's memory (the cuda transport), in NCCL's classes: LOC (never: as p2p_disable),
+  // NVL (NVLink only), PIX (one PCIe switch), PXB (several switches), PHB (through a CPU), SYS
+  // (across CPUs); NCCL's older numbers 0-5 too (0 LOC, 1 PIX, 2 PXB, 3 PHB, 4 and 5 SYS). Pairs
+  // farther apart are staged through host memory. Empty: any path (CUDA's peer access alone
+  // decides; NCCL's default is PXB, docs/NCCL.md says why weft's is not yet). Needs the machine's
+  // topology (WEFT_TOPO_FILE, else discovered where NVML answers); without it only CUDA's peer
+  // access decides. Stored as the class name.
+  std::string p2p_level;
   // WEFT_CMA_THRESHOLD: the message size from which shm uses CMA.
   size_t cma_threshold = size_t{64} << 10;
   // WEFT_SLICE_BYTES: collectives cut each chunk into slices of about this size so steps pipeline.

@@ -418,7 +418,8 @@ Result<cuda::GpuIdentity> cuda::gpu_identity(int device) {
     return invalid_argument("device " + std::to_string(device) + " is not an emulated GPU");
   GpuIdentity g;
   char bus[32];
-  std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0xe0 + device);  // every process sees the same GPUs
+  // Every process sees the same GPUs; hex digits in upper case, as CUDA writes them.
+  std::snprintf(bus, sizeof bus, "0000:%02X:00.0", 0xe0 + device);
   g.bus_id = bus;
   g.sms = 64;
   return g;

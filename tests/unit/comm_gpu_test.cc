@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -258,6 +260,52 @@ INSTANTIATE_TEST_SUITE_P(Executors, OneThreadManyGpus,
                                   : p.param == Executor::kStreamOrder ? "stream_order"
                                                                      : "kernel";
                          });
+
+// The P2P level (NCCL_P2P_LEVEL) against the machine's paths, read from NCCL's topology XML
+// (NCCL_TOPO_FILE): the two GPUs on two CPUs (a SYS path) are staged under PXB, and reach each
+// other under SYS and by default (any path).
+TEST(CommGpu, TheP2pLevelStagesGpusFartherApart) {
+  REQUIRE_TWO_GPUS();
+  auto there = cuda::can_access_peer(1, 0), back = cuda::can_access_peer(0, 1);
+  if (!there.ok() || !back.ok() || !*there || !*back) GTEST_SKIP() << "the GPUs lack peer access: always staged";
+  std::string xml = "<system version=\"1\">\n";
+  for (int d = 0; d < 2; ++d)
+    xml += "<cpu numaid=\"" + std::to_string(d) + "\" arch=\"x86_64\" vendor=\"GenuineIntel\">\n<pci busid=\"" +
+           cuda::gpu_identity(d)->bus_id + "\" class=\"0x030200\" vendor=\"0x10de\"><gpu dev=\"" + std::to_string(d) +
+           "\" sm=\"90\"/></pci>\n</cpu>\n";
+  xml += "</system>\n";
+  const std::string path = testing::TempDir() + "weft_two_cpus.xml";
+  {
+    std::ofstream out(path);
+    out << xml;
+  }
+  for (const char* level : {"", "PXB", "SYS"}) {
+    Config config = quick();
+    config.topo_file = path;
+    config.p2p_level = level;
+    config.debug = "INFO";
+    testing::internal::CaptureStderr();
+    {
+      auto all = capi::init_all(2, config, {1, 0});
+      ASSERT_TRUE(all.ok()) << all.status().to_string();
+      Ints a(1, 2), b(0, 40);
+      Status sb;
+      std::thread other([&] { sb = (*all)[1]->allreduce(b.ptr, b.ptr, 4, DataType::kInt32, RedOp::kSum).wait(); });
+      const Status sa = (*all)[0]->allreduce(a.ptr, a.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
+      other.join();
+      EXPECT_TRUE(sa.ok() && sb.ok()) << sa.to_string() << " " << sb.to_string();
+      EXPECT_EQ(a.read(), std::vector<int32_t>(4, 42));
+    }
+    const std::string log = testing::internal::GetCapturedStderr();
+    const bool staged = std::string(level) == "PXB";
+    const char* want = staged ? "connected to rank 1 for device buffers: shm to rank 1" : "connected to rank 1 for device buffers: cuda";
+    EXPECT_NE(log.find(want), std::string::npos) << "level '" << level << "': expected '" << want << "' in:\n" << log;
+    if (staged) {
+      EXPECT_NE(log.find("their path (SYS) is farther than PXB, the P2P level"), std::string::npos) << log;
+    }
+  }
+  std::remove(path.c_str());
+}
 
 }  // namespace
 }  // namespace weft

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/unit/scoped_env.h"
@@ -19,7 +20,7 @@ const char* const kVars[] = {
     "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
     "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR", "WEFT_DEVICE_WALKER_THREADS",
     "WEFT_DEVICE_WALKER_LANES", "WEFT_DEVICE_WALKER_SLOT_BYTES", "WEFT_CMA", "WEFT_CUDA_FIFO_BYTES",
-    "WEFT_STAGE_FIFO_BYTES",
+    "WEFT_STAGE_FIFO_BYTES", "WEFT_P2P_LEVEL", "NCCL_P2P_LEVEL",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -124,6 +125,23 @@ TEST_F(ConfigEnvTest, P2pDisableStagesDeviceBuffersAndWeftWins) {
   ::unsetenv("WEFT_P2P_DISABLE");
   ::setenv("NCCL_P2P_DISABLE", "2", 1);
   EXPECT_EQ(error(), "NCCL_P2P_DISABLE='2' is not 0 or 1");
+}
+
+TEST_F(ConfigEnvTest, P2pLevelTakesNcclsClassesAndOldNumbers) {
+  EXPECT_EQ(ok().p2p_level, "");
+  for (const auto& [value, level] : std::vector<std::pair<const char*, const char*>>{
+           {"LOC", "LOC"}, {"nvl", "NVL"}, {"NVB", "NVL"}, {"PIX", "PIX"}, {"PXB", "PXB"}, {"PHB", "PHB"},
+           {"SYS", "SYS"}, {"0", "LOC"}, {"1", "PIX"}, {"2", "PXB"}, {"3", "PHB"}, {"4", "SYS"}, {"5", "SYS"}}) {
+    ::setenv("NCCL_P2P_LEVEL", value, 1);
+    EXPECT_EQ(ok().p2p_level, level) << value;
+  }
+  ::setenv("WEFT_P2P_LEVEL", "PIX", 1);
+  EXPECT_EQ(ok().p2p_level, "PIX") << "WEFT_ wins";
+  ::setenv("WEFT_P2P_LEVEL", "6", 1);
+  EXPECT_EQ(error(), "WEFT_P2P_LEVEL='6' is not LOC, NVL, PIX, PXB, PHB, SYS or 0-5");
+  ::unsetenv("WEFT_P2P_LEVEL");
+  ::setenv("NCCL_P2P_LEVEL", "NVLINK", 1);
+  EXPECT_EQ(error(), "NCCL_P2P_LEVEL='NVLINK' is not LOC, NVL, PIX, PXB, PHB, SYS or 0-5");
 }
 
 TEST_F(ConfigEnvTest, ShmDisableMeansTcpUnlessWeftTransportIsSet) {

@@ -1,5 +1,6 @@
 // Which ranks' GPUs map each other's memory (src/gpu_reach.h): a pair is reached unless either end
-// lists the other as out of its reach, so both ends choose alike; and what this process lists.
+// lists the other as out of its reach, so both ends choose alike; what this process lists (no peer
+// access, or a path farther than the P2P level); and the P2P level's names.
 #include "src/gpu_reach.h"
 
 #include <gtest/gtest.h>
@@ -9,9 +10,12 @@
 #include <vector>
 
 #include "src/cuda/device.h"
+#include "topology/nccl_xml.h"
 
 namespace weft {
 namespace {
+
+using topology::PathType;
 
 const std::string kA = "0000:1a:00.0", kB = "0000:1b:00.0", kC = "0000:1c:00.0";
 
@@ -29,9 +33,48 @@ TEST(GpuReach, APairIsReachedUnlessEitherEndListsTheOther) {
   EXPECT_EQ(gpus_reached(0, {kA, kB}, {"0000:1b:00", ""}), (std::vector<bool>{true, true}));
 }
 
+// NCCL's topology XML of one machine: a GPU at each bus id of `gpus`, all under one PCIe switch of
+// CPU 0 (`one_switch`), else one on each of two CPUs.
+topology::System machine(const std::vector<std::string>& gpus, bool one_switch) {
+  auto gpu = [](const std::string& bus, int dev) {
+    return "<pci busid=\"" + bus + "\" class=\"0x030200\" vendor=\"0x10de\"><gpu dev=\"" + std::to_string(dev) +
+           "\" sm=\"90\"/></pci>\n";
+  };
+  const std::string cpu = "<cpu numaid=\"%\" arch=\"x86_64\" vendor=\"GenuineIntel\">\n";
+  auto cpu_of = [&](int numa) { return std::string(cpu).replace(cpu.find('%'), 1, std::to_string(numa)); };
+  std::string xml = "<system version=\"1\">\n" + cpu_of(0);
+  if (one_switch) {
+    xml += "<pci busid=\"0000:d0:00.0\" class=\"0x060400\">\n";
+    for (size_t i = 0; i < gpus.size(); ++i) xml += gpu(gpus[i], static_cast<int>(i));
+    xml += "</pci>\n</cpu>\n";
+  } else {
+    for (size_t i = 0; i < gpus.size(); ++i) xml += (i > 0 ? "</cpu>\n" + cpu_of(static_cast<int>(i)) : "") + gpu(gpus[i], static_cast<int>(i));
+    xml += "</cpu>\n";
+  }
+  auto m = topology::read_nccl_xml(xml + "</system>\n", "test");
+  EXPECT_TRUE(m.ok()) << m.status().to_string() << "\n" << xml;
+  return m.ok() ? *m : topology::System();
+}
+
+TEST(GpuReach, TheP2pLevelIsNamedOrAnyPath) {
+  EXPECT_EQ(*p2p_level("PIX"), PathType::kPix);
+  EXPECT_EQ(*p2p_level("PXB"), PathType::kPxb);
+  EXPECT_EQ(*p2p_level("LOC"), PathType::kLoc);
+  EXPECT_EQ(*p2p_level(""), PathType::kSys) << "unset: CUDA's peer access alone decides";
+  const auto bad = p2p_level("near");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("NCCL_P2P_LEVEL) 'near' is not LOC"), std::string::npos) << bad.status().message();
+}
+
+std::string ids(const std::vector<OutOfReach>& out) {
+  std::string s;
+  for (const OutOfReach& o : out) s += (s.empty() ? "" : ",") + o.bus_id;
+  return s;
+}
+
 // Two emulated GPUs (tests/CMakeLists.txt): with peer access between them, and without it
 // (WEFT_EMULATE_GPU_PEERS=none).
-TEST(GpuReach, ThisProcessListsTheGpusWithoutPeerAccess) {
+TEST(GpuReach, ThisProcessListsTheGpusOutOfReach) {
   if (std::getenv("WEFT_EMULATE_GPU") == nullptr || !cuda::gpu_identity(1).ok() || cuda::gpu_identity(2).ok())
     GTEST_SKIP() << "runs on two emulated GPUs (WEFT_EMULATE_GPU=2)";
   const char* peers = std::getenv("WEFT_EMULATE_GPU_PEERS");
@@ -40,9 +83,27 @@ TEST(GpuReach, ThisProcessListsTheGpusWithoutPeerAccess) {
   EXPECT_EQ(*cuda::can_access_peer(1, 0), !apart);
   EXPECT_FALSE(*cuda::can_access_peer(1, 1)) << "as CUDA's: a GPU is not its own peer";
   EXPECT_FALSE(cuda::can_access_peer(0, 2).ok());
-  EXPECT_EQ(gpus_out_of_reach(0), apart ? cuda::gpu_identity(1)->bus_id : "");
-  EXPECT_EQ(gpus_out_of_reach(1), apart ? cuda::gpu_identity(0)->bus_id : "");
-  EXPECT_EQ(gpus_out_of_reach(-1), "") << "no GPU";
+  const std::string gpu0 = cuda::gpu_identity(0)->bus_id, gpu1 = cuda::gpu_identity(1)->bus_id;
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kSys, nullptr)), apart ? gpu1 : "");
+  EXPECT_EQ(ids(gpus_out_of_reach(1, PathType::kSys, nullptr)), apart ? gpu0 : "");
+  EXPECT_EQ(ids(gpus_out_of_reach(-1, PathType::kSys, nullptr)), "") << "no GPU";
+  if (apart) {
+    EXPECT_EQ(gpus_out_of_reach(0, PathType::kSys, nullptr)[0].why, "no peer access between the two");
+    return;
+  }
+  // With peer access, the machine's paths decide: one GPU on each CPU (SYS), or both under one
+  // PCIe switch (PIX). The machine names bus ids in lower case, CUDA in upper: the same GPUs.
+  const topology::System two_cpus = machine({gpu0, gpu1}, false);
+  const topology::System one_switch = machine({gpu0, gpu1}, true);
+  const auto far = gpus_out_of_reach(0, PathType::kPxb, &two_cpus);
+  ASSERT_EQ(ids(far), gpu1);
+  EXPECT_EQ(far[0].why, "their path (SYS) is farther than PXB, the P2P level");
+  EXPECT_EQ(ids(gpus_out_of_reach(1, PathType::kPxb, &two_cpus)), gpu0);
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kSys, &two_cpus)), "");
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kPxb, &one_switch)), "");
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kNvl, &one_switch)), gpu1);
+  const topology::System others = machine({kA, kB}, false);
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kLoc, &others)), "") << "a machine without these GPUs cannot judge";
 }
 
 }  // namespace
