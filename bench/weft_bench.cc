@@ -5,9 +5,9 @@
 // Flags follow nccl-tests: -b/-e min/max bytes (K, M, G suffixes), -f step factor, -i step
 // bytes (instead of -f), -n iterations, -w warm-up iterations, -c check (0/1), -o op, -d type,
 // -r root, -a how times combine across ranks (0 rank 0, 1 mean, 2 min, 3 max), -T timeout
-// (seconds; sets WEFT_TIMEOUT), -G 1 device buffers (the current GPU; needs a CUDA build), -P 0|1
-// progress on stderr (default: when stderr is a terminal), --csv / --json rows for machines
-// instead of the table. Columns, algbw and busbw as nccl-tests (docs/BENCH.md).
+// (seconds; sets WEFT_TIMEOUT), -G 1 device buffers (each rank on GPU local rank % GPUs, as NCCL
+// programs choose; needs a CUDA build), -P 0|1 progress on stderr (default: when stderr is a
+// terminal), --csv / --json rows for machines instead of the table. Columns, algbw and busbw as nccl-tests (docs/BENCH.md).
 //
 // -V LIST compares algorithms side by side in the same processes: LIST names variants, each
 // "tuner" (the tuner's own pick under this process's settings), an algorithm ("ring") or an
@@ -37,6 +37,7 @@
 #include "src/byte_size.h"
 #include "src/comm_state.h"
 #include "src/cuda/device.h"
+#include "src/launch_env.h"
 #include "src/split.h"
 #include "weft/communicator.h"
 
@@ -196,6 +197,18 @@ int main(int argc, char** argv) {
 
   auto config = weft::Config::from_env();
   if (!config.ok()) return usage(config.status().message().c_str());
+  if (o.device) {
+    // One GPU per rank of the node, as NCCL programs choose theirs (cudaSetDevice(local rank))
+    // before making the communicator; more ranks than GPUs share them (one GPU: all on it).
+    if (!weft::cuda::available()) return usage("-G 1: no usable GPU (or weft was built without CUDA)");
+    auto launch = weft::read_launch_env(*config);
+    auto gpus = weft::cuda::device_count();
+    if (launch.ok() && gpus.ok() && *gpus > 0) {
+      const int local = launch->local_rank >= 0 ? launch->local_rank : launch->rank;
+      const weft::Status on = weft::cuda::set_device(local % *gpus);
+      if (!on.ok()) return usage(on.message().c_str());
+    }
+  }
   auto comm_or = weft::Communicator::init_from_env(*config);
   if (!comm_or.ok()) {
     std::fprintf(stderr, "weft-bench: %s\n", comm_or.status().to_string().c_str());
@@ -219,7 +232,6 @@ int main(int argc, char** argv) {
   // -G 1: the same buffers in device memory; checks fill and read the host copies above.
   std::shared_ptr<void> dsend, drecv;
   if (o.device) {
-    if (!weft::cuda::available()) return usage("-G 1: no usable GPU (or weft was built without CUDA)");
     auto ds = weft::cuda::device_alloc(send_bytes), dr = weft::cuda::device_alloc(recv_bytes);
     if (!ds.ok() || !dr.ok()) return usage("-G 1: cannot allocate device buffers");
     dsend = std::shared_ptr<void>(*ds, weft::cuda::device_free);
