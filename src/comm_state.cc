@@ -272,6 +272,10 @@ Status CommState::init(const UniqueId& id) {
                 gpus[static_cast<size_t>(rank_)] + ") do not map each other's memory (one end finds the other out " +
                 "of reach: no peer access, or a path farther than the P2P level): device buffers between the two " +
                 "are staged through host memory");
+  // P2P off (WEFT_P2P_DISABLE, a level of LOC): no other rank's memory is mapped, on the same GPU
+  // neither.
+  if (config_.p2p_disable || *level == topology::PathType::kLoc)
+    for (size_t r = 0; r < gpus_reached_.size(); ++r) gpus_reached_[r] = r == static_cast<size_t>(rank_);
   // Every rank compares every rank with rank 0, so all fail alike, naming the same two.
   for (size_t r = 1; r < static_cast<size_t>(nranks_); ++r) {
     const auto [first, other] = first_difference(settings_of[0], settings_of[r]);
@@ -624,9 +628,7 @@ algorithms::Plan CommState::make_plan(const algorithms::CollectiveArgs& a, bool 
 }
 
 bool CommState::cuda_reaches(int peer, const transport::Transport* host) const {
-  if (host == self_.get()) return true;
-  const bool gpus_map = static_cast<size_t>(peer) >= gpus_reached_.size() || gpus_reached_[static_cast<size_t>(peer)];
-  return host == shm_.get() && !config_.p2p_disable && config_.p2p_level != "LOC" && gpus_map;
+  return host == self_.get() || (host == shm_.get() && gpus_reached_[static_cast<size_t>(peer)]);
 }
 
 const algorithms::Plan& CommState::plan_for(const algorithms::CollectiveArgs& a, bool device) {

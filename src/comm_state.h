@@ -215,8 +215,7 @@ class CommState : public ConnectionSource {
   // host memory (transport/cuda/staged.h).
   Result<transport::Connection*> device_connection(int peer, int channel, Deadline deadline);
   // Whether device buffers to `peer`, served by `host`, go over the cuda transport: itself, or
-  // shm (one node) with P2P allowed (WEFT_P2P_DISABLE, a P2P level of LOC) and GPUs that map each
-  // other's memory (src/gpu_reach.h).
+  // shm (one node) to a rank whose GPU maps memory with this one's (gpus_reached_).
   bool cuda_reaches(int peer, const transport::Transport* host) const;
   Result<void*> device_scratch(size_t bytes);
   void release_device_streams();
@@ -231,7 +230,9 @@ class CommState : public ConnectionSource {
   bool oversubscribed_ = false;             // more ranks on this node than CPUs this process may use
   int gpu_ = -1;                            // gpu(), set by init()
   DeviceExecutor::GpuShare gpu_share_;      // how the ranks share GPUs (each rank's gpu_)
-  std::vector<bool> gpus_reached_;          // by rank: its GPU and gpu_ map each other's memory
+  // By rank, set by init(): its GPU and gpu_ map each other's memory (src/gpu_reach.h), and P2P is
+  // allowed (WEFT_P2P_DISABLE, a P2P level of LOC).
+  std::vector<bool> gpus_reached_;
   std::unique_ptr<Bootstrap> bootstrap_;
   std::unique_ptr<transport::Transport> self_, shm_, tcp_;
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;

@@ -1,12 +1,12 @@
 #include "src/gpu_reach.h"
 
-#include <cctype>
 #include <mutex>
 #include <optional>
 #include <sstream>
 
 #include "src/cuda/device.h"
 #include "topology/discover.h"
+#include "topology/nccl_xml.h"
 
 namespace weft {
 namespace {
@@ -19,16 +19,11 @@ bool lists(const std::string& list, const std::string& bus_id) {
   return false;
 }
 
-std::string lowercase(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // Whether `machine` says the two GPUs (by bus id) are farther apart than `level`; the class of
 // their path in *type. False where it does not hold both or finds no route.
 bool beyond(const topology::System& machine, const std::string& a, const std::string& b, topology::PathType level,
             topology::PathType* type) {
-  const int va = machine.find(lowercase(a)), vb = machine.find(lowercase(b));
+  const int va = machine.find(topology::normal_bus_id(a)), vb = machine.find(topology::normal_bus_id(b));
   if (va < 0 || vb < 0) return false;
   auto path = machine.path(va, vb);
   if (!path.ok()) return false;

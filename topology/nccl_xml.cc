@@ -986,6 +986,15 @@ std::string format_bus_id(unsigned domain, unsigned bus, unsigned device, unsign
   return buf;
 }
 
+std::string normal_bus_id(std::string_view text) {
+  const std::string s(text);
+  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
+  char end = 0;
+  if (std::sscanf(s.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &dev, &fn, &end) != 4) return "";
+  std::string id = format_bus_id(domain, bus, dev, fn);
+  return is_bus_id(id) ? id : "";
+}
+
 double default_pcie_bandwidth() { return 8 * (128.0 / 130.0) * 16 / 8 * kGB; }
 
 double nvlink_bandwidth(int sm) {

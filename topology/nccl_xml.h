@@ -64,6 +64,9 @@ bool pcie_speed_for(double bandwidth, double tolerance, std::string* speed, std:
 // of its field's range gives a string is_bus_id rejects).
 bool is_bus_id(std::string_view s);
 std::string format_bus_id(unsigned domain, unsigned bus, unsigned device, unsigned function);
+// Another writer's PCI address in that form: NVML's "00000000:1B:00.0" or CUDA's "0000:1B:00.0"
+// become "0000:1b:00.0"; "" when `text` is not a PCI address (fields out of range included).
+std::string normal_bus_id(std::string_view text);
 // The bandwidth pcie_link_bandwidth gives without speed and width: Gen3 x16, 15.75 GB/s.
 double default_pcie_bandwidth();
 // One NVLink of a GPU with compute capability `sm` (90 for H100), NCCL's per-generation values:

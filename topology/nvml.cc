@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <initializer_list>
 #include <map>
@@ -95,14 +94,7 @@ std::string bus_id_text(const nvmlPciInfo_t& pci) { return std::string(pci.busId
 
 // Its address in weft's and NCCL's form ("00000000:1B:00.0" -> "0000:1b:00.0"); "" when it is not
 // a PCI address (fields out of range included: a placeholder for a device off the PCI tree).
-std::string normal_bus_id(const nvmlPciInfo_t& pci) {
-  const std::string text = bus_id_text(pci);
-  unsigned domain = 0, bus = 0, dev = 0, fn = 0;
-  char end = 0;
-  if (std::sscanf(text.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &dev, &fn, &end) != 4) return "";
-  std::string id = format_bus_id(domain, bus, dev, fn);
-  return is_bus_id(id) ? id : "";
-}
+std::string normal_bus_id(const nvmlPciInfo_t& pci) { return topology::normal_bus_id(bus_id_text(pci)); }
 
 class Session {
  public:

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -229,20 +230,23 @@ WEFT_NCCL_API(ncclResult_t, CommInitAll, ncclComm_t* comms, int ndev, const int*
     }
     auto config = weft::Config::from_env();
     WEFT_TRY(config);
-    // Where there is a GPU, each communicator's: devlist's, or as NCCL's device i, but past the
-    // last GPU the ranks wrap around (weft lets ranks share a GPU).
-    std::vector<int> devices;
-    if (weft::cuda::available()) {
+    // Each communicator's device: devlist's, or as NCCL's device i, but past the last GPU the
+    // ranks wrap around (weft lets ranks share a GPU). Without a GPU only ncclCommCuDevice says it.
+    const bool gpu = weft::cuda::available();
+    int wrap = std::numeric_limits<int>::max();
+    if (gpu) {
       auto gpus = weft::cuda::device_count();
       WEFT_TRY(gpus);
-      for (int i = 0; i < ndev; ++i) devices.push_back(devlist != nullptr ? devlist[i] : i % std::max(*gpus, 1));
+      wrap = std::max(*gpus, 1);
     }
-    auto all = capi::init_all(ndev, *config, devices);
+    std::vector<int> devices;
+    for (int i = 0; i < ndev; ++i) devices.push_back(devlist != nullptr ? devlist[i] : i % wrap);
+    auto all = capi::init_all(ndev, *config, gpu ? devices : std::vector<int>{});
     WEFT_TRY(all);
     for (int i = 0; i < ndev; ++i) {
       auto* h = new ncclComm;
       h->comm = std::move((*all)[static_cast<size_t>(i)]);
-      h->cuda_dev = !devices.empty() ? devices[static_cast<size_t>(i)] : devlist != nullptr ? devlist[i] : i;
+      h->cuda_dev = devices[static_cast<size_t>(i)];
       log_version(*h);
       comms[i] = h;
     }

@@ -74,6 +74,35 @@ std::unique_ptr<Communicator> one_rank_on(int gpu) {
   return c.ok() ? std::move(*c) : nullptr;
 }
 
+// Whether GPUs 0 and 1 map each other's memory (WEFT_EMULATE_GPU_PEERS=none on emulated GPUs says
+// not).
+bool gpus_reach_each_other() {
+  auto there = cuda::can_access_peer(0, 1), back = cuda::can_access_peer(1, 0);
+  EXPECT_TRUE(there.ok() && back.ok());
+  return there.ok() && back.ok() && *there && *back;
+}
+
+// An allreduce between init_all's two ranks on `gpus` (rank 0 on gpus[0], rank 1 on gpus[1]; of
+// GPUs 0 and 1), each called from a thread on the other GPU than its own (a communicator works on
+// its own whatever the caller's current device).
+void reduce_across_gpus(std::vector<std::unique_ptr<Communicator>>& ranks, const int (&gpus)[2] = {1, 0}) {
+  Ints a(gpus[0], 2), b(gpus[1], 40);
+  Status sa, sb;
+  std::thread other([&] {
+    ASSERT_TRUE(cuda::set_device(1 - gpus[1]).ok());
+    sb = ranks[1]->allreduce(b.ptr, b.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
+  });
+  {
+    cuda::DeviceGuard on(1 - gpus[0]);
+    sa = ranks[0]->allreduce(a.ptr, a.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
+  }
+  other.join();
+  ASSERT_TRUE(sa.ok()) << sa.to_string();
+  ASSERT_TRUE(sb.ok()) << sb.to_string();
+  EXPECT_EQ(a.read(), std::vector<int32_t>(4, 42));
+  EXPECT_EQ(b.read(), std::vector<int32_t>(4, 42));
+}
+
 TEST(CommGpu, TheCommunicatorWorksOnTheGpuCurrentWhereItIsMade) {
   REQUIRE_TWO_GPUS();
   ASSERT_TRUE(cuda::set_device(0).ok());
@@ -153,33 +182,17 @@ TEST_P(CommGpuAcrossGpus, InitAllsRanksReduceAcrossTheirGpus) {
   Config config = quick();
   config.device_kernel = kernel;
   config.debug = "INFO";  // the log says which path each link took
-  auto there = cuda::can_access_peer(0, 1), back = cuda::can_access_peer(1, 0);
-  ASSERT_TRUE(there.ok() && back.ok());
-  const bool apart = !*there || !*back;  // WEFT_EMULATE_GPU_PEERS=none on emulated GPUs
+  const bool apart = !gpus_reach_each_other();
   testing::internal::CaptureStderr();
   auto all = capi::init_all(2, config, {1, 0});
   ASSERT_TRUE(all.ok()) << all.status().to_string();
-  Ints a(1, 2), b(0, 40);
-  Status sa, sb;
-  std::thread other([&] {
-    ASSERT_TRUE(cuda::set_device(1).ok());  // rank 1 works on GPU 0
-    sb = (*all)[1]->allreduce(b.ptr, b.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
-  });
-  {
-    cuda::DeviceGuard on(0);  // rank 0 works on GPU 1
-    sa = (*all)[0]->allreduce(a.ptr, a.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
-  }
-  other.join();
+  reduce_across_gpus(*all);
   const std::string log = testing::internal::GetCapturedStderr();
   const char* path = kernel ? (apart ? "linked to rank 1 channel 0 (pinned host memory, carried by the proxy"
                                      : "linked to rank 1 channel 0 (device memory mapped both ways")
                             : (apart ? "connected to rank 1 for device buffers: shm to rank 1"
                                      : "connected to rank 1 for device buffers: cuda");
   EXPECT_NE(log.find(path), std::string::npos) << "expected '" << path << "' in the log:\n" << log;
-  ASSERT_TRUE(sa.ok()) << sa.to_string();
-  ASSERT_TRUE(sb.ok()) << sb.to_string();
-  EXPECT_EQ(a.read(), std::vector<int32_t>(4, 42));
-  EXPECT_EQ(b.read(), std::vector<int32_t>(4, 42));
   // Destroyed one after the other by this thread, as ncclCommDestroy in a loop: neither waits for
   // the other (the timeout is 10 s).
   const auto start = std::chrono::steady_clock::now();
@@ -190,9 +203,9 @@ TEST_P(CommGpuAcrossGpus, InitAllsRanksReduceAcrossTheirGpus) {
 // One thread drives both ranks in one group (ncclGroupStart, a call on each communicator,
 // ncclGroupEnd: nccl-tests' -g, one process of several GPUs), its current device neither's for
 // one of them: first as the NCCL ABI's calls (under a stream, in stream order where the executor
-// allows), then as the C++ API's; then a send and a receive on each rank. The group's end starts both ranks' calls at once (under the
-// device-side executor, and in stream order, the first call of a shape makes its links on the
-// thread that starts it).
+// allows), then as the C++ API's; then a send and a receive on each rank. The group's end starts
+// both ranks' calls at once (under the device-side executor, and in stream order, the first call
+// of a shape makes its links on the thread that starts it).
 enum class Executor { kHost, kStreamOrder, kKernel };
 class OneThreadManyGpus : public testing::TestWithParam<Executor> {};
 
@@ -263,11 +276,10 @@ INSTANTIATE_TEST_SUITE_P(Executors, OneThreadManyGpus,
 
 // The P2P level (NCCL_P2P_LEVEL) against the machine's paths, read from NCCL's topology XML
 // (NCCL_TOPO_FILE): the two GPUs on two CPUs (a SYS path) are staged under PXB, and reach each
-// other under SYS and by default (any path).
+// other under SYS and by default (any path). LOC, P2P off, stages two ranks of one GPU too.
 TEST(CommGpu, TheP2pLevelStagesGpusFartherApart) {
   REQUIRE_TWO_GPUS();
-  auto there = cuda::can_access_peer(1, 0), back = cuda::can_access_peer(0, 1);
-  if (!there.ok() || !back.ok() || !*there || !*back) GTEST_SKIP() << "the GPUs lack peer access: always staged";
+  if (!gpus_reach_each_other()) GTEST_SKIP() << "the GPUs lack peer access: always staged";
   std::string xml = "<system version=\"1\">\n";
   for (int d = 0; d < 2; ++d)
     xml += "<cpu numaid=\"" + std::to_string(d) + "\" arch=\"x86_64\" vendor=\"GenuineIntel\">\n<pci busid=\"" +
@@ -288,13 +300,7 @@ TEST(CommGpu, TheP2pLevelStagesGpusFartherApart) {
     {
       auto all = capi::init_all(2, config, {1, 0});
       ASSERT_TRUE(all.ok()) << all.status().to_string();
-      Ints a(1, 2), b(0, 40);
-      Status sb;
-      std::thread other([&] { sb = (*all)[1]->allreduce(b.ptr, b.ptr, 4, DataType::kInt32, RedOp::kSum).wait(); });
-      const Status sa = (*all)[0]->allreduce(a.ptr, a.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
-      other.join();
-      EXPECT_TRUE(sa.ok() && sb.ok()) << sa.to_string() << " " << sb.to_string();
-      EXPECT_EQ(a.read(), std::vector<int32_t>(4, 42));
+      reduce_across_gpus(*all);
     }
     const std::string log = testing::internal::GetCapturedStderr();
     const bool staged = std::string(level) == "PXB";
@@ -305,6 +311,21 @@ TEST(CommGpu, TheP2pLevelStagesGpusFartherApart) {
     }
   }
   std::remove(path.c_str());
+  for (const char* level : {"", "LOC"}) {
+    Config config = quick();
+    config.p2p_level = level;
+    config.debug = "INFO";
+    testing::internal::CaptureStderr();
+    {
+      auto all = capi::init_all(2, config, {0, 0});
+      ASSERT_TRUE(all.ok()) << all.status().to_string();
+      reduce_across_gpus(*all, {0, 0});
+    }
+    const std::string log = testing::internal::GetCapturedStderr();
+    const char* want = *level != '\0' ? "connected to rank 1 for device buffers: shm to rank 1"
+                                       : "connected to rank 1 for device buffers: cuda";
+    EXPECT_NE(log.find(want), std::string::npos) << "one GPU, level '" << level << "': expected '" << want << "' in:\n" << log;
+  }
 }
 
 }  // namespace
