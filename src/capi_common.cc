@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <thread>
 
+#include "src/comm_state.h"
 #include "src/cuda/device.h"
+#include "src/thread_team.h"
 #include "weft/unique_id.h"
 
 namespace weft::capi {
@@ -19,24 +21,29 @@ struct ThreadGroup {
 thread_local ThreadGroup t_group;
 thread_local std::string t_last_error;
 
-// Ends the group of each of `comms` (their group's calls start), ended[i] its outcome. Where a
-// call's start may wait for its peers (the device-side executor, or stream order: the first call
-// of a shape makes its links on the calling thread), each communicator's runs on a thread of its
-// own, the first's on this one: one thread driving several ranks of a communicator (nccl-tests'
-// -g, ncclCommInitAll's ranks in one group) would otherwise wait in the first for the others.
+// Whether ending h's group may wait for its peers' group ends: it submits calls (collectives on
+// device buffers, a send/recv group) whose start makes device links on this thread, meeting the
+// peers' (the device-side executor, or stream order: the first call of a shape).
+bool end_may_wait(const CommHandle* h) {
+  const Config& c = h->comm->config();
+  if (!c.device_kernel && !c.cuda_stream_order) return false;
+  const GroupState& g = h->comm->state().group();
+  return !g.deferred.empty() || (g.op && !g.op->peer_ops.empty());
+}
+
+// Ends the group of each of `comms` (their group's calls start), ended[i] its outcome. Those
+// whose end may wait for their peers' run together, on this thread's team (ThreadTeam): one
+// thread driving several ranks of a communicator (nccl-tests' -g, ncclCommInitAll's ranks in one
+// group) would otherwise wait in the first for the others. The rest end first, here.
 void end_groups(const std::vector<CommHandle*>& comms, std::vector<Status>& ended) {
-  const bool may_wait = comms.size() > 1 && std::any_of(comms.begin(), comms.end(), [](const CommHandle* h) {
-                          return h->comm->config().device_kernel || h->comm->config().cuda_stream_order;
-                        });
-  if (!may_wait) {
-    for (size_t i = 0; i < comms.size(); ++i) ended[i] = comms[i]->comm->group_end();
-    return;
+  thread_local ThreadTeam team;
+  std::vector<std::function<void()>> together;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    if (!end_may_wait(comms[i])) ended[i] = comms[i]->comm->group_end();
+    else together.push_back([&comms, &ended, i] { ended[i] = guarded(nullptr, [&] { return comms[i]->comm->group_end(); }); });
   }
-  std::vector<std::thread> others;
-  for (size_t i = 1; i < comms.size(); ++i)
-    others.emplace_back([&comms, &ended, i] { ended[i] = guarded(nullptr, [&] { return comms[i]->comm->group_end(); }); });
-  ended[0] = comms[0]->comm->group_end();
-  for (std::thread& t : others) t.join();
+  if (together.size() == 1) together[0]();
+  else team.run(together);
 }
 
 }  // namespace

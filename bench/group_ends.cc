@@ -1,0 +1,167 @@
+// weft-group-ends: one thread drives every rank of a communicator, as nccl-tests' -g does: each
+// iteration is one group (ncclGroupStart/End) with an allreduce per rank. Measures what a group
+// costs when one thread makes all of its calls (docs/PERFORMANCE.md, "One thread, several ranks").
+//
+//   weft-group-ends [-g RANKS] [-b BYTES] [-n ITERS] [-w WARMUP] [-G 0|1]
+//
+// RANKS ranks (default 2) in this process, made by ncclCommInitAll's path (capi::init_all); each
+// call is made as the NCCL ABI makes it (under the NULL stream, in the thread's group). -G 1 puts
+// the buffers in device memory, rank i on GPU i % GPUs (the emulated GPU's too: WEFT_EMULATE_GPU),
+// and the executor is the environment's (WEFT_DEVICE_EXECUTOR=kernel, WEFT_CUDA_STREAM_ORDER=1).
+// Prints the time a group takes (us), over ITERS groups after WARMUP, including the wait for the
+// GPUs' streams at the end, as nccl-tests times -g. Each rank's output is checked against the
+// sum of the ranks' inputs; exit 1 when any is wrong.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/call_stream.h"
+#include "src/capi_common.h"
+#include "src/cuda/device.h"
+#include "weft/config.h"
+
+namespace {
+
+using weft::Status;
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "weft-group-ends: %s\n", s.to_string().c_str());
+  return 1;
+}
+
+int usage(const char* msg) {
+  std::fprintf(stderr, "weft-group-ends: %s\nusage: weft-group-ends [-g ranks] [-b bytes] [-n iters] [-w warmup] [-G 0|1]\n",
+               msg);
+  return 2;
+}
+
+// One rank's buffers, on the host or on its GPU.
+struct Buffers {
+  int gpu = -1;  // -1: host memory
+  std::shared_ptr<void> send, recv;
+};
+
+Status fill(Buffers& b, const std::vector<float>& values) {
+  const size_t bytes = values.size() * sizeof(float);
+  if (b.gpu < 0) {
+    std::memcpy(b.send.get(), values.data(), bytes);
+    return Status();
+  }
+  weft::cuda::DeviceGuard on(b.gpu);
+  WEFT_TRY(weft::cuda::copy_async(b.send.get(), values.data(), bytes, nullptr));
+  return weft::cuda::stream_sync(nullptr);
+}
+
+Status read(const Buffers& b, std::vector<float>& out) {
+  const size_t bytes = out.size() * sizeof(float);
+  if (b.gpu < 0) {
+    std::memcpy(out.data(), b.recv.get(), bytes);
+    return Status();
+  }
+  weft::cuda::DeviceGuard on(b.gpu);
+  WEFT_TRY(weft::cuda::copy_async(out.data(), b.recv.get(), bytes, nullptr));
+  return weft::cuda::stream_sync(nullptr);
+}
+
+weft::Result<Buffers> make_buffers(int gpu, size_t bytes) {
+  Buffers b;
+  b.gpu = gpu;
+  if (gpu < 0) {
+    b.send = std::shared_ptr<void>(std::calloc(1, bytes), std::free);
+    b.recv = std::shared_ptr<void>(std::calloc(1, bytes), std::free);
+    return b;
+  }
+  weft::cuda::DeviceGuard on(gpu);
+  auto s = weft::cuda::device_alloc(bytes);
+  WEFT_TRY(s);
+  b.send = std::shared_ptr<void>(*s, weft::cuda::device_free);
+  auto r = weft::cuda::device_alloc(bytes);
+  WEFT_TRY(r);
+  b.recv = std::shared_ptr<void>(*r, weft::cuda::device_free);
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int ranks = 2, iters = 2000, warmup = 100, device = 0;
+  long bytes = 8;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) return usage(("flag " + flag + " needs a value").c_str());
+    char* end = nullptr;
+    const long v = std::strtol(argv[++i], &end, 10);
+    if (*end != '\0' || v < 0) return usage(("bad value for " + flag).c_str());
+    if (flag == "-g") ranks = static_cast<int>(v);
+    else if (flag == "-b") bytes = v;
+    else if (flag == "-n") iters = static_cast<int>(v);
+    else if (flag == "-w") warmup = static_cast<int>(v);
+    else if (flag == "-G") device = static_cast<int>(v);
+    else return usage(("unknown flag " + flag).c_str());
+  }
+  if (ranks < 1 || ranks > 64 || iters < 1 || bytes < 4 || bytes % 4 != 0)
+    return usage("-g 1-64, -n at least 1, -b a multiple of 4");
+  auto config = weft::Config::from_env();
+  if (!config.ok()) return fail(config.status());
+  std::vector<int> gpus;
+  if (device) {
+    auto count = weft::cuda::device_count();
+    if (!weft::cuda::available() || !count.ok() || *count < 1) return usage("-G 1: no usable GPU (or no emulated one)");
+    for (int r = 0; r < ranks; ++r) gpus.push_back(r % *count);
+  }
+  auto comms = weft::capi::init_all(ranks, *config, gpus);
+  if (!comms.ok()) return fail(comms.status());
+  std::vector<weft::capi::CommHandle> handles(static_cast<size_t>(ranks));
+  const size_t count = static_cast<size_t>(bytes) / 4;
+  std::vector<Buffers> buffers;
+  for (int r = 0; r < ranks; ++r) {
+    handles[static_cast<size_t>(r)].comm = std::move((*comms)[static_cast<size_t>(r)]);
+    auto b = make_buffers(device ? gpus[static_cast<size_t>(r)] : -1, static_cast<size_t>(bytes));
+    if (!b.ok()) return fail(b.status());
+    buffers.push_back(std::move(*b));
+    if (Status s = fill(buffers.back(), std::vector<float>(count, static_cast<float>(r + 1))); !s.ok()) return fail(s);
+  }
+  auto group = [&]() -> Status {
+    weft::capi::group_start();
+    for (int r = 0; r < ranks; ++r) {
+      weft::capi::CommHandle& h = handles[static_cast<size_t>(r)];
+      WEFT_TRY(weft::capi::enter(h));
+      weft::StreamScope on_stream(nullptr);  // as ncclAllReduce(..., stream = NULL)
+      Buffers& b = buffers[static_cast<size_t>(r)];
+      WEFT_TRY(weft::capi::finish_call(
+          h, h.comm->allreduce(b.send.get(), b.recv.get(), count, weft::DataType::kFloat32, weft::RedOp::kSum), nullptr));
+    }
+    return weft::capi::group_end();
+  };
+  auto streams_done = [&]() -> Status {
+    for (const Buffers& b : buffers) {
+      if (b.gpu < 0) continue;
+      weft::cuda::DeviceGuard on(b.gpu);
+      WEFT_TRY(weft::cuda::stream_sync(nullptr));
+    }
+    return Status();
+  };
+  for (int i = 0; i < warmup; ++i)
+    if (Status s = group(); !s.ok()) return fail(s);
+  if (Status s = streams_done(); !s.ok()) return fail(s);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i)
+    if (Status s = group(); !s.ok()) return fail(s);
+  if (Status s = streams_done(); !s.ok()) return fail(s);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
+  const float want = static_cast<float>(ranks) * static_cast<float>(ranks + 1) / 2;
+  int wrong = 0;
+  for (const Buffers& b : buffers) {
+    std::vector<float> got(count);
+    if (Status s = read(b, got); !s.ok()) return fail(s);
+    for (float x : got) wrong += x != want;
+  }
+  std::printf("ranks %d, %ld B, %s buffers: %.2f us a group (%d groups), %d wrong\n", ranks, bytes,
+              device ? "device" : "host", us, iters, wrong);
+  return wrong == 0 ? 0 : 1;
+}
