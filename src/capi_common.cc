@@ -73,6 +73,9 @@ Status group_end() {
     Status s = record(comms[i], std::move(ended[i]));
     if (first.ok()) first = std::move(s);
   }
+  // This thread waits for its calls one at a time, running each one's communicator's queue
+  // itself; the others' progress threads run theirs meanwhile (the first call waits for them).
+  for (size_t i = 1; i < comms.size(); ++i) comms[i]->comm->state().hand_queue_to_worker();
   std::vector<Request> pending;
   pending.swap(t_group.blocking);
   for (Request& r : pending) {

@@ -22,7 +22,8 @@ namespace {
 
 // Ops at least this large start on the progress thread at once, so they overlap the caller's
 // compute; smaller ones are cheaper to run on the thread that waits (no hand-off), and the
-// progress thread still picks them up within kWorkerNap when nobody waits.
+// progress thread still picks them up within kWorkerNap when nobody waits, or at once when the
+// waiting thread says it waits for another communicator first (hand_queue_to_worker).
 constexpr size_t kWakeWorkerBytes = size_t{4} << 20;
 constexpr auto kWorkerNap = std::chrono::milliseconds(2);
 constexpr auto kWorkerDeepSleepAfter = std::chrono::milliseconds(100);
@@ -571,6 +572,17 @@ Status CommState::wait(Operation& op) {
     op.sleep_until_done(std::chrono::milliseconds(1));
   }
   return op.outcome();
+}
+
+void CommState::hand_queue_to_worker() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    // A call the mailbox started only needs finishing, which the peers' parts, posted already,
+    // let any thread do at once: the caller's wait() will, without waking this thread.
+    if (std::all_of(queue_.begin(), queue_.end(), [](const auto& op) { return op->mailbox_open; })) return;
+    wake_now_ = true;
+  }
+  queue_cv_.notify_one();
 }
 
 void CommState::worker_loop() {

@@ -101,6 +101,11 @@ class CommState : public ConnectionSource {
   void submit(const std::shared_ptr<Operation>& op);
   // Runs queued operations on this thread (when no other thread is) until `op` is done.
   Status wait(Operation& op);
+  // The progress thread runs what is queued now, instead of leaving small operations a while
+  // for a caller's wait() to run: for a caller that waits for another communicator's calls
+  // first (one thread ending a group over several ranks), whose calls wait for these. Nothing
+  // when all that is queued are calls the mailbox started (finishing them waits for nobody).
+  void hand_queue_to_worker();
 
   // A fresh Operation for the next call: the one the last call used when nothing refers to it
   // any more (its Requests are gone and the queue let go of it), else a new one. The calling
