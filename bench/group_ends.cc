@@ -1,16 +1,18 @@
 // weft-group-ends: one thread drives every rank of a communicator, as nccl-tests' -g does: each
-// iteration is one group (ncclGroupStart/End) with an allreduce per rank. Measures what a group
-// costs when one thread makes all of its calls (docs/PERFORMANCE.md, "One thread, several ranks").
+// iteration is one group (ncclGroupStart/End) with an allreduce per rank, or with a send to the
+// next rank and a receive from the previous one (-c sendrecv, as nccl-tests' sendrecv_perf).
+// Measures what a group costs when one thread makes all of its calls (docs/PERFORMANCE.md, "One
+// thread, several ranks").
 //
-//   weft-group-ends [-g RANKS] [-b BYTES] [-n ITERS] [-w WARMUP] [-G 0|1]
+//   weft-group-ends [-c allreduce|sendrecv] [-g RANKS] [-b BYTES] [-n ITERS] [-w WARMUP] [-G 0|1]
 //
 // RANKS ranks (default 2) in this process, made by ncclCommInitAll's path (capi::init_all); each
 // call is made as the NCCL ABI makes it (under the NULL stream, in the thread's group). -G 1 puts
 // the buffers in device memory, rank i on GPU i % GPUs (the emulated GPU's too: WEFT_EMULATE_GPU),
 // and the executor is the environment's (WEFT_DEVICE_EXECUTOR=kernel, WEFT_CUDA_STREAM_ORDER=1).
 // Prints the time a group takes (us), over ITERS groups after WARMUP, including the wait for the
-// GPUs' streams at the end, as nccl-tests times -g. Each rank's output is checked against the
-// sum of the ranks' inputs; exit 1 when any is wrong.
+// GPUs' streams at the end, as nccl-tests times -g. Each rank's output is checked (the sum of
+// the ranks' inputs; the previous rank's input); exit 1 when any is wrong.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -35,7 +37,9 @@ int fail(const Status& s) {
 }
 
 int usage(const char* msg) {
-  std::fprintf(stderr, "weft-group-ends: %s\nusage: weft-group-ends [-g ranks] [-b bytes] [-n iters] [-w warmup] [-G 0|1]\n",
+  std::fprintf(stderr,
+               "weft-group-ends: %s\nusage: weft-group-ends [-c allreduce|sendrecv] [-g ranks] [-b bytes] [-n iters] "
+               "[-w warmup] [-G 0|1]\n",
                msg);
   return 2;
 }
@@ -91,9 +95,16 @@ weft::Result<Buffers> make_buffers(int gpu, size_t bytes) {
 int main(int argc, char** argv) {
   int ranks = 2, iters = 2000, warmup = 100, device = 0;
   long bytes = 8;
+  bool sendrecv = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) return usage(("flag " + flag + " needs a value").c_str());
+    if (flag == "-c") {
+      const std::string c = argv[++i];
+      if (c != "allreduce" && c != "sendrecv") return usage(("unknown call '" + c + "'").c_str());
+      sendrecv = c == "sendrecv";
+      continue;
+    }
     char* end = nullptr;
     const long v = std::strtol(argv[++i], &end, 10);
     if (*end != '\0' || v < 0) return usage(("bad value for " + flag).c_str());
@@ -133,6 +144,13 @@ int main(int argc, char** argv) {
       WEFT_TRY(weft::capi::enter(h));
       weft::StreamScope on_stream(nullptr);  // as ncclAllReduce(..., stream = NULL)
       Buffers& b = buffers[static_cast<size_t>(r)];
+      if (sendrecv) {
+        WEFT_TRY(weft::capi::finish_call(h, h.comm->send(b.send.get(), count, weft::DataType::kFloat32, (r + 1) % ranks),
+                                         nullptr));
+        WEFT_TRY(weft::capi::finish_call(
+            h, h.comm->recv(b.recv.get(), count, weft::DataType::kFloat32, (r + ranks - 1) % ranks), nullptr));
+        continue;
+      }
       WEFT_TRY(weft::capi::finish_call(
           h, h.comm->allreduce(b.send.get(), b.recv.get(), count, weft::DataType::kFloat32, weft::RedOp::kSum), nullptr));
     }
@@ -154,14 +172,16 @@ int main(int argc, char** argv) {
     if (Status s = group(); !s.ok()) return fail(s);
   if (Status s = streams_done(); !s.ok()) return fail(s);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
-  const float want = static_cast<float>(ranks) * static_cast<float>(ranks + 1) / 2;
   int wrong = 0;
-  for (const Buffers& b : buffers) {
+  for (int r = 0; r < ranks; ++r) {
+    // Rank r's input is r + 1 everywhere.
+    const float want = sendrecv ? static_cast<float>((r + ranks - 1) % ranks + 1)
+                                : static_cast<float>(ranks) * static_cast<float>(ranks + 1) / 2;
     std::vector<float> got(count);
-    if (Status s = read(b, got); !s.ok()) return fail(s);
+    if (Status s = read(buffers[static_cast<size_t>(r)], got); !s.ok()) return fail(s);
     for (float x : got) wrong += x != want;
   }
-  std::printf("ranks %d, %ld B, %s buffers: %.2f us a group (%d groups), %d wrong\n", ranks, bytes,
-              device ? "device" : "host", us, iters, wrong);
+  std::printf("%s, ranks %d, %ld B, %s buffers: %.2f us a group (%d groups), %d wrong\n",
+              sendrecv ? "sendrecv" : "allreduce", ranks, bytes, device ? "device" : "host", us, iters, wrong);
   return wrong == 0 ? 0 : 1;
 }
