@@ -5,9 +5,12 @@
 // thread, several ranks").
 //
 //   weft-group-ends [-c allreduce|sendrecv] [-g RANKS] [-b BYTES] [-n ITERS] [-w WARMUP] [-G 0|1]
+//   weft-run -n N -- weft-group-ends -P 1 [...]
 //
 // RANKS ranks (default 2) in this process, made by ncclCommInitAll's path (capi::init_all); each
-// call is made as the NCCL ABI makes it (under the NULL stream, in the thread's group). -G 1 puts
+// call is made as the NCCL ABI makes it (under the NULL stream, in the thread's group). -P 1: one
+// rank a process instead, from weft-run's environment (a group of one communicator, as most
+// programs make them), rank 0 printing. -G 1 puts
 // the buffers in device memory, rank i on GPU i % GPUs (the emulated GPU's too: WEFT_EMULATE_GPU),
 // and the executor is the environment's (WEFT_DEVICE_EXECUTOR=kernel, WEFT_CUDA_STREAM_ORDER=1).
 // Prints the time a group takes (us), over ITERS groups after WARMUP, including the wait for the
@@ -25,6 +28,7 @@
 #include "src/call_stream.h"
 #include "src/capi_common.h"
 #include "src/cuda/device.h"
+#include "src/launch_env.h"
 #include "weft/config.h"
 
 namespace {
@@ -39,7 +43,7 @@ int fail(const Status& s) {
 int usage(const char* msg) {
   std::fprintf(stderr,
                "weft-group-ends: %s\nusage: weft-group-ends [-c allreduce|sendrecv] [-g ranks] [-b bytes] [-n iters] "
-               "[-w warmup] [-G 0|1]\n",
+               "[-w warmup] [-G 0|1] [-P 0|1]\n",
                msg);
   return 2;
 }
@@ -93,7 +97,7 @@ weft::Result<Buffers> make_buffers(int gpu, size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int ranks = 2, iters = 2000, warmup = 100, device = 0;
+  int ranks = 2, iters = 2000, warmup = 100, device = 0, processes = 0;
   long bytes = 8;
   bool sendrecv = false;
   for (int i = 1; i < argc; ++i) {
@@ -113,37 +117,60 @@ int main(int argc, char** argv) {
     else if (flag == "-n") iters = static_cast<int>(v);
     else if (flag == "-w") warmup = static_cast<int>(v);
     else if (flag == "-G") device = static_cast<int>(v);
+    else if (flag == "-P") processes = static_cast<int>(v);
     else return usage(("unknown flag " + flag).c_str());
   }
   if (ranks < 1 || ranks > 64 || iters < 1 || bytes < 4 || bytes % 4 != 0)
     return usage("-g 1-64, -n at least 1, -b a multiple of 4");
   auto config = weft::Config::from_env();
   if (!config.ok()) return fail(config.status());
-  std::vector<int> gpus;
+  // The ranks this process drives: all `ranks` (their GPUs, rank r on r % GPUs), or with -P 1
+  // its own of weft-run's communicator (on its local rank's GPU).
+  int gpu_count = 0;
   if (device) {
     auto count = weft::cuda::device_count();
     if (!weft::cuda::available() || !count.ok() || *count < 1) return usage("-G 1: no usable GPU (or no emulated one)");
-    for (int r = 0; r < ranks; ++r) gpus.push_back(r % *count);
+    gpu_count = *count;
   }
-  auto comms = weft::capi::init_all(ranks, *config, gpus);
-  if (!comms.ok()) return fail(comms.status());
-  std::vector<weft::capi::CommHandle> handles(static_cast<size_t>(ranks));
+  std::vector<weft::capi::CommHandle> handles;
+  std::vector<int> gpus;
+  if (processes) {
+    auto launch = weft::read_launch_env(*config);
+    if (!launch.ok()) return fail(launch.status());
+    const int local = launch->local_rank >= 0 ? launch->local_rank : launch->rank;
+    if (device) gpus.push_back(local % gpu_count);
+    if (device) (void)weft::cuda::set_device(gpus[0]);  // the communicator's GPU, as NCCL programs pick it
+    auto comm = weft::Communicator::init_from_env(*config);
+    if (!comm.ok()) return fail(comm.status());
+    handles.resize(1);
+    handles[0].comm = std::move(*comm);
+  } else {
+    for (int r = 0; r < ranks && device; ++r) gpus.push_back(r % gpu_count);
+    auto comms = weft::capi::init_all(ranks, *config, gpus);
+    if (!comms.ok()) return fail(comms.status());
+    handles.resize(static_cast<size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) handles[static_cast<size_t>(r)].comm = std::move((*comms)[static_cast<size_t>(r)]);
+  }
+  ranks = handles[0].comm->size();
+  const int first = handles[0].comm->rank();  // handles[i] is rank first + i
+  const int mine = static_cast<int>(handles.size());
   const size_t count = static_cast<size_t>(bytes) / 4;
   std::vector<Buffers> buffers;
-  for (int r = 0; r < ranks; ++r) {
-    handles[static_cast<size_t>(r)].comm = std::move((*comms)[static_cast<size_t>(r)]);
-    auto b = make_buffers(device ? gpus[static_cast<size_t>(r)] : -1, static_cast<size_t>(bytes));
+  for (int i = 0; i < mine; ++i) {
+    auto b = make_buffers(device ? gpus[static_cast<size_t>(i)] : -1, static_cast<size_t>(bytes));
     if (!b.ok()) return fail(b.status());
     buffers.push_back(std::move(*b));
-    if (Status s = fill(buffers.back(), std::vector<float>(count, static_cast<float>(r + 1))); !s.ok()) return fail(s);
+    if (Status s = fill(buffers.back(), std::vector<float>(count, static_cast<float>(first + i + 1))); !s.ok())
+      return fail(s);
   }
   auto group = [&]() -> Status {
     weft::capi::group_start();
-    for (int r = 0; r < ranks; ++r) {
-      weft::capi::CommHandle& h = handles[static_cast<size_t>(r)];
+    for (int i = 0; i < mine; ++i) {
+      const int r = first + i;
+      weft::capi::CommHandle& h = handles[static_cast<size_t>(i)];
       WEFT_TRY(weft::capi::enter(h));
       weft::StreamScope on_stream(nullptr);  // as ncclAllReduce(..., stream = NULL)
-      Buffers& b = buffers[static_cast<size_t>(r)];
+      Buffers& b = buffers[static_cast<size_t>(i)];
       if (sendrecv) {
         WEFT_TRY(weft::capi::finish_call(h, h.comm->send(b.send.get(), count, weft::DataType::kFloat32, (r + 1) % ranks),
                                          nullptr));
@@ -173,15 +200,17 @@ int main(int argc, char** argv) {
   if (Status s = streams_done(); !s.ok()) return fail(s);
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
   int wrong = 0;
-  for (int r = 0; r < ranks; ++r) {
-    // Rank r's input is r + 1 everywhere.
+  for (int i = 0; i < mine; ++i) {
+    const int r = first + i;  // its input is r + 1 everywhere
     const float want = sendrecv ? static_cast<float>((r + ranks - 1) % ranks + 1)
                                 : static_cast<float>(ranks) * static_cast<float>(ranks + 1) / 2;
     std::vector<float> got(count);
-    if (Status s = read(buffers[static_cast<size_t>(r)], got); !s.ok()) return fail(s);
+    if (Status s = read(buffers[static_cast<size_t>(i)], got); !s.ok()) return fail(s);
     for (float x : got) wrong += x != want;
   }
-  std::printf("%s, ranks %d, %ld B, %s buffers: %.2f us a group (%d groups), %d wrong\n",
-              sendrecv ? "sendrecv" : "allreduce", ranks, bytes, device ? "device" : "host", us, iters, wrong);
+  if (first == 0 || wrong != 0)
+    std::printf("%s, ranks %d%s, %ld B, %s buffers: %.2f us a group (%d groups), %d wrong%s\n",
+                sendrecv ? "sendrecv" : "allreduce", ranks, processes ? " (a process each)" : "", bytes,
+                device ? "device" : "host", us, iters, wrong, first == 0 ? "" : (" at rank " + std::to_string(first)).c_str());
   return wrong == 0 ? 0 : 1;
 }

@@ -36,14 +36,17 @@ bool end_may_wait(const CommHandle* h) {
 // thread driving several ranks of a communicator (nccl-tests' -g, ncclCommInitAll's ranks in one
 // group) would otherwise wait in the first for the others. The rest end first, here.
 void end_groups(const std::vector<CommHandle*>& comms, std::vector<Status>& ended) {
-  thread_local ThreadTeam team;
   std::vector<std::function<void()>> together;
   for (size_t i = 0; i < comms.size(); ++i) {
     if (!end_may_wait(comms[i])) ended[i] = comms[i]->comm->group_end();
     else together.push_back([&comms, &ended, i] { ended[i] = guarded(nullptr, [&] { return comms[i]->comm->group_end(); }); });
   }
-  if (together.size() == 1) together[0]();
-  else team.run(together);
+  if (together.size() == 1) {
+    together[0]();
+  } else if (!together.empty()) {
+    thread_local ThreadTeam team;
+    team.run(together);
+  }
 }
 
 }  // namespace
@@ -67,6 +70,7 @@ Status group_end() {
   Status first;
   std::vector<CommHandle*> comms;
   comms.swap(t_group.comms);
+  for (CommHandle* h : comms) h->comm->state().group().span = static_cast<int>(comms.size());
   std::vector<Status> ended(comms.size());
   end_groups(comms, ended);
   for (size_t i = 0; i < comms.size(); ++i) {

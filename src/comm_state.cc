@@ -804,9 +804,10 @@ std::optional<Request> CommState::run_again(const algorithms::CollectiveArgs& a,
 
 Request CommState::open_on_mailbox(const RunSpec& spec, const void* send, void* recv, size_t bytes) {
   // A short wait here, then the queue finishes the call, so that the caller is free to make its
-  // next one. None when ranks share cores (the peer needs ours), nor in a group: the caller may
-  // be the one to make the peers' calls (one thread driving several ranks, nccl-tests' -g).
-  const int64_t patience = oversubscribed_ || group_.depth > 0 ? 0 : kRunNowPatienceUs;
+  // next one. None when ranks share cores (the peer needs ours), nor in a group of a thread whose
+  // groups span several communicators: it makes the peers' calls itself (nccl-tests' -g).
+  const bool drives_peers = group_.depth > 0 && group_.span > 1;
+  const int64_t patience = oversubscribed_ || drives_peers ? 0 : kRunNowPatienceUs;
   Status s = mailbox_->start(spec, *this, patience);
   if (s.ok()) s = mailbox_->finish(spec, *this, patience);
   if (s.code() != StatusCode::kInProgress) return Request::completed(outcome(std::move(s)));

@@ -106,6 +106,11 @@ struct Operation {
 // a communicator at a time).
 struct GroupState {
   int depth = 0;
+  // How many communicators the caller's last group spanned (the C surfaces' groups span every
+  // communicator a thread calls in them; capi_common.cc). Above 1, one thread makes all their
+  // ranks' calls (nccl-tests' -g), so a call in its group must not wait for its peers'
+  // (CommState::open_on_mailbox): they are that thread's next calls.
+  int span = 1;
   std::shared_ptr<Operation> op;  // the group's send/recv calls, one operation
   // Collectives on device buffers made in the group, in call order: submitted at its end, as
   // NCCL launches a group's calls (a device call's submission may wait for its peers' links,
