@@ -8,7 +8,8 @@
 //   weft-run -n N -- weft-group-ends -P 1 [...]
 //
 // RANKS ranks (default 2) in this process, made by ncclCommInitAll's path (capi::init_all); each
-// call is made as the NCCL ABI makes it (under the NULL stream, in the thread's group). -P 1: one
+// call is made as the NCCL ABI makes it (under a stream, in the thread's group; host buffers: the
+// NULL stream; device buffers: a stream a rank made on its GPU, as nccl-tests does). -P 1: one
 // rank a process instead, from weft-run's environment (a group of one communicator, as most
 // programs make them), rank 0 printing. -G 1 puts
 // the buffers in device memory, rank i on GPU i % GPUs (the emulated GPU's too: WEFT_EMULATE_GPU),
@@ -48,10 +49,12 @@ int usage(const char* msg) {
   return 2;
 }
 
-// One rank's buffers, on the host or on its GPU.
+// One rank's buffers, on the host or on its GPU, and there the stream its calls go on (one a
+// rank, as nccl-tests makes them).
 struct Buffers {
   int gpu = -1;  // -1: host memory
   std::shared_ptr<void> send, recv;
+  std::shared_ptr<void> stream;  // a cuda::Stream; null on the host
 };
 
 Status fill(Buffers& b, const std::vector<float>& values) {
@@ -91,6 +94,9 @@ weft::Result<Buffers> make_buffers(int gpu, size_t bytes) {
   auto r = weft::cuda::device_alloc(bytes);
   WEFT_TRY(r);
   b.recv = std::shared_ptr<void>(*r, weft::cuda::device_free);
+  auto stream = weft::cuda::stream_create();
+  WEFT_TRY(stream);
+  b.stream = std::shared_ptr<void>(*stream, [](void* p) { weft::cuda::stream_destroy(static_cast<weft::cuda::Stream>(p)); });
   return b;
 }
 
@@ -169,8 +175,8 @@ int main(int argc, char** argv) {
       const int r = first + i;
       weft::capi::CommHandle& h = handles[static_cast<size_t>(i)];
       WEFT_TRY(weft::capi::enter(h));
-      weft::StreamScope on_stream(nullptr);  // as ncclAllReduce(..., stream = NULL)
       Buffers& b = buffers[static_cast<size_t>(i)];
+      weft::StreamScope on_stream(static_cast<weft::cuda::Stream>(b.stream.get()));  // as ncclAllReduce(..., stream)
       if (sendrecv) {
         WEFT_TRY(weft::capi::finish_call(h, h.comm->send(b.send.get(), count, weft::DataType::kFloat32, (r + 1) % ranks),
                                          nullptr));
@@ -187,7 +193,7 @@ int main(int argc, char** argv) {
     for (const Buffers& b : buffers) {
       if (b.gpu < 0) continue;
       weft::cuda::DeviceGuard on(b.gpu);
-      WEFT_TRY(weft::cuda::stream_sync(nullptr));
+      WEFT_TRY(weft::cuda::stream_sync(static_cast<weft::cuda::Stream>(b.stream.get())));
     }
     return Status();
   };

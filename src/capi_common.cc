@@ -1,6 +1,7 @@
 #include "src/capi_common.h"
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "src/comm_state.h"
@@ -29,6 +30,46 @@ bool end_may_wait(const CommHandle* h) {
   if (!c.device_kernel && !c.cuda_stream_order) return false;
   const GroupState& g = h->comm->state().group();
   return !g.deferred.empty() || (g.op && !g.op->peer_ops.empty());
+}
+
+// The stream `h`'s device work in its group goes on, where that work holds the stream until the
+// peers' work has run (the device-side executor's kernel, or stream order's wait, which lazy
+// loading turns off); none else. (Where the device-side executor would leave the calls to the
+// host executor, which holds no stream, this says so too.)
+std::optional<cuda::Stream> held_stream(CommHandle* h) {
+  const Config& c = h->comm->config();
+  if (!c.device_kernel && !(c.cuda_stream_order && !cuda::lazy_loading())) return std::nullopt;
+  CommState& st = h->comm->state();
+  const GroupState& g = st.group();
+  if (!g.deferred.empty()) return g.deferred.front()->stream;
+  if (g.op && !g.op->peer_ops.empty()) {
+    auto device = st.on_device(g.op->args, nullptr, nullptr, g.op->buffers);
+    if (device.ok() && *device) return g.op->stream;
+  }
+  return std::nullopt;
+}
+
+// Two ranks of one communicator on one GPU of this process whose device work in this group goes
+// on the same stream, each holding it until the other's has run: the second would wait behind the
+// first until the timeout. (NCCL refuses two ranks on one GPU; weft allows them, each with a
+// stream of its own.)
+Status check_shared_streams(const std::vector<CommHandle*>& comms) {
+  std::vector<std::pair<CommState*, cuda::Stream>> held;
+  for (CommHandle* h : comms)
+    if (auto s = held_stream(h)) held.emplace_back(&h->comm->state(), *s);
+  for (size_t i = 0; i < held.size(); ++i)
+    for (size_t j = i + 1; j < held.size(); ++j) {
+      const CommState& a = *held[i].first;
+      const CommState& b = *held[j].first;
+      if (a.comm_tag() != b.comm_tag() || a.gpu() != b.gpu() || held[i].second != held[j].second) continue;
+      return invalid_usage("ranks " + std::to_string(a.rank()) + " and " + std::to_string(b.rank()) +
+                           " of one communicator, both on GPU " + std::to_string(a.gpu()) +
+                           ", called in one group on the same CUDA stream; under " +
+                           (a.config().device_kernel ? "WEFT_DEVICE_EXECUTOR=kernel" : "stream order") +
+                           " each rank's work holds its stream until the other's has run, so the second would wait "
+                           "behind the first: give each rank a stream of its own");
+    }
+  return Status();
 }
 
 // Ends the group of each of `comms` (their group's calls start), ended[i] its outcome. Those
@@ -72,7 +113,14 @@ Status group_end() {
   comms.swap(t_group.comms);
   for (CommHandle* h : comms) h->comm->state().group().span = static_cast<int>(comms.size());
   std::vector<Status> ended(comms.size());
-  end_groups(comms, ended);
+  if (Status shared = check_shared_streams(comms); !shared.ok()) {
+    for (size_t i = 0; i < comms.size(); ++i) {
+      comms[i]->comm->state().fail_group(shared);
+      ended[i] = shared;
+    }
+  } else {
+    end_groups(comms, ended);
+  }
   for (size_t i = 0; i < comms.size(); ++i) {
     Status s = record(comms[i], std::move(ended[i]));
     if (first.ok()) first = std::move(s);

@@ -188,7 +188,7 @@ Status CommState::init(const UniqueId& id) {
   ctx.rank = rank_;
   ctx.nranks = nranks_;
   ctx.secret.assign(id.secret().begin(), id.secret().end());
-  ctx.comm_tag = fnv1a(ctx.secret.data(), ctx.secret.size());
+  ctx.comm_tag = comm_tag_ = fnv1a(ctx.secret.data(), ctx.secret.size());
   ctx.host_ip = bootstrap_->host_ip();
   ctx.node = node_identity(config_);
   ctx.config = config_;
@@ -572,6 +572,18 @@ Status CommState::wait(Operation& op) {
     op.sleep_until_done(std::chrono::milliseconds(1));
   }
   return op.outcome();
+}
+
+void CommState::fail_group(const Status& why) {
+  std::vector<std::shared_ptr<Operation>> ops;
+  ops.swap(group_.deferred);
+  if (group_.op) ops.push_back(std::move(group_.op));
+  group_.op.reset();
+  group_.depth = 0;
+  for (const auto& op : ops) {
+    op->submitted = true;
+    op->finish(named(why));
+  }
 }
 
 void CommState::hand_queue_to_worker() {

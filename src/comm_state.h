@@ -61,6 +61,9 @@ class CommState : public ConnectionSource {
   // The GPU this communicator works on: the device current on the thread that made it (as NCCL's
   // communicators); -1 where there is no GPU. Calls on buffers of another GPU fail.
   int gpu() const { return gpu_; }
+  // The same for every rank of this communicator, and for no other (a hash of its UniqueId's
+  // secret).
+  uint64_t comm_tag() const { return comm_tag_; }
   const Logger& log() const { return log_; }
   Bootstrap& bootstrap() { return *bootstrap_; }
   // The node identity of each rank.
@@ -114,6 +117,8 @@ class CommState : public ConnectionSource {
 
   void abort(const std::string& reason);
   GroupState& group() { return group_; }
+  // Ends the open group without starting its calls: each fails with `why`.
+  void fail_group(const Status& why);
   // The number of this rank's shrinks of this communicator so far, then one more: each shrink's
   // rendezvous gets its own secret from it. (Kept ranks make their shrinks in one order, as
   // their other calls; the count is atomic only so that shrinks in one group cannot race.)
@@ -234,6 +239,7 @@ class CommState : public ConnectionSource {
   std::optional<algorithms::Tuner> tuner_;  // set once init() knows the layout
   bool oversubscribed_ = false;             // more ranks on this node than CPUs this process may use
   int gpu_ = -1;                            // gpu(), set by init()
+  uint64_t comm_tag_ = 0;                   // comm_tag(), set by init()
   DeviceExecutor::GpuShare gpu_share_;      // how the ranks share GPUs (each rank's gpu_)
   // By rank, set by init(): its GPU and gpu_ map each other's memory (src/gpu_reach.h), and P2P is
   // allowed (WEFT_P2P_DISABLE, a P2P level of LOC).

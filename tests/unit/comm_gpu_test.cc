@@ -207,32 +207,48 @@ TEST_P(CommGpuAcrossGpus, InitAllsRanksReduceAcrossTheirGpus) {
 // both ranks' calls at once (under the device-side executor, and in stream order, the first call
 // of a shape makes its links on the thread that starts it).
 enum class Executor { kHost, kStreamOrder, kKernel };
-class OneThreadManyGpus : public testing::TestWithParam<Executor> {};
+class OneThreadManyGpus : public testing::TestWithParam<Executor> {
+ protected:
+  // Two ranks of one communicator (ncclCommInitAll's), rank i on devices[i], under the case's
+  // executor; both null where init failed.
+  std::vector<capi::CommHandle> two_ranks(const std::vector<int>& devices) {
+    Config config = quick();
+    config.device_kernel = GetParam() == Executor::kKernel;
+    config.cuda_stream_order = GetParam() == Executor::kStreamOrder;
+    auto all = capi::init_all(2, config, devices);
+    EXPECT_TRUE(all.ok()) << all.status().to_string();
+    std::vector<capi::CommHandle> handles(2);
+    for (size_t i = 0; all.ok() && i < 2; ++i) handles[i].comm = std::move((*all)[i]);
+    return handles;
+  }
+  // One group of an in-place allreduce of each rank's four ints, as the NCCL ABI calls (rank i's
+  // under streams[i]) or, with no streams, as the C++ API's; the group end's outcome.
+  static Status allreduce_group(std::vector<capi::CommHandle>& handles, Ints* const (&buffers)[2],
+                                const cuda::Stream* streams) {
+    capi::group_start();
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(capi::enter(handles[i]).ok());
+      std::optional<StreamScope> on_stream;
+      if (streams != nullptr) on_stream.emplace(streams[i]);
+      Request r = handles[i].comm->allreduce(buffers[i]->ptr, buffers[i]->ptr, 4, DataType::kInt32, RedOp::kSum);
+      const Status s = capi::finish_call(handles[i], std::move(r), nullptr);
+      EXPECT_TRUE(s.ok()) << s.to_string();
+    }
+    return capi::group_end();
+  }
+};
 
 TEST_P(OneThreadManyGpus, DrivesBothRanksInAGroup) {
   REQUIRE_TWO_GPUS();
-  Config config = quick();
-  config.device_kernel = GetParam() == Executor::kKernel;
-  config.cuda_stream_order = GetParam() == Executor::kStreamOrder;
-  auto all = capi::init_all(2, config, {1, 0});
-  ASSERT_TRUE(all.ok()) << all.status().to_string();
-  std::vector<capi::CommHandle> handles(2);
-  for (size_t i = 0; i < 2; ++i) handles[i].comm = std::move((*all)[i]);
+  std::vector<capi::CommHandle> handles = two_ranks({1, 0});
+  ASSERT_TRUE(handles[0].comm && handles[1].comm);
   Ints a(1, 2), b(0, 40);
   Ints* buffers[] = {&a, &b};
   const int gpus[] = {1, 0};
+  const cuda::Stream legacy[] = {nullptr, nullptr};  // each GPU's legacy default stream, as ncclAllReduce(..., NULL)
   for (bool nccl : {true, false}) {  // first as the NCCL ABI's: its links are made then
-    capi::group_start();
-    for (size_t i = 0; i < 2; ++i) {
-      ASSERT_TRUE(capi::enter(handles[i]).ok());
-      std::optional<StreamScope> on_stream;
-      if (nccl) on_stream.emplace(nullptr);  // the legacy default stream, as ncclAllReduce(..., NULL)
-      Request r = handles[i].comm->allreduce(buffers[i]->ptr, buffers[i]->ptr, 4, DataType::kInt32, RedOp::kSum);
-      const Status s = capi::finish_call(handles[i], std::move(r), nullptr);
-      ASSERT_TRUE(s.ok()) << s.to_string();
-    }
     const auto start = std::chrono::steady_clock::now();
-    const Status ended = capi::group_end();
+    const Status ended = allreduce_group(handles, buffers, nccl ? legacy : nullptr);
     ASSERT_TRUE(ended.ok()) << ended.to_string();
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the timeout is 10 s";
     for (int gpu : gpus) {
@@ -262,6 +278,51 @@ TEST_P(OneThreadManyGpus, DrivesBothRanksInAGroup) {
   }
   EXPECT_EQ(recv0.read(), std::vector<int32_t>(4, 9));
   EXPECT_EQ(recv1.read(), std::vector<int32_t>(4, 7));
+}
+
+// Two ranks of one communicator on one GPU, driven by one thread in a group on the same stream:
+// under the device-side executor or stream order each rank's work would hold that stream until
+// the other's had run, so the group is refused at its end, naming the ranks, the GPU and the
+// stream, at once; nothing ran, the communicators stay usable, and the same group on a stream a
+// rank works (seen failing with the check disabled). The host executor holds no stream: there
+// the shared stream works.
+TEST_P(OneThreadManyGpus, RefusesTwoRanksOfOneGpuOnOneStream) {
+  REQUIRE_TWO_GPUS();
+  std::vector<capi::CommHandle> handles = two_ranks({0, 0});
+  ASSERT_TRUE(handles[0].comm && handles[1].comm);
+  Ints a(0, 2), b(0, 40);
+  Ints* buffers[] = {&a, &b};
+  const bool holds = GetParam() != Executor::kHost;
+  const auto start = std::chrono::steady_clock::now();
+  const cuda::Stream one[] = {nullptr, nullptr};
+  const Status shared = allreduce_group(handles, buffers, one);
+  if (holds) {
+    EXPECT_EQ(shared.code(), StatusCode::kInvalidUsage) << shared.to_string();
+    EXPECT_NE(shared.message().find("ranks 0 and 1 of one communicator, both on GPU 0, called in one group on the same "
+                                    "CUDA stream"),
+              std::string::npos)
+        << shared.message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2)) << "the timeout is 10 s";
+    EXPECT_EQ(a.read(), std::vector<int32_t>(4, 2)) << "nothing ran";
+    EXPECT_EQ(b.read(), std::vector<int32_t>(4, 40)) << "nothing ran";
+  } else {
+    ASSERT_TRUE(shared.ok()) << shared.to_string();
+    ASSERT_TRUE(cuda::stream_sync(nullptr).ok());
+    EXPECT_EQ(a.read(), std::vector<int32_t>(4, 42));
+  }
+  // A stream each.
+  cuda::DeviceGuard on(0);
+  auto s0 = cuda::stream_create(), s1 = cuda::stream_create();
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  const cuda::Stream each[] = {*s0, *s1};
+  const Status own = allreduce_group(handles, buffers, each);
+  EXPECT_TRUE(own.ok()) << own.to_string();
+  ASSERT_TRUE(cuda::stream_sync(*s0).ok() && cuda::stream_sync(*s1).ok());
+  const int32_t want = holds ? 42 : 84;
+  EXPECT_EQ(a.read(), std::vector<int32_t>(4, want));
+  EXPECT_EQ(b.read(), std::vector<int32_t>(4, want));
+  cuda::stream_destroy(*s0);
+  cuda::stream_destroy(*s1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Executors, CommGpuAcrossGpus, testing::Values(false, true),
