@@ -72,21 +72,33 @@ Status check_shared_streams(const std::vector<CommHandle*>& comms) {
   return Status();
 }
 
-// Ends the group of each of `comms` (their group's calls start), ended[i] its outcome. Those
-// whose end may wait for their peers' run together, on this thread's team (ThreadTeam): one
-// thread driving several ranks of a communicator (nccl-tests' -g, ncclCommInitAll's ranks in one
-// group) would otherwise wait in the first for the others. The rest end first, here.
+// Ends the group of each of `comms` (their group's calls start), ended[i] its outcome, in the
+// group's order, one communicator after another: so each GPU's stream gets the communicators'
+// work in the same order, whatever thread or process drives them (as NCCL's groups launch).
+// But the ranks of one communicator whose end may wait for their peers' end together, on this
+// thread's team (ThreadTeam): one thread driving several ranks of a communicator (nccl-tests'
+// -g, ncclCommInitAll's ranks in one group) would otherwise wait in the first for the others.
 void end_groups(const std::vector<CommHandle*>& comms, std::vector<Status>& ended) {
-  std::vector<std::function<void()>> together;
+  std::vector<bool> ended_yet(comms.size(), false);
   for (size_t i = 0; i < comms.size(); ++i) {
-    if (!end_may_wait(comms[i])) ended[i] = comms[i]->comm->group_end();
-    else together.push_back([&comms, &ended, i] { ended[i] = guarded(nullptr, [&] { return comms[i]->comm->group_end(); }); });
-  }
-  if (together.size() == 1) {
-    together[0]();
-  } else if (!together.empty()) {
-    thread_local ThreadTeam team;
-    team.run(together);
+    if (ended_yet[i]) continue;
+    if (!end_may_wait(comms[i])) {
+      ended[i] = comms[i]->comm->group_end();
+      continue;
+    }
+    const uint64_t tag = comms[i]->comm->state().comm_tag();
+    std::vector<std::function<void()>> together;
+    for (size_t j = i; j < comms.size(); ++j) {
+      if (ended_yet[j] || comms[j]->comm->state().comm_tag() != tag || !end_may_wait(comms[j])) continue;
+      ended_yet[j] = true;
+      together.push_back([&comms, &ended, j] { ended[j] = guarded(nullptr, [&] { return comms[j]->comm->group_end(); }); });
+    }
+    if (together.size() == 1) {
+      together[0]();
+    } else {
+      thread_local ThreadTeam team;
+      team.run(together);
+    }
   }
 }
 

@@ -325,6 +325,50 @@ TEST_P(OneThreadManyGpus, RefusesTwoRanksOfOneGpuOnOneStream) {
   cuda::stream_destroy(*s1);
 }
 
+// Two communicators over the same two GPUs, one thread driving all four ranks in each group (an
+// allreduce on each, on each GPU's legacy stream), the ranks in two orders: communicator by
+// communicator, and GPU by GPU. Every group ends in the group's order, so each GPU's stream gets
+// the communicators' work in the same order; each group ends well within the timeout, with the
+// right results. (When every rank ended on a thread of its own, under the device-side executor or
+// stream order a GPU could get X's work before Y's and the other Y's before X's: the groups
+// waited for the timeout within 3 to 5 groups.)
+TEST_P(OneThreadManyGpus, TwoCommunicatorsOverTheSameGpus) {
+  REQUIRE_TWO_GPUS();
+  std::vector<capi::CommHandle> x = two_ranks({0, 1}), y = two_ranks({0, 1});
+  ASSERT_TRUE(x[0].comm && x[1].comm && y[0].comm && y[1].comm);
+  Ints x0(0, 1), x1(1, 2), y0(0, 3), y1(1, 4);
+  struct Rank {
+    capi::CommHandle* h;
+    Ints* ints;
+  };
+  const std::vector<Rank> by_comm = {{&x[0], &x0}, {&x[1], &x1}, {&y[0], &y0}, {&y[1], &y1}};
+  const std::vector<Rank> by_gpu = {{&x[0], &x0}, {&y[0], &y0}, {&x[1], &x1}, {&y[1], &y1}};
+  for (const auto* order : {&by_comm, &by_gpu}) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int round = 0; round < 25; ++round) {
+      capi::group_start();
+      for (const Rank& r : *order) {
+        ASSERT_TRUE(capi::enter(*r.h).ok());
+        StreamScope on_stream(nullptr);
+        Request req = r.h->comm->allreduce(r.ints->ptr, r.ints->ptr, 4, DataType::kInt32, RedOp::kMax);
+        ASSERT_TRUE(capi::finish_call(*r.h, std::move(req), nullptr).ok());
+      }
+      const Status ended = capi::group_end();
+      ASSERT_TRUE(ended.ok()) << (order == &by_comm ? "by communicator" : "by GPU") << ", group " << round << ": "
+                              << ended.to_string();
+      for (int gpu : {0, 1}) {
+        cuda::DeviceGuard on(gpu);
+        ASSERT_TRUE(cuda::stream_sync(nullptr).ok());
+      }
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "the timeout is 10 s";
+  }
+  EXPECT_EQ(x0.read(), std::vector<int32_t>(4, 2));
+  EXPECT_EQ(x1.read(), std::vector<int32_t>(4, 2));
+  EXPECT_EQ(y0.read(), std::vector<int32_t>(4, 4));
+  EXPECT_EQ(y1.read(), std::vector<int32_t>(4, 4));
+}
+
 INSTANTIATE_TEST_SUITE_P(Executors, CommGpuAcrossGpus, testing::Values(false, true),
                          [](const testing::TestParamInfo<bool>& p) { return p.param ? "kernel" : "host"; });
 INSTANTIATE_TEST_SUITE_P(Executors, OneThreadManyGpus,
