@@ -4,8 +4,8 @@
 // Why: where one thread ends the groups of several ranks of a communicator (nccl-tests' -g,
 // ncclCommInitAll's ranks in one group), a rank's group end may wait for the others'
 // (capi_common.cc, end_groups), so each must run on a thread of its own. Starting and joining a
-// thread per rank at every group end cost 16 us a group at two ranks and 43 us at four on the
-// development VM (docs/PERFORMANCE.md, "One thread, several ranks"); a kept thread is woken.
+// thread per rank at every group end cost about 40 us a group at four ranks and 125 us at eight
+// on the development VM (docs/PERFORMANCE.md, "One thread, several ranks"); a kept thread is woken.
 //
 // Jobs may wait for each other: each runs on a thread of its own, never queued behind another.
 // Kept threads sleep on a condition variable between runs. They are detached and hold the
