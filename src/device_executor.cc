@@ -205,11 +205,18 @@ void DeviceExecutor::watch_mapped_links() {
   for (transport::WalkerLink* l : links) {
     if (std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_relaxed) != 0) return;  // stopped already
     const Status s = l->check_peer();
-    if (s.ok()) continue;
+    if (s.ok() || !kernel_in_flight()) continue;
     log_.warn("rank " + std::to_string(rank_) + ": the device executor's link to rank " + std::to_string(l->peer()) +
               " lost its peer (" + s.message() + "): this rank's kernels stop");
     stop_kernels(device_walk::dead_word(device_walk::kLinkFailed, rank_, l->peer()));
   }
+}
+
+bool DeviceExecutor::kernel_in_flight() const {
+  if (!launched_.load(std::memory_order_acquire)) return false;
+  cuda::DeviceGuard guard(device_);
+  const auto done = cuda::event_done(last_);
+  return !done.ok() || !*done;
 }
 
 void DeviceExecutor::mark_links() {
@@ -386,10 +393,10 @@ Status DeviceExecutor::enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_
   call.error = error_;
   call.timeout_ns = static_cast<uint64_t>(timeout_.count()) * 1'000'000;
   call.seq = launches_ + 1;
-  if (launched_) WEFT_TRY(cuda::stream_wait_event(stream, last_));
+  if (launched_.load(std::memory_order_relaxed)) WEFT_TRY(cuda::stream_wait_event(stream, last_));
   WEFT_TRY(cuda::launch_walker(call, stream, static_cast<unsigned>(threads_)));
   WEFT_TRY(cuda::event_record(last_, stream));
-  launched_ = true;
+  launched_.store(true, std::memory_order_release);
   ++launches_;
   return Status();
 }
@@ -522,7 +529,7 @@ Status DeviceExecutor::launch_group(int nranks, const std::vector<algorithms::Pe
 Status DeviceExecutor::wait_last() {
   // The kernel stops itself at the timeout; the margin covers a launch still queued behind other work.
   const Deadline deadline = Deadline::after(2 * timeout_);
-  while (launched_) {
+  while (launched_.load(std::memory_order_relaxed)) {
     auto done = cuda::event_done(last_);
     WEFT_TRY(done);
     if (*done) break;

@@ -32,6 +32,7 @@
 // WalkerLinks' control connections and dead words.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -163,8 +164,14 @@ class DeviceExecutor {
   // already stopped.
   void stop_kernels(uint64_t why);
   // The proxy thread, now and then: each mapped link's peer process still there (its control
-  // connection's check_peer); a peer gone stops this rank's kernels, naming it.
+  // connection's check_peer); a peer gone while a kernel of this rank may run stops this rank's
+  // kernels, naming it. With none running, the next pass looks again: a peer that destroyed its
+  // communicator first, at a program's end, is no failure of this rank's.
   void watch_mapped_links();
+  // Whether a kernel of this executor may still be running (the last launch's end not yet
+  // passed, or not known). Any thread: at worst it says no for a launch being made, whose kernel
+  // the watch's next pass sees.
+  bool kernel_in_flight() const;
   // The proxy thread (and stop_proxy, once it has stopped): once this rank has failed or stopped
   // (a kernel's error, the abort word), marks every link to another rank dead with why, so that
   // each peer learns of it at its next wait on the link, whether or not a kernel of this rank was
@@ -210,7 +217,7 @@ class DeviceExecutor {
   cuda::WalkerError* error_ = nullptr;  // pinned host memory the kernels write
   uint64_t* abort_flag_ = nullptr;      // pinned host memory the kernels read (WalkerCall::abort)
   cuda::Event last_ = nullptr;          // the end of the last launch
-  bool launched_ = false;
+  std::atomic<bool> launched_{false};   // last_ recorded (the proxy thread reads it too)
   uint64_t seq_ = 0;                    // collectives launched (their headers' number)
   uint64_t launches_ = 0;               // kernels launched (each one's token for the done flags)
   std::vector<GroupTable> tables_;  // made on the first group

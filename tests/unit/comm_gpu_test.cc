@@ -103,6 +103,31 @@ void reduce_across_gpus(std::vector<std::unique_ptr<Communicator>>& ranks, const
   EXPECT_EQ(b.read(), std::vector<int32_t>(4, 42));
 }
 
+// Under the device-side executor, a rank whose peer destroys its communicator first while no
+// kernel of this rank runs (a program's end) says nothing of it: the proxy thread's watch of the
+// mapped links' peers stops kernels only while one may run. (Before, the watch warned "the device
+// executor's link to rank 0 lost its peer (...): this rank's kernels stop"; seen failing without
+// the change.)
+TEST(CommGpu, APeerDestroyedFirstWithNothingRunningIsNoFailure) {
+  REQUIRE_TWO_GPUS();
+  if (!gpus_reach_each_other()) GTEST_SKIP() << "without peer access the links are the proxy's, not watched";
+  Config config = quick();
+  config.device_kernel = true;
+  config.debug = "INFO";
+  testing::internal::CaptureStderr();
+  auto all = capi::init_all(2, config, {1, 0});
+  ASSERT_TRUE(all.ok()) << all.status().to_string();
+  reduce_across_gpus(*all);
+  (*all)[0].reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // five passes of the watch (20 ms)
+  (*all)[1].reset();
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("weft[rank 1] INFO device executor: linked to rank 0"), std::string::npos)
+      << "rank 1's kernel ran over a link the watch looks at:\n" << log;
+  EXPECT_EQ(log.find("lost its peer"), std::string::npos) << log;
+  EXPECT_EQ(log.find("WARN"), std::string::npos) << log;
+}
+
 TEST(CommGpu, TheCommunicatorWorksOnTheGpuCurrentWhereItIsMade) {
   REQUIRE_TWO_GPUS();
   ASSERT_TRUE(cuda::set_device(0).ok());
