@@ -54,8 +54,13 @@ Status guarded(CommHandle* h, F&& body) {
 bool in_group();
 void group_start();
 // Ends the calling thread's group: ends the group of every communicator used in it (their queued
-// send/recv start), waits for every call made in it that was to complete by now, then runs the
-// at_group_end() callbacks. Returns the first failure. REQUIRES: in_group() (else kInvalidUsage).
+// send/recv and device collectives start), communicator after communicator in the group's order
+// (several ranks of one communicator together, on threads the calling thread keeps, where their
+// start may wait for each other), waits for every call made in it that was to complete by now,
+// then runs the at_group_end() callbacks. Returns the first failure. A group that puts two ranks
+// of one communicator on one GPU on the same stream, where their work would hold it for each
+// other (the device-side executor, stream order), starts nothing and fails (kInvalidUsage).
+// REQUIRES: in_group() (else kInvalidUsage).
 Status group_end();
 // Inside a group, the first call on a communicator opens that communicator's group.
 // REQUIRES: h.comm is not null.
