@@ -1,5 +1,7 @@
 #include "src/thread_team.h"
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -8,6 +10,7 @@
 namespace weft {
 
 struct ThreadTeam::Shared {
+  pid_t pid = ::getpid();         // the process whose threads these are
   std::mutex mu;
   std::condition_variable work;   // a job was queued, or stop
   std::condition_variable done;   // pending reached 0
@@ -34,6 +37,7 @@ void ThreadTeam::serve(const std::shared_ptr<Shared>& s) {
 ThreadTeam::ThreadTeam() : shared_(std::make_shared<Shared>()) {}
 
 ThreadTeam::~ThreadTeam() {
+  if (shared_->pid != ::getpid()) return;  // a forked child's copy: no thread to tell
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->stop = true;
@@ -43,6 +47,13 @@ ThreadTeam::~ThreadTeam() {
 
 void ThreadTeam::run(std::span<const std::function<void()>> jobs) {
   if (jobs.empty()) return;
+  // In a child forked since, the kept threads are the parent's: none of them runs here. Start
+  // afresh, and leave the old state alone: its mutex may have been held at the fork, and
+  // destroying a condition variable the parent's threads waited on may wait for them for ever.
+  if (shared_->pid != ::getpid()) {
+    new std::shared_ptr<Shared>(std::move(shared_));  // leaked on purpose, once per fork
+    shared_ = std::make_shared<Shared>();
+  }
   Shared& s = *shared_;
   const int others = static_cast<int>(jobs.size()) - 1;
   if (others > 0) {

@@ -9,8 +9,9 @@
 //
 // Jobs may wait for each other: each runs on a thread of its own, never queued behind another.
 // Kept threads sleep on a condition variable between runs. They are detached and hold the
-// shared state themselves, so a team destroyed at its thread's exit (or in a forked child, where
-// they do not exist) only tells them to stop.
+// shared state themselves, so a team destroyed at its thread's exit only tells them to stop. In a
+// process forked from the team's (where its threads do not exist) the team starts threads of
+// its own at its next run.
 //
 // Thread-safety: one thread calls run() at a time (a team belongs to its thread).
 #pragma once

@@ -1,9 +1,11 @@
 // src/thread_team.h: jobs that wait for each other all finish (each on a thread of its own), the
 // first on the caller's thread; threads are kept and reused between runs, and grow with a run of
-// more jobs; a team destroyed while its threads wait lets them go.
+// more jobs; a team destroyed while its threads wait lets them go; a forked child starts its own.
 #include "src/thread_team.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -104,6 +106,41 @@ TEST(ThreadTeamTest, DestroyingATeamLetsItsThreadsGo) {
     std::vector<std::function<void()>> jobs(3, [] {});
     team.run(jobs);
   }).join();
+}
+
+TEST(ThreadTeamTest, AForkedChildRunsOnThreadsOfItsOwn) {
+  // The parent's kept threads do not exist in a child: a run there must start its own (without
+  // it, the child's jobs waited for threads that never take them). The child gives up after 5 s.
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support starting threads after a multi-threaded fork";
+#endif
+  ThreadTeam team;
+  {
+    Meeting m(3);
+    const auto jobs = m.jobs();
+    team.run(jobs);
+    ASSERT_TRUE(m.met[1] && m.met[2]);
+  }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(5);
+    Meeting m(3);
+    const auto jobs = m.jobs();
+    team.run(jobs);
+    _exit(m.met[0] && m.met[1] && m.met[2] ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << (WIFSIGNALED(status) ? "the child was killed by signal " + std::to_string(WTERMSIG(status))
+                              : "the child exited with " + std::to_string(WEXITSTATUS(status)));
+  // And the parent's team still works.
+  Meeting m(3);
+  const auto jobs = m.jobs();
+  team.run(jobs);
+  EXPECT_TRUE(m.met[1] && m.met[2]);
+  EXPECT_EQ(team.kept(), 2);
 }
 
 }  // namespace
