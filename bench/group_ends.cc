@@ -11,12 +11,14 @@
 // call is made as the NCCL ABI makes it (under a stream, in the thread's group; host buffers: the
 // NULL stream; device buffers: a stream a rank made on its GPU, as nccl-tests does). -P 1: one
 // rank a process instead, from weft-run's environment (a group of one communicator, as most
-// programs make them), rank 0 printing. -G 1 puts
-// the buffers in device memory, rank i on GPU i % GPUs (the emulated GPU's too: WEFT_EMULATE_GPU),
-// and the executor is the environment's (WEFT_DEVICE_EXECUTOR=kernel, WEFT_CUDA_STREAM_ORDER=1).
+// programs make them), rank 0 printing. -G 1 puts the buffers in device memory, rank i on GPU
+// i % GPUs (the emulated GPU's too: WEFT_EMULATE_GPU; with -P 1, local rank % GPUs), and the
+// executor is the environment's (WEFT_DEVICE_EXECUTOR=kernel, WEFT_CUDA_STREAM_ORDER=1). BYTES
+// (default 8), ITERS (2000) and WARMUP (100) as every sweep in bench/ reads them (4096 or 4K).
 // Prints the time a group takes (us), over ITERS groups after WARMUP, including the wait for the
 // GPUs' streams at the end, as nccl-tests times -g. Each rank's output is checked (the sum of
 // the ranks' inputs; the previous rank's input); exit 1 when any is wrong.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -26,10 +28,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/local_gpu.h"
+#include "bench/sweep.h"
 #include "src/call_stream.h"
 #include "src/capi_common.h"
 #include "src/cuda/device.h"
-#include "src/launch_env.h"
 #include "weft/config.h"
 
 namespace {
@@ -103,31 +106,37 @@ weft::Result<Buffers> make_buffers(int gpu, size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int ranks = 2, iters = 2000, warmup = 100, device = 0, processes = 0;
-  long bytes = 8;
+  weft::bench::SweepOptions o;  // -b, -n and -w, read as every sweep in bench/ reads them
+  o.iters = 2000;
+  o.warmup = 100;
+  int ranks = 2, device = 0, processes = 0;
   bool sendrecv = false;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    std::string error;
+    if (flag == "-b" || flag == "-n" || flag == "-w") {
+      weft::bench::take_sweep_flag(argc, argv, &i, &o, &error);
+      if (!error.empty()) return usage(error.c_str());
+      continue;
+    }
     if (i + 1 >= argc) return usage(("flag " + flag + " needs a value").c_str());
+    const std::string value = argv[++i];
     if (flag == "-c") {
-      const std::string c = argv[++i];
-      if (c != "allreduce" && c != "sendrecv") return usage(("unknown call '" + c + "'").c_str());
-      sendrecv = c == "sendrecv";
+      if (value != "allreduce" && value != "sendrecv") return usage(("unknown call '" + value + "'").c_str());
+      sendrecv = value == "sendrecv";
       continue;
     }
     char* end = nullptr;
-    const long v = std::strtol(argv[++i], &end, 10);
+    const long v = std::strtol(value.c_str(), &end, 10);
     if (*end != '\0' || v < 0) return usage(("bad value for " + flag).c_str());
     if (flag == "-g") ranks = static_cast<int>(v);
-    else if (flag == "-b") bytes = v;
-    else if (flag == "-n") iters = static_cast<int>(v);
-    else if (flag == "-w") warmup = static_cast<int>(v);
     else if (flag == "-G") device = static_cast<int>(v);
     else if (flag == "-P") processes = static_cast<int>(v);
     else return usage(("unknown flag " + flag).c_str());
   }
-  if (ranks < 1 || ranks > 64 || iters < 1 || bytes < 4 || bytes % 4 != 0)
-    return usage("-g 1-64, -n at least 1, -b a multiple of 4");
+  const size_t bytes = o.min_bytes;
+  const int iters = o.iters, warmup = o.warmup;
+  if (ranks < 1 || ranks > 64 || bytes < 4 || bytes % 4 != 0) return usage("-g 1-64, -b a multiple of 4");
   auto config = weft::Config::from_env();
   if (!config.ok()) return fail(config.status());
   // The ranks this process drives: all `ranks` (their GPUs, rank r on r % GPUs), or with -P 1
@@ -141,11 +150,11 @@ int main(int argc, char** argv) {
   std::vector<weft::capi::CommHandle> handles;
   std::vector<int> gpus;
   if (processes) {
-    auto launch = weft::read_launch_env(*config);
-    if (!launch.ok()) return fail(launch.status());
-    const int local = launch->local_rank >= 0 ? launch->local_rank : launch->rank;
-    if (device) gpus.push_back(local % gpu_count);
-    if (device) (void)weft::cuda::set_device(gpus[0]);  // the communicator's GPU, as NCCL programs pick it
+    if (device) {
+      auto gpu = weft::bench::use_local_gpu(*config);
+      if (!gpu.ok()) return fail(gpu.status());
+      gpus.push_back(std::max(*gpu, 0));
+    }
     auto comm = weft::Communicator::init_from_env(*config);
     if (!comm.ok()) return fail(comm.status());
     handles.resize(1);
@@ -160,10 +169,10 @@ int main(int argc, char** argv) {
   ranks = handles[0].comm->size();
   const int first = handles[0].comm->rank();  // handles[i] is rank first + i
   const int mine = static_cast<int>(handles.size());
-  const size_t count = static_cast<size_t>(bytes) / 4;
+  const size_t count = bytes / 4;
   std::vector<Buffers> buffers;
   for (int i = 0; i < mine; ++i) {
-    auto b = make_buffers(device ? gpus[static_cast<size_t>(i)] : -1, static_cast<size_t>(bytes));
+    auto b = make_buffers(device ? gpus[static_cast<size_t>(i)] : -1, bytes);
     if (!b.ok()) return fail(b.status());
     buffers.push_back(std::move(*b));
     if (Status s = fill(buffers.back(), std::vector<float>(count, static_cast<float>(first + i + 1))); !s.ok())
@@ -215,7 +224,7 @@ int main(int argc, char** argv) {
     for (float x : got) wrong += x != want;
   }
   if (first == 0 || wrong != 0)
-    std::printf("%s, ranks %d%s, %ld B, %s buffers: %.2f us a group (%d groups), %d wrong%s\n",
+    std::printf("%s, ranks %d%s, %zu B, %s buffers: %.2f us a group (%d groups), %d wrong%s\n",
                 sendrecv ? "sendrecv" : "allreduce", ranks, processes ? " (a process each)" : "", bytes,
                 device ? "device" : "host", us, iters, wrong, first == 0 ? "" : (" at rank " + std::to_string(first)).c_str());
   return wrong == 0 ? 0 : 1;

@@ -32,12 +32,12 @@
 #include <vector>
 
 #include "algorithms/planner.h"
+#include "bench/local_gpu.h"
 #include "bench/reference.h"
 #include "bench/sweep.h"
 #include "src/byte_size.h"
 #include "src/comm_state.h"
 #include "src/cuda/device.h"
-#include "src/launch_env.h"
 #include "src/split.h"
 #include "weft/communicator.h"
 
@@ -201,13 +201,8 @@ int main(int argc, char** argv) {
     // One GPU per rank of the node, as NCCL programs choose theirs (cudaSetDevice(local rank))
     // before making the communicator; more ranks than GPUs share them (one GPU: all on it).
     if (!weft::cuda::available()) return usage("-G 1: no usable GPU (or weft was built without CUDA)");
-    auto launch = weft::read_launch_env(*config);
-    auto gpus = weft::cuda::device_count();
-    if (launch.ok() && gpus.ok() && *gpus > 0) {
-      const int local = launch->local_rank >= 0 ? launch->local_rank : launch->rank;
-      const weft::Status on = weft::cuda::set_device(local % *gpus);
-      if (!on.ok()) return usage(on.message().c_str());
-    }
+    const auto on = weft::bench::use_local_gpu(*config);
+    if (!on.ok()) return usage(on.status().message().c_str());
   }
   auto comm_or = weft::Communicator::init_from_env(*config);
   if (!comm_or.ok()) {

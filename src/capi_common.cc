@@ -23,29 +23,26 @@ thread_local ThreadGroup t_group;
 thread_local std::string t_last_error;
 
 // Whether ending h's group may wait for its peers' group ends: it submits calls (collectives on
-// device buffers, a send/recv group) whose start makes device links on this thread, meeting the
-// peers' (the device-side executor, or stream order: the first call of a shape).
+// device buffers, a send/recv group) that, on device buffers, hold their stream until the peers'
+// work has run and whose start makes device links on this thread, meeting the peers': the
+// device-side executor, or stream order (which lazy loading turns off; the first call of a shape).
 bool end_may_wait(const CommHandle* h) {
   const Config& c = h->comm->config();
-  if (!c.device_kernel && !c.cuda_stream_order) return false;
+  if (!c.device_kernel && !(c.cuda_stream_order && !cuda::lazy_loading())) return false;
   const GroupState& g = h->comm->state().group();
   return !g.deferred.empty() || (g.op && !g.op->peer_ops.empty());
 }
 
-// The stream `h`'s device work in its group goes on, where that work holds the stream until the
-// peers' work has run (the device-side executor's kernel, or stream order's wait, which lazy
-// loading turns off); none else. (Where the device-side executor would leave the calls to the
-// host executor, which holds no stream, this says so too.)
+// The stream `h`'s device work in its group goes on and holds, if its end may wait; none else.
+// (Where the device-side executor would leave the calls to the host executor, which holds no
+// stream, this names the stream too.)
 std::optional<cuda::Stream> held_stream(CommHandle* h) {
-  const Config& c = h->comm->config();
-  if (!c.device_kernel && !(c.cuda_stream_order && !cuda::lazy_loading())) return std::nullopt;
+  if (!end_may_wait(h)) return std::nullopt;
   CommState& st = h->comm->state();
   const GroupState& g = st.group();
   if (!g.deferred.empty()) return g.deferred.front()->stream;
-  if (g.op && !g.op->peer_ops.empty()) {
-    auto device = st.on_device(g.op->args, nullptr, nullptr, g.op->buffers);
-    if (device.ok() && *device) return g.op->stream;
-  }
+  auto device = st.on_device(g.op->args, nullptr, nullptr, g.op->buffers);  // a send/recv group
+  if (device.ok() && *device) return g.op->stream;
   return std::nullopt;
 }
 
@@ -54,6 +51,7 @@ std::optional<cuda::Stream> held_stream(CommHandle* h) {
 // first until the timeout. (NCCL refuses two ranks on one GPU; weft allows them, each with a
 // stream of its own.)
 Status check_shared_streams(const std::vector<CommHandle*>& comms) {
+  if (comms.size() < 2) return Status();
   std::vector<std::pair<CommState*, cuda::Stream>> held;
   for (CommHandle* h : comms)
     if (auto s = held_stream(h)) held.emplace_back(&h->comm->state(), *s);
@@ -79,17 +77,22 @@ Status check_shared_streams(const std::vector<CommHandle*>& comms) {
 // thread's team (ThreadTeam): one thread driving several ranks of a communicator (nccl-tests'
 // -g, ncclCommInitAll's ranks in one group) would otherwise wait in the first for the others.
 void end_groups(const std::vector<CommHandle*>& comms, std::vector<Status>& ended) {
-  std::vector<bool> ended_yet(comms.size(), false);
+  if (comms.size() == 1) {  // the usual group: one communicator, nothing to order or share
+    ended[0] = comms[0]->comm->group_end();
+    return;
+  }
+  std::vector<bool> waits(comms.size()), ended_yet(comms.size(), false);
+  for (size_t i = 0; i < comms.size(); ++i) waits[i] = end_may_wait(comms[i]);
   for (size_t i = 0; i < comms.size(); ++i) {
     if (ended_yet[i]) continue;
-    if (!end_may_wait(comms[i])) {
+    if (!waits[i]) {
       ended[i] = comms[i]->comm->group_end();
       continue;
     }
     const uint64_t tag = comms[i]->comm->state().comm_tag();
     std::vector<std::function<void()>> together;
     for (size_t j = i; j < comms.size(); ++j) {
-      if (ended_yet[j] || comms[j]->comm->state().comm_tag() != tag || !end_may_wait(comms[j])) continue;
+      if (ended_yet[j] || !waits[j] || comms[j]->comm->state().comm_tag() != tag) continue;
       ended_yet[j] = true;
       together.push_back([&comms, &ended, j] { ended[j] = guarded(nullptr, [&] { return comms[j]->comm->group_end(); }); });
     }

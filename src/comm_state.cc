@@ -577,8 +577,7 @@ Status CommState::wait(Operation& op) {
 void CommState::fail_group(const Status& why) {
   std::vector<std::shared_ptr<Operation>> ops;
   ops.swap(group_.deferred);
-  if (group_.op) ops.push_back(std::move(group_.op));
-  group_.op.reset();
+  if (group_.op) ops.push_back(std::move(group_.op));  // leaves it null
   group_.depth = 0;
   for (const auto& op : ops) {
     op->submitted = true;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -103,6 +104,24 @@ void reduce_across_gpus(std::vector<std::unique_ptr<Communicator>>& ranks, const
   EXPECT_EQ(b.read(), std::vector<int32_t>(4, 42));
 }
 
+// The log (INFO) of two ranks made by init_all under `config`, rank i on gpus[i], that reduce
+// across their GPUs once (reduce_across_gpus), then meet `then`, if any, before the log is read
+// (where they are destroyed, unless `then` did).
+std::string reduce_logged(Config config, const int (&gpus)[2],
+                          const std::function<void(std::vector<std::unique_ptr<Communicator>>&)>& then = nullptr) {
+  config.debug = "INFO";
+  testing::internal::CaptureStderr();
+  {
+    auto all = capi::init_all(2, config, {gpus[0], gpus[1]});
+    EXPECT_TRUE(all.ok()) << all.status().to_string();
+    if (all.ok()) {
+      reduce_across_gpus(*all, gpus);
+      if (then) then(*all);
+    }
+  }
+  return testing::internal::GetCapturedStderr();
+}
+
 // Under the device-side executor, a rank whose peer destroys its communicator first while no
 // kernel of this rank runs (a program's end) says nothing of it: the proxy thread's watch of the
 // mapped links' peers stops kernels only while one may run. (Before, the watch warned "the device
@@ -113,15 +132,11 @@ TEST(CommGpu, APeerDestroyedFirstWithNothingRunningIsNoFailure) {
   if (!gpus_reach_each_other()) GTEST_SKIP() << "without peer access the links are the proxy's, not watched";
   Config config = quick();
   config.device_kernel = true;
-  config.debug = "INFO";
-  testing::internal::CaptureStderr();
-  auto all = capi::init_all(2, config, {1, 0});
-  ASSERT_TRUE(all.ok()) << all.status().to_string();
-  reduce_across_gpus(*all);
-  (*all)[0].reset();
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // five passes of the watch (20 ms)
-  (*all)[1].reset();
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = reduce_logged(config, {1, 0}, [](auto& ranks) {
+    ranks[0].reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // five passes of the watch (20 ms)
+    ranks[1].reset();
+  });
   EXPECT_NE(log.find("weft[rank 1] INFO device executor: linked to rank 0"), std::string::npos)
       << "rank 1's kernel ran over a link the watch looks at:\n" << log;
   EXPECT_EQ(log.find("lost its peer"), std::string::npos) << log;
@@ -206,23 +221,21 @@ TEST_P(CommGpuAcrossGpus, InitAllsRanksReduceAcrossTheirGpus) {
   const bool kernel = GetParam();
   Config config = quick();
   config.device_kernel = kernel;
-  config.debug = "INFO";  // the log says which path each link took
   const bool apart = !gpus_reach_each_other();
-  testing::internal::CaptureStderr();
-  auto all = capi::init_all(2, config, {1, 0});
-  ASSERT_TRUE(all.ok()) << all.status().to_string();
-  reduce_across_gpus(*all);
-  const std::string log = testing::internal::GetCapturedStderr();
+  std::chrono::steady_clock::duration destroyed{};
+  const std::string log = reduce_logged(config, {1, 0}, [&](auto& ranks) {
+    // Destroyed one after the other by this thread, as ncclCommDestroy in a loop: neither waits
+    // for the other.
+    const auto start = std::chrono::steady_clock::now();
+    ranks.clear();
+    destroyed = std::chrono::steady_clock::now() - start;
+  });  // the log says which path each link took
   const char* path = kernel ? (apart ? "linked to rank 1 channel 0 (pinned host memory, carried by the proxy"
                                      : "linked to rank 1 channel 0 (device memory mapped both ways")
                             : (apart ? "connected to rank 1 for device buffers: shm to rank 1"
                                      : "connected to rank 1 for device buffers: cuda");
   EXPECT_NE(log.find(path), std::string::npos) << "expected '" << path << "' in the log:\n" << log;
-  // Destroyed one after the other by this thread, as ncclCommDestroy in a loop: neither waits for
-  // the other (the timeout is 10 s).
-  const auto start = std::chrono::steady_clock::now();
-  all->clear();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_LT(destroyed, std::chrono::seconds(5)) << "the timeout is 10 s";
 }
 
 // One thread drives both ranks in one group (ncclGroupStart, a call on each communicator,
@@ -425,14 +438,7 @@ TEST(CommGpu, TheP2pLevelStagesGpusFartherApart) {
     Config config = quick();
     config.topo_file = path;
     config.p2p_level = level;
-    config.debug = "INFO";
-    testing::internal::CaptureStderr();
-    {
-      auto all = capi::init_all(2, config, {1, 0});
-      ASSERT_TRUE(all.ok()) << all.status().to_string();
-      reduce_across_gpus(*all);
-    }
-    const std::string log = testing::internal::GetCapturedStderr();
+    const std::string log = reduce_logged(config, {1, 0});
     const bool staged = std::string(level) == "PXB";
     const char* want = staged ? "connected to rank 1 for device buffers: shm to rank 1" : "connected to rank 1 for device buffers: cuda";
     EXPECT_NE(log.find(want), std::string::npos) << "level '" << level << "': expected '" << want << "' in:\n" << log;
@@ -444,14 +450,7 @@ TEST(CommGpu, TheP2pLevelStagesGpusFartherApart) {
   for (const char* level : {"", "LOC"}) {
     Config config = quick();
     config.p2p_level = level;
-    config.debug = "INFO";
-    testing::internal::CaptureStderr();
-    {
-      auto all = capi::init_all(2, config, {0, 0});
-      ASSERT_TRUE(all.ok()) << all.status().to_string();
-      reduce_across_gpus(*all, {0, 0});
-    }
-    const std::string log = testing::internal::GetCapturedStderr();
+    const std::string log = reduce_logged(config, {0, 0});
     const char* want = *level != '\0' ? "connected to rank 1 for device buffers: shm to rank 1"
                                        : "connected to rank 1 for device buffers: cuda";
     EXPECT_NE(log.find(want), std::string::npos) << "one GPU, level '" << level << "': expected '" << want << "' in:\n" << log;
