@@ -68,8 +68,8 @@ Status stream_wait_event(Stream s, Event e);
 // the counter may wrap), or `value` is written to it (fenced: after the work before it on `s`).
 // The wait is a one-thread kernel polling the word, not cuStreamWaitValue32: with that stream
 // memory operation holding PyTorch's stream, its main thread's copy into pageable memory on the
-// stream kept weft's thread from queuing any work (H200, 2026-11-26; docs/NCCL.md "Stream
-// order"), and a polling kernel is how NCCL's own kernels wait. The write is
+// stream kept weft's thread from queuing any work (H200, 2026-11-26; docs/GPU_RUNS.md "Stream
+// order under PyTorch"), and a polling kernel is how NCCL's own kernels wait. The write is
 // cuStreamWriteValue32.
 Status stream_wait_value(Stream s, const uint32_t* flag, uint32_t value);
 Status stream_write_value(Stream s, uint32_t* flag, uint32_t value);
