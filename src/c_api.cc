@@ -142,20 +142,19 @@ weftResult_t weftCommShrink(weftComm_t comm, const int* exclude, int nexclude, w
   });
 }
 
+// In a group both free the handle when the group ends, after its calls (capi::destroy); an abort
+// stops the communicator's work at once.
 weftResult_t weftCommDestroy(weftComm_t comm) {
   if (comm == nullptr) return fail(nullptr, "weftCommDestroy: comm is NULL");
-  return call(nullptr, [&] {
-    delete comm;
-    return weft::Status();
-  });
+  return call(nullptr, [&] { return capi::destroy(*comm, "weftCommDestroy", [comm] { delete comm; }); });
 }
 
 weftResult_t weftCommAbort(weftComm_t comm) {
   if (comm == nullptr) return fail(nullptr, "weftCommAbort: comm is NULL");
-  return call(nullptr, [&] {
+  return call(nullptr, [&]() -> weft::Status {
+    if (comm->destroying) return weft::invalid_argument("weftCommAbort: the communicator was already destroyed in this group");
     comm->comm->abort();
-    delete comm;
-    return weft::Status();
+    return capi::destroy(*comm, "weftCommAbort", [comm] { delete comm; });
   });
 }
 

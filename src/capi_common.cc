@@ -160,7 +160,15 @@ Status group_end() {
   return first;
 }
 
+Status usable(const CommHandle& h, const char* fn) {
+  if (!h.destroying) return Status();
+  const std::string rank = h.comm ? "rank " + std::to_string(h.comm->rank()) + ": " : "";
+  return invalid_usage(rank + fn + ": the communicator was destroyed earlier in this group (it is freed when the group "
+                                   "ends)");
+}
+
 Status enter(CommHandle& h) {
+  WEFT_TRY(usable(h, "call"));
   if (!in_group() || std::find(t_group.comms.begin(), t_group.comms.end(), &h) != t_group.comms.end())
     return Status();
   WEFT_TRY(h.comm->group_start());
@@ -187,6 +195,20 @@ Status at_group_end(std::function<Status()> fn) {
   if (!in_group()) return fn();
   t_group.at_end.push_back(std::move(fn));
   return Status();
+}
+
+Status destroy(CommHandle& h, const char* fn, std::function<void()> free_handle) {
+  if (h.destroying)
+    return invalid_argument(std::string(fn) + ": the communicator was already destroyed in this group");
+  if (!in_group()) {
+    free_handle();
+    return Status();
+  }
+  h.destroying = true;
+  return at_group_end([free_handle = std::move(free_handle)] {
+    free_handle();
+    return Status();
+  });
 }
 
 Result<std::vector<std::unique_ptr<Communicator>>> init_all(int n, const Config& config,

@@ -26,6 +26,7 @@ namespace weft::capi {
 struct CommHandle {
   std::unique_ptr<Communicator> comm;  // null while (or when) a background init has not made one
   std::string last_error;
+  bool destroying = false;  // destroyed inside the thread's open group: freed when it ends (destroy())
 };
 
 // Records the message of a failed `s` (not OK, not kInProgress) as the last error of `h` (when not
@@ -62,15 +63,24 @@ void group_start();
 // other (the device-side executor, stream order), starts nothing and fails (kInvalidUsage).
 // REQUIRES: in_group() (else kInvalidUsage).
 Status group_end();
-// Inside a group, the first call on a communicator opens that communicator's group.
+// Inside a group, the first call on a communicator opens that communicator's group. Fails
+// (kInvalidUsage) where `h` was destroyed earlier in the group.
 // REQUIRES: h.comm is not null.
 Status enter(CommHandle& h);
+// kInvalidUsage naming `fn` where `h` was destroyed earlier in the open group; OK otherwise.
+Status usable(const CommHandle& h, const char* fn);
 // The end of a call that queued `req`: if `out` is given, hands the request back; inside a group,
 // parks it for group_end() to wait for; otherwise waits for it. Returns the call's outcome so far.
 Status finish_call(CommHandle& h, Request req, Request* out);
 // Runs `fn` when the calling thread's group ends, after its calls have completed (or at once, when
 // no group is open). A callback that holds a resource keeps it alive until then.
 Status at_group_end(std::function<Status()> fn);
+// Destroys `h` through free_handle(), which frees it: at once outside a group; inside one, when the
+// group ends, after its calls (as NCCL runs a destroy or abort made in a group at ncclGroupEnd), so
+// that the group's end never touches a freed handle. Until then every use of `h` fails
+// (kInvalidUsage: enter(), the surfaces' own checks), and so does a second destroy
+// (kInvalidArgument). `fn` names the caller in the error.
+Status destroy(CommHandle& h, const char* fn, std::function<void()> free_handle);
 
 // ---- Communicators ----
 

@@ -93,6 +93,8 @@ weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newc
 /* The ranks not in exclude[0..nexclude) form a new communicator in their old order; the excluded
  * ranks do not call and may be dead (Communicator::shrink, docs/API.md). */
 weftResult_t weftCommShrink(weftComm_t comm, const int* exclude, int nexclude, weftComm_t* newcomm);
+/* Inside weftGroupStart/End both free comm when the group ends, after its calls (an abort fails
+ * pending work at once); until then a call on comm fails (weftInvalidUsage). */
 weftResult_t weftCommDestroy(weftComm_t comm);
 weftResult_t weftCommAbort(weftComm_t comm);
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* async_error);

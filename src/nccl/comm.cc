@@ -310,21 +310,21 @@ WEFT_NCCL_API(ncclResult_t, CommFinalize, ncclComm_t comm) {
   });
 }
 
+// Destroy and abort of NULL succeed, as NCCL's. In a group both free the handle at ncclGroupEnd,
+// after the group's calls (capi::destroy); an abort stops its communicator's work at once.
 WEFT_NCCL_API(ncclResult_t, CommDestroy, ncclComm_t comm) {
-  if (comm == nullptr) return fail(weft::invalid_argument("ncclCommDestroy: comm is NULL"));
-  return entry(nullptr, [&] {
-    release(comm);
-    return Status();
-  });
+  if (comm == nullptr) return ncclSuccess;
+  return entry(nullptr, [&] { return capi::destroy(*comm, "ncclCommDestroy", [comm] { release(comm); }); });
 }
 
 WEFT_NCCL_API(ncclResult_t, CommAbort, ncclComm_t comm) {
-  if (comm == nullptr) return fail(weft::invalid_argument("ncclCommAbort: comm is NULL"));
+  if (comm == nullptr) return ncclSuccess;
   return entry(nullptr, [&] {
+    if (comm->destroying)
+      return weft::invalid_argument("ncclCommAbort: the communicator was already destroyed in this group");
     // A background init cannot be cancelled: it ends by itself within WEFT_TIMEOUT.
     if (settle(*comm).ok()) comm->comm->abort();
-    release(comm);
-    return Status();
+    return capi::destroy(*comm, "ncclCommAbort", [comm] { release(comm); });
   });
 }
 

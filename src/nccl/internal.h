@@ -137,7 +137,7 @@ ncclResult_t entry(ncclComm* c, F&& body) {
 
 // For the calls that use a communicator: rejects NULL, counts the call (so a concurrent
 // ncclCommAbort waits for it to leave), waits for a background init, rejects a finalized
-// communicator, then runs body(comm).
+// communicator and one destroyed earlier in the open group, then runs body(comm).
 template <typename F>
 ncclResult_t with_comm(ncclComm* c, const char* fn, F&& body) {
   if (c == nullptr) return fail(invalid_argument(std::string(fn) + ": comm is NULL"));
@@ -151,6 +151,7 @@ ncclResult_t with_comm(ncclComm* c, const char* fn, F&& body) {
     if (!init.ok()) return Status(init.code(), std::string(fn) + ": the communicator's initialization failed: " + init.message());
     if (c->finalized)
       return invalid_usage(std::string(fn) + ": the communicator was finalized (ncclCommFinalize); only ncclCommDestroy may follow");
+    WEFT_TRY(capi::usable(*c, fn));
     return body(*c);
   });
 }

@@ -91,7 +91,20 @@ int main(void) {
   int hn = 0;
   OK(weftCommCount(half, &hn));
   CHECK(hn == (n + 1 - rank % 2) / 2, "split size %d", hn);
+  /* destroyed in the group that uses it: freed when the group ends, after its calls */
+  int hsum = -1;
+  OK(weftGroupStart());
+  OK(weftAllReduce(&rank, &hsum, 1, weftInt32, weftSum, half, NULL));
   OK(weftCommDestroy(half));
+  r = weftBarrier(half, NULL);
+  CHECK(r == weftInvalidUsage && strstr(weftGetLastError(NULL), "destroyed earlier in this group") != NULL,
+        "a call after the destroy in its group gave %d: %s", r, weftGetLastError(NULL));
+  r = weftCommDestroy(half);
+  CHECK(r == weftInvalidArgument, "a second destroy in the group gave %d", r);
+  OK(weftGroupEnd());
+  int want = 0;
+  for (int i = rank % 2; i < n; i += 2) want += i;
+  CHECK(hsum == want, "allreduce of the half destroyed in its group: %d, want %d", hsum, want);
 
   /* shrink: every rank but the last keeps going (the last does not call) */
   if (n > 1 && rank < n - 1) {

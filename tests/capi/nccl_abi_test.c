@@ -271,7 +271,8 @@ static void test_one_thread_many_ranks(void) {
   EXPECT_ERROR(ncclSend(f, 1, ncclFloat, 5, c, NULL), ncclInvalidArgument, "peer 5 is out of range");
   EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "ncclGroupEnd");
   EXPECT_ERROR(ncclCommCount(c, NULL), ncclInvalidArgument, "count is NULL");
-  EXPECT_ERROR(ncclCommDestroy(NULL), ncclInvalidArgument, "ncclCommDestroy: comm is NULL");
+  CHECK(ncclCommDestroy(NULL) == ncclSuccess && ncclCommAbort(NULL) == ncclSuccess,
+        "destroying or aborting NULL succeeds, as NCCL's");
   EXPECT_ERROR(ncclCommSplit(c, -2, 0, &sub[0], NULL), ncclInvalidArgument, "color -2");
 
   /* PreMulSum ops: ids from ncclNumOps, freed ids reused, per communicator, typed. */
@@ -306,12 +307,18 @@ static void test_one_thread_many_ranks(void) {
   EXPECT_ERROR(ncclCommRegister(c, NULL, 8, &h1), ncclInvalidArgument, "buff is NULL with size 8");
   NCCLCHECK(ncclCommDeregister(c, h2));
 
-  /* Still usable after all those errors. */
+  /* Still usable after all those errors; then destroyed in the group that used them, as NCCL
+   * allows: the destroys run at ncclGroupEnd, after the group's calls (before, weft freed each
+   * handle at once and ncclGroupEnd read the freed handles). */
   NCCLCHECK(ncclGroupStart());
   for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclAllReduce(in[i], out[i], 4, ncclInt64, ncclSum, comms[i], NULL));
+  for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclCommDestroy(comms[i]));
+  EXPECT_ERROR(ncclAllReduce(in[0], out[0], 4, ncclInt64, ncclSum, comms[0], NULL), ncclInvalidUsage,
+               "ncclAllReduce: the communicator was destroyed earlier in this group");
+  EXPECT_ERROR(ncclCommDestroy(comms[1]), ncclInvalidArgument, "ncclCommDestroy: the communicator was already destroyed");
+  EXPECT_ERROR(ncclCommAbort(comms[2]), ncclInvalidArgument, "ncclCommAbort: the communicator was already destroyed");
   NCCLCHECK(ncclGroupEnd());
   CHECK(out[2][1] == 303, "allreduce after errors: %lld", (long long)out[2][1]);
-  for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclCommDestroy(comms[i]));
 }
 
 /* Shrink, in a group: ranks 0 and 2 leave rank 1 out (it does not call) and keep their order;
