@@ -1,6 +1,7 @@
 #include "src/capi_common.h"
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -15,6 +16,7 @@ namespace {
 // The calling thread's open group.
 struct ThreadGroup {
   int depth = 0;
+  uint64_t number = 0;                           // group_number() while depth > 0
   std::vector<CommHandle*> comms;                // communicators used inside the group
   std::vector<Request> blocking;                 // calls that complete by group_end()
   std::vector<std::function<Status()>> at_end;   // at_group_end() callbacks
@@ -118,7 +120,12 @@ const std::string& thread_last_error() { return t_last_error; }
 
 bool in_group() { return t_group.depth > 0; }
 
-void group_start() { ++t_group.depth; }
+uint64_t group_number() { return t_group.depth > 0 ? t_group.number : 0; }
+
+void group_start() {
+  static std::atomic<uint64_t> groups{0};
+  if (t_group.depth++ == 0) t_group.number = groups.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 Status group_end() {
   if (t_group.depth == 0) return invalid_usage("group end without a matching group start");

@@ -10,6 +10,7 @@
 // thread's last error belong to the calling thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -53,6 +54,9 @@ Status guarded(CommHandle* h, F&& body) {
 // ---- Groups (per thread, spanning communicators) ----
 
 bool in_group();
+// The calling thread's open group: a number no other group of the process has had; 0 when none
+// is open.
+uint64_t group_number();
 void group_start();
 // Ends the calling thread's group: ends the group of every communicator used in it (their queued
 // send/recv and device collectives start), communicator after communicator in the group's order

@@ -81,6 +81,7 @@ Status start_comm(ncclComm* h, std::function<Result<std::unique_ptr<Communicator
   };
   if (h->blocking && !capi::in_group()) return run();
   h->init = Background::start(std::move(run));
+  h->init_group = capi::group_number();
   if (h->blocking) return capi::at_group_end([bg = h->init] { return bg->wait(); });
   if (capi::in_group()) {
     WEFT_TRY(capi::at_group_end([bg = h->init] {
@@ -322,9 +323,17 @@ WEFT_NCCL_API(ncclResult_t, CommAbort, ncclComm_t comm) {
   return entry(nullptr, [&] {
     if (comm->destroying)
       return weft::invalid_argument("ncclCommAbort: the communicator was already destroyed in this group");
-    // A background init cannot be cancelled: it ends by itself within WEFT_TIMEOUT.
-    if (settle(*comm).ok()) comm->comm->abort();
-    return capi::destroy(*comm, "ncclCommAbort", [comm] { release(comm); });
+    // A background init cannot be cancelled: it ends by itself within WEFT_TIMEOUT. One this
+    // group's end completes (its peers' may come later in the group) is waited for there.
+    const bool later = comm->init_group != 0 && comm->init_group == capi::group_number();
+    auto abort = [comm] {
+      if (settle(*comm).ok()) comm->comm->abort();
+    };
+    if (!later) abort();
+    return capi::destroy(*comm, "ncclCommAbort", [comm, later, abort] {
+      if (later) abort();
+      release(comm);
+    });
   });
 }
 

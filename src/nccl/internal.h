@@ -101,6 +101,8 @@ struct ncclComm : weft::capi::CommHandle {
   std::string name;
   // The background init or split that makes `comm` (null when it was made inline).
   std::shared_ptr<weft::nccl::Background> init;
+  // The group (capi::group_number()) whose end completes that init; 0: made outside a group.
+  uint64_t init_group = 0;
   // Background splits of this (parent) communicator still running.
   std::mutex lent_mu;
   std::vector<std::shared_ptr<weft::nccl::Background>> lent;
@@ -135,12 +137,17 @@ ncclResult_t entry(ncclComm* c, F&& body) {
   return to_nccl(capi::guarded(c, std::forward<F>(body)));
 }
 
-// For the calls that use a communicator: rejects NULL, counts the call (so a concurrent
+// For the calls that use a communicator: rejects NULL and one made in the open group, counts the call (so a concurrent
 // ncclCommAbort waits for it to leave), waits for a background init, rejects a finalized
 // communicator and one destroyed earlier in the open group, then runs body(comm).
 template <typename F>
 ncclResult_t with_comm(ncclComm* c, const char* fn, F&& body) {
   if (c == nullptr) return fail(invalid_argument(std::string(fn) + ": comm is NULL"));
+  // As NCCL: no call on a communicator in the group that makes it. (Waiting for its init here
+  // could wait for ranks this thread makes later in the group, until the timeout.)
+  if (c->init_group != 0 && c->init_group == capi::group_number())
+    return fail(invalid_argument(std::string(fn) + ": the communicator is being made in this group; use it after "
+                                 "ncclGroupEnd"));
   struct Active {
     std::atomic<int>& n;
     explicit Active(std::atomic<int>& count) : n(count) { n.fetch_add(1, std::memory_order_acq_rel); }

@@ -89,6 +89,24 @@ static void test_init_errors(void) {
   config.maxCTAs = 4;
   EXPECT_ERROR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "minCTAs = 8 is above maxCTAs = 4");
   CHECK(comm == NULL, "a failed init leaves *comm NULL");
+
+  /* As NCCL: no call on a communicator in the group that makes it, at once (weft used to wait
+   * there for the init, which needs rank 1's, made later in the group: until the timeout); an
+   * abort there takes effect at the group's end, once the inits are done. */
+  ncclComm_t pair[2];
+  double x = 1, y = 0;
+  NCCLCHECK(ncclGetUniqueId(&id));
+  NCCLCHECK(ncclGroupStart());
+  NCCLCHECK(ncclCommInitRank(&pair[0], 2, id, 0));
+  const double t0 = now_s();
+  EXPECT_ERROR(ncclAllReduce(&x, &y, 1, ncclFloat64, ncclSum, pair[0], kStream), ncclInvalidArgument,
+               "ncclAllReduce: the communicator is being made in this group");
+  EXPECT_ERROR(ncclCommSplit(pair[0], 0, 0, &comm, NULL), ncclInvalidArgument, "being made in this group");
+  CHECK(now_s() - t0 < 2, "the calls on a communicator in the group that makes it took %.1f s", now_s() - t0);
+  NCCLCHECK(ncclCommInitRank(&pair[1], 2, id, 1));
+  NCCLCHECK(ncclCommAbort(pair[1]));
+  NCCLCHECK(ncclGroupEnd());
+  NCCLCHECK(ncclCommDestroy(pair[0]));
 }
 
 /* Two ranks in this thread with `config`, in a group when `group`. Returns the init results. */
