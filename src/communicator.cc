@@ -184,8 +184,33 @@ Request Communicator::barrier() {
 
 namespace {
 
+// A rank's messages to itself, known in full here: its sends to itself must match its receives
+// from itself one for one, in order and size (as the peers' must; a mismatch with a peer breaks
+// the communicator, as the two sides' links are out of step, but this one is refused first).
+Status check_self_messages(const CommState& st, const std::vector<algorithms::PeerOp>& ops) {
+  std::vector<size_t> sent, received;
+  for (const algorithms::PeerOp& p : ops)
+    if (p.peer == st.rank() && p.bytes > 0) (p.is_send ? sent : received).push_back(p.bytes);
+  const std::string me = "rank " + std::to_string(st.rank()) + ": ";
+  for (size_t i = 0; i < std::min(sent.size(), received.size()); ++i)
+    if (sent[i] != received[i])
+      return invalid_usage(me + "its message " + std::to_string(i) + " to itself has " + std::to_string(sent[i]) +
+                           " bytes, but its receive from itself " + std::to_string(received[i]) +
+                           " (a rank's sends to itself and receives from itself pair up in order, of equal size)");
+  if (sent.size() != received.size())
+    return invalid_usage(me + std::to_string(sent.size()) + " send(s) to itself but " +
+                         std::to_string(received.size()) + " receive(s) from itself" +
+                         " (each needs its match, in the same group: alone, neither could complete)");
+  return Status();
+}
+
 // Submits a group of send/recv calls (where its buffers are is known once the group ends).
 void submit_group(CommState& st, const std::shared_ptr<Operation>& op) {
+  if (Status self = check_self_messages(st, op->peer_ops); !self.ok()) {
+    op->submitted = true;
+    op->finish(self);
+    return;
+  }
   auto device = st.on_device(op->args, nullptr, nullptr, op->buffers);
   if (!device.ok()) {
     op->submitted = true;

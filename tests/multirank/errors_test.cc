@@ -103,6 +103,34 @@ TEST(BadInput, RequestReportsOneOutcome) {
   EXPECT_EQ(empty.status().code(), StatusCode::kInvalidUsage);
 }
 
+// A rank's messages to itself that cannot pair up are refused before anything moves (before,
+// a lone send to itself waited out the timeout, and a size mismatch broke the communicator).
+TEST(BadInput, MessagesToItselfThatCannotPairUp) {
+  const int me = world().rank();
+  double a[2] = {1, 2}, b[2] = {0, 0};
+  const auto start = std::chrono::steady_clock::now();
+  Status s = world().send(a, 2, DataType::kFloat64, me).wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidUsage);
+  EXPECT_THAT(s.message(), HasSubstr(rank_tag() + ": 1 send(s) to itself but 0 receive(s) from itself"));
+  s = world().recv(b, 2, DataType::kFloat64, me).wait();
+  EXPECT_THAT(s.message(), HasSubstr("0 send(s) to itself but 1 receive(s)"));
+  ASSERT_TRUE(world().group_start().ok());
+  Request sent = world().send(a, 1, DataType::kFloat64, me);
+  Request got = world().recv(b, 2, DataType::kFloat64, me);
+  ASSERT_TRUE(world().group_end().ok());
+  EXPECT_EQ(got.wait().code(), StatusCode::kInvalidUsage);
+  EXPECT_THAT(sent.wait().message(), HasSubstr("its message 0 to itself has 8 bytes, but its receive from itself 16"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // Still usable: a pair that matches moves its bytes.
+  ASSERT_TRUE(world().group_start().ok());
+  Request ok_recv = world().recv(b, 2, DataType::kFloat64, me);
+  Request ok_send = world().send(a, 2, DataType::kFloat64, me);
+  ASSERT_TRUE(world().group_end().ok());
+  EXPECT_TRUE(ok_recv.wait().ok());
+  EXPECT_TRUE(ok_send.wait().ok());
+  EXPECT_EQ(b[1], 2.0);
+}
+
 // After call-time errors the communicator still works.
 TEST(BadInput, CommunicatorStillUsable) {
   int64_t one = 1, sum = 0;
