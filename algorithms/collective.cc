@@ -87,6 +87,8 @@ std::optional<int64_t> in_offset_in_out(const CollectiveArgs& a, int rank) {
 std::string describe(const CollectiveArgs& a) {
   std::ostringstream os;
   if (a.coll == Collective::kBarrier) return "barrier()";
+  // A group of sends and receives has no count or type of its own: its steps name each message.
+  if (a.coll == Collective::kSendRecv) return "send/recv";
   os << collective_name(a.coll) << "(count=" << a.count << ", " << dtype_name(a.dtype);
   if (has_op(a.coll)) os << ", " << op_name(a.op);
   if (has_root(a.coll)) os << ", root=" << a.root;
