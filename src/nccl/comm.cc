@@ -66,9 +66,9 @@ void log_version(const ncclComm& c) {
 }
 
 // Makes `h->comm` with `make`: inline when blocking outside a group; else in the background,
-// with ncclGroupEnd waiting for it (blocking) or ncclInProgress returned (non-blocking). Either
-// way on h->cuda_dev (the communicator takes the device current where it is made), not on the
-// background thread's device.
+// with ncclGroupEnd waiting for it (blocking) or ncclInProgress returned (non-blocking: by the
+// call, or in a group by ncclGroupEnd). Either way on h->cuda_dev (the communicator takes the
+// device current where it is made), not on the background thread's device.
 Status start_comm(ncclComm* h, std::function<Result<std::unique_ptr<Communicator>>()> make) {
   auto run = [h, make = std::move(make)]() -> Status {
     std::optional<cuda::DeviceGuard> on_gpu;
@@ -83,10 +83,12 @@ Status start_comm(ncclComm* h, std::function<Result<std::unique_ptr<Communicator
   h->init = Background::start(std::move(run));
   h->init_group = capi::group_number();
   if (h->blocking) return capi::at_group_end([bg = h->init] { return bg->wait(); });
+  // Non-blocking: the call says ncclInProgress; in a group, as NCCL's, the call succeeds and
+  // ncclGroupEnd says ncclInProgress while the init runs.
   if (capi::in_group()) {
-    WEFT_TRY(capi::at_group_end([bg = h->init] {
+    return capi::at_group_end([bg = h->init] {
       return bg->done() ? bg->wait() : Status(StatusCode::kInProgress, "a non-blocking initialization is in progress");
-    }));
+    });
   }
   return Status(StatusCode::kInProgress, "initialization runs in the background");
 }

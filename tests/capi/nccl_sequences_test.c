@@ -1,0 +1,321 @@
+/* Random sequences of NCCL calls, every step checked: one thread drives three ranks
+ * (ncclCommInitAll) through collectives and send/recv rings in groups (results checked), argument
+ * errors on one rank (each must fail with its code and leave every communicator usable), splits
+ * (blocking or not) made, used, and then destroyed in a group, finalized, or aborted, and
+ * PreMulSum ops made, used and destroyed in a group. Such sequences, by hand and then here, found
+ * a freed handle read at ncclGroupEnd (a destroy in the group that used it), a send to itself
+ * that broke the communicator, and non-blocking splits in a group that said ncclInProgress
+ * themselves instead of leaving it to ncclGroupEnd (NCCL's).
+ *
+ * Seeded and bounded: WEFT_SEQ_SEED (default 1) and WEFT_SEQ_STEPS (default 400). A failure
+ * prints the seed and the step, so `WEFT_SEQ_SEED=S WEFT_SEQ_STEPS=K` replays it. Written against
+ * nccl.h only. Exits non-zero on any failed check. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nccl_check.h"
+
+enum { kRanks = 3, kMaxCount = 70000 };
+
+static uint64_t rng_state;
+static uint32_t next_random(void) { /* xorshift64* */
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return (uint32_t)((rng_state * 2685821657736338717ULL) >> 32);
+}
+static int pick(int n) { return (int)(next_random() % (uint32_t)n); }
+
+
+/* Per rank: an input and an output of kMaxCount * kRanks doubles. Values are small integers, so
+ * sums and products are exact in every type used here. */
+static double* in[kRanks];
+static double* out[kRanks];
+
+static double input_value(int rank, size_t i) { return (double)((rank + 1) * (int)(i % 7 + 1)); }
+
+static size_t random_count(void) {
+  static const size_t counts[] = {0, 1, 7, 1000, kMaxCount};
+  return counts[pick(5)];
+}
+
+static void fill_inputs(size_t n) {
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < n; ++i) {
+      in[r][i] = input_value(r, i);
+      out[r][i] = -1;
+    }
+}
+
+/* A collective on every rank of `comms` (n of them, by rank; world ranks of[0..n-1]) in one group,
+ * checked against the inputs. With `destroy`, the group also destroys every communicator after
+ * its call (their handles must then refuse another call in that group), and the results must
+ * still be in place after ncclGroupEnd. */
+static void collective(ncclComm_t* comms, const int* of, int n, int destroy) {
+  const size_t count = random_count();
+  const int which = pick(8), root = pick(n), in_place = pick(2);
+  fill_inputs(count * (size_t)n);
+  NCCLCHECK(ncclGroupStart());
+  for (int k = 0; k < n; ++k) {
+    double* o = out[of[k]];
+    const double* i = in[of[k]];
+    if (in_place && (which == 0 || which == 1)) {
+      memcpy(o, i, count * sizeof(double));
+      i = o;
+    }
+    switch (which) {
+      case 0: NCCLCHECK(ncclAllReduce(i, o, count, ncclFloat64, ncclSum, comms[k], NULL)); break;
+      case 1: NCCLCHECK(ncclBroadcast(i, o, count, ncclFloat64, root, comms[k], NULL)); break;
+      case 2: NCCLCHECK(ncclReduce(i, o, count, ncclFloat64, ncclMax, root, comms[k], NULL)); break;
+      case 3: NCCLCHECK(ncclAllGather(i, o, count, ncclFloat64, comms[k], NULL)); break;
+      case 4: NCCLCHECK(ncclReduceScatter(i, o, count, ncclFloat64, ncclSum, comms[k], NULL)); break;
+      case 5: NCCLCHECK(ncclAlltoAll(i, o, count, ncclFloat64, comms[k], NULL)); break;
+      case 6: NCCLCHECK(ncclGather(i, o, count, ncclFloat64, root, comms[k], NULL)); break;
+      default: NCCLCHECK(ncclScatter(i, o, count, ncclFloat64, root, comms[k], NULL)); break;
+    }
+  }
+  if (destroy) {
+    for (int k = 0; k < n; ++k) NCCLCHECK(ncclCommDestroy(comms[k]));
+    const int k = pick(n);
+    double x = 0;
+    EXPECT_ERROR(ncclAllReduce(&x, &x, 1, ncclFloat64, ncclSum, comms[k], NULL), ncclInvalidUsage,
+                 "destroyed earlier in this group");
+  }
+  NCCLCHECK(ncclGroupEnd());
+  for (int k = 0; k < n; ++k)
+    for (size_t e = 0; e < count * (which == 3 || which == 5 || which == 6 ? (size_t)n : 1); ++e) {
+      double want = 0;
+      const double got = out[of[k]][e];
+      switch (which) {
+        case 0:
+          for (int j = 0; j < n; ++j) want += input_value(of[j], e);
+          break;
+        case 1: want = input_value(of[root], e); break;
+        case 2:
+          if (k != root) continue;
+          for (int j = 0; j < n; ++j) want = want > input_value(of[j], e) ? want : input_value(of[j], e);
+          break;
+        case 3: want = input_value(of[e / count], e % count); break;
+        case 4:
+          for (int j = 0; j < n; ++j) want += input_value(of[j], (size_t)k * count + e);
+          break;
+        case 5: want = input_value(of[e / count], (size_t)k * count + e % count); break; /* block k of rank e / count */
+        case 6:
+          if (k != root) continue;
+          want = input_value(of[e / count], e % count);
+          break;
+        default: want = input_value(of[root], (size_t)k * count + e); break;
+      }
+      CHECK(got == want, "collective %d (count %zu, root %d, in place %d, destroy %d) on %d ranks: rank %d [%zu] = %g, want %g",
+                 which, count, root, in_place, destroy, n, k, e, got, want);
+      if (got != want) return;
+    }
+}
+
+/* A ring of sends and receives of a random size in one group, each rank to the next and from the
+ * previous, its send before or after its receive; a message to itself where n is 1. */
+static void ring(ncclComm_t* comms, const int* of, int n) {
+  const size_t count = random_count();
+  fill_inputs(count);
+  NCCLCHECK(ncclGroupStart());
+  for (int k = 0; k < n; ++k) {
+    const int send_first = pick(2);
+    if (send_first) NCCLCHECK(ncclSend(in[of[k]], count, ncclFloat64, (k + 1) % n, comms[k], NULL));
+    NCCLCHECK(ncclRecv(out[of[k]], count, ncclFloat64, (k + n - 1) % n, comms[k], NULL));
+    if (!send_first) NCCLCHECK(ncclSend(in[of[k]], count, ncclFloat64, (k + 1) % n, comms[k], NULL));
+  }
+  NCCLCHECK(ncclGroupEnd());
+  for (int k = 0; k < n; ++k)
+    for (size_t e = 0; e < count; ++e) {
+      const double want = input_value(of[(k + n - 1) % n], e), got = out[of[k]][e];
+      CHECK(got == want, "ring (count %zu) on %d ranks: rank %d [%zu] = %g, want %g", count, n, k, e, got, want);
+      if (got != want) return;
+    }
+}
+
+/* One rank's bad call, outside a group or in a group of its own: it fails with its code, naming
+ * the problem, and nothing else happens (the next steps use the communicators). */
+static void misuse(ncclComm_t* world) {
+  const int k = pick(kRanks);
+  ncclComm_t c = world[k];
+  double* b = out[k];
+  switch (pick(7)) {
+    case 0: EXPECT_ERROR(ncclAllReduce(b, b, 4, (ncclDataType_t)77, ncclSum, c, NULL), ncclInvalidArgument, "data type 77"); break;
+    case 1: EXPECT_ERROR(ncclAllReduce(b, b, 4, ncclFloat64, (ncclRedOp_t)9, c, NULL), ncclInvalidArgument, "op 9"); break;
+    case 2: EXPECT_ERROR(ncclBroadcast(b, b, 4, ncclFloat64, kRanks, c, NULL), ncclInvalidArgument, "out of range"); break;
+    case 3: EXPECT_ERROR(ncclAllReduce(b, NULL, 4, ncclFloat64, ncclSum, c, NULL), ncclInvalidArgument, "recvbuff is NULL"); break;
+    case 4: EXPECT_ERROR(ncclSend(b, 4, ncclFloat64, kRanks + 1, c, NULL), ncclInvalidArgument, "out of range"); break;
+    case 5: EXPECT_ERROR(ncclSend(b, 4, ncclFloat64, k, c, NULL), ncclInvalidUsage, "send(s) to itself"); break;
+    default:
+      NCCLCHECK(ncclGroupStart());
+      NCCLCHECK(ncclSend(in[k], 1, ncclFloat64, k, c, NULL));
+      NCCLCHECK(ncclRecv(b, 2, ncclFloat64, k, c, NULL));
+      EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "to itself has 8 bytes, but its receive from itself 16");
+      break;
+  }
+}
+
+/* The world split by random colors (some ranks opting out) and keys, in a group; each part's
+ * ranks and size checked, used for a few steps, then destroyed in the group of its last call or
+ * finalized and destroyed. */
+static void split(ncclComm_t* world) {
+  int color[kRanks], key[kRanks];
+  ncclComm_t sub[kRanks];
+  for (int r = 0; r < kRanks; ++r) {
+    color[r] = pick(5) == 0 ? NCCL_SPLIT_NOCOLOR : pick(2);
+    key[r] = pick(3);
+  }
+  /* blocking, or not: then the group's end says ncclInProgress and each new communicator is
+   * polled until it is ready */
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = pick(2);
+  NCCLCHECK(ncclGroupStart());
+  for (int r = 0; r < kRanks; ++r) {
+    const ncclResult_t made = ncclCommSplit(world[r], color[r], key[r], &sub[r], &config);
+    CHECK(made == ncclSuccess, "split of rank %d: %d (%s)", r, made, ncclGetLastError(NULL));
+  }
+  /* (non-blocking: ncclSuccess too where every split ended before ncclGroupEnd looked) */
+  const ncclResult_t ended = ncclGroupEnd();
+  CHECK(ended == ncclSuccess || (!config.blocking && ended == ncclInProgress),
+        "the group of %sblocking splits ended with %d (%s)", config.blocking ? "" : "non-", ended, ncclGetLastError(NULL));
+  for (int r = 0; r < kRanks; ++r) {
+    ncclResult_t state = ncclInProgress;
+    for (int polls = 0; sub[r] != NULL && state == ncclInProgress && polls < 30000; ++polls) {
+      NCCLCHECK(ncclCommGetAsyncError(sub[r], &state));
+      if (state == ncclInProgress) usleep(1000);
+    }
+    CHECK(sub[r] == NULL || state == ncclSuccess, "rank %d's split: %d", r, state);
+  }
+  for (int r = 0; r < kRanks; ++r)
+    CHECK((color[r] == NCCL_SPLIT_NOCOLOR) == (sub[r] == NULL), "rank %d color %d: communicator %p", r, color[r],
+               (void*)sub[r]);
+  for (int c = 0; c < 2; ++c) {
+    int of[kRanks], n = 0;
+    for (int r = 0; r < kRanks; ++r) /* by (key, world rank), as NCCL orders a split */
+      if (color[r] == c) {
+        int at = n++;
+        while (at > 0 && key[of[at - 1]] > key[r]) {
+          of[at] = of[at - 1];
+          --at;
+        }
+        of[at] = r;
+      }
+    if (n == 0) continue;
+    ncclComm_t comms[kRanks];
+    for (int j = 0; j < n; ++j) {
+      int rank = -1, count = -1;
+      comms[j] = sub[of[j]];
+      NCCLCHECK(ncclCommUserRank(comms[j], &rank));
+      NCCLCHECK(ncclCommCount(comms[j], &count));
+      CHECK(rank == j && count == n, "split color %d: world rank %d is rank %d of %d, want %d of %d", c, of[j], rank,
+                 count, j, n);
+    }
+    for (int uses = pick(3); uses > 0; --uses) {
+      if (pick(2)) collective(comms, of, n, 0);
+      else ring(comms, of, n);
+    }
+    switch (pick(4)) {
+      case 0: collective(comms, of, n, 1); break;
+      case 1:
+        for (int j = 0; j < n; ++j) NCCLCHECK(ncclCommFinalize(comms[j]));
+        for (int j = 0; j < n; ++j) NCCLCHECK(ncclCommDestroy(comms[j]));
+        break;
+      case 2:
+        for (int j = 0; j < n; ++j) NCCLCHECK(ncclCommAbort(comms[j]));
+        break;
+      default: /* aborted in a group, each after a call of its own whose outcome is the abort's */
+        NCCLCHECK(ncclGroupStart());
+        for (int j = 0; j < n; ++j) {
+          double x = 1;
+          NCCLCHECK(ncclAllReduce(&x, &x, 1, ncclFloat64, ncclSum, comms[j], NULL));
+          NCCLCHECK(ncclCommAbort(comms[j]));
+        }
+        (void)ncclGroupEnd(); /* success, or the aborted calls' error */
+        break;
+    }
+  }
+}
+
+/* A PreMulSum op per rank (the same scalar everywhere), used in a group that then destroys it. */
+static void premulsum(ncclComm_t* world) {
+  const size_t count = random_count();
+  double scalar = (double)(1 + pick(3));
+  ncclRedOp_t op[kRanks];
+  fill_inputs(count);
+  for (int r = 0; r < kRanks; ++r)
+    NCCLCHECK(ncclRedOpCreatePreMulSum(&op[r], &scalar, ncclFloat64, pick(2) ? ncclScalarHostImmediate : ncclScalarDevice,
+                                       world[r]));
+  NCCLCHECK(ncclGroupStart());
+  for (int r = 0; r < kRanks; ++r) {
+    NCCLCHECK(ncclAllReduce(in[r], out[r], count, ncclFloat64, op[r], world[r], NULL));
+    NCCLCHECK(ncclRedOpDestroy(op[r], world[r]));
+  }
+  NCCLCHECK(ncclGroupEnd());
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t e = 0; e < count; ++e) {
+      double want = 0;
+      for (int j = 0; j < kRanks; ++j) want += scalar * input_value(j, e);
+      CHECK(out[r][e] == want, "PreMulSum x%g (count %zu): rank %d [%zu] = %g, want %g", scalar, count, r, e,
+                 out[r][e], want);
+      if (out[r][e] != want) return;
+    }
+}
+
+int main(void) {
+  const char* s = getenv("WEFT_SEQ_SEED");
+  int step;
+  const char* k = getenv("WEFT_SEQ_STEPS");
+  const unsigned long seed = s != NULL ? strtoul(s, NULL, 10) : 1;
+  const int steps = k != NULL ? atoi(k) : 400;
+  rng_state = seed * 0x9E3779B97F4A7C15ULL + 1;
+  /* WEFT_SEQ_DEVICE=1: buffers from ncclMemAlloc, for the emulated GPU (builds without CUDA),
+   * whose device memory this thread can read and write. */
+  const char* d = getenv("WEFT_SEQ_DEVICE");
+  const int device = d != NULL && strcmp(d, "1") == 0;
+  for (int r = 0; r < kRanks; ++r) {
+    const size_t bytes = sizeof(double) * kMaxCount * kRanks;
+    if (device) {
+      NCCLCHECK(ncclMemAlloc((void**)&in[r], bytes));
+      NCCLCHECK(ncclMemAlloc((void**)&out[r], bytes));
+    } else {
+      in[r] = malloc(bytes);
+      out[r] = malloc(bytes);
+    }
+    if (in[r] == NULL || out[r] == NULL) return 1;
+  }
+  ncclComm_t world[kRanks];
+  NCCLCHECK(ncclCommInitAll(world, kRanks, NULL));
+  const int all[kRanks] = {0, 1, 2};
+  int kinds[8] = {0};
+  for (step = 0; step < steps && failures == 0; ++step) {
+    const int kind = pick(8);
+    ++kinds[kind];
+    switch (kind) {
+      case 0:
+      case 1:
+      case 2: collective(world, all, kRanks, 0); break;
+      case 3:
+      case 4: ring(world, all, kRanks); break;
+      case 5: misuse(world); break;
+      case 6: split(world); break;
+      default: premulsum(world); break;
+    }
+  }
+  for (int r = 0; r < kRanks; ++r) NCCLCHECK(ncclCommDestroy(world[r]));
+  for (int r = 0; r < kRanks; ++r) {
+    if (device) {
+      NCCLCHECK(ncclMemFree(in[r]));
+      NCCLCHECK(ncclMemFree(out[r]));
+    } else {
+      free(in[r]);
+      free(out[r]);
+    }
+  }
+  if (failures == 0)
+    printf("seed %lu: %d steps passed (%d collectives, %d rings, %d misuses, %d splits, %d PreMulSums)\n", seed, steps,
+           kinds[0] + kinds[1] + kinds[2], kinds[3] + kinds[4], kinds[5], kinds[6], kinds[7]);
+  else fprintf(stderr, "seed %lu: failed in step %d (replay: WEFT_SEQ_SEED=%lu WEFT_SEQ_STEPS=%d)\n", seed, step - 1, seed, step);
+  return failures == 0 ? 0 : 1;
+}
