@@ -1,7 +1,8 @@
 /* Random sequences of NCCL calls, every step checked: collectives and send/recv rings in groups
  * (results checked), argument errors on one rank (each must fail with its code and leave every
  * communicator usable), splits (blocking or not) made, used, and then destroyed in a group,
- * finalized, or aborted, and PreMulSum ops made, used and destroyed in a group. Such sequences,
+ * finalized, aborted, or shrunk without one of their ranks, and PreMulSum ops made, used and
+ * destroyed in a group. Such sequences,
  * by hand and then here, found a freed handle read at ncclGroupEnd (a destroy in the group that
  * used it), a send to itself that broke the communicator, and non-blocking splits in a group that
  * said ncclInProgress themselves instead of leaving it to ncclGroupEnd (NCCL's).
@@ -169,6 +170,16 @@ static void misuse(ncclComm_t* world) {
   }
 }
 
+/* Polls a communicator made without blocking until it is ready; returns its state. */
+static ncclResult_t await_ready(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int polls = 0; state == ncclInProgress && polls < 30000; ++polls) {
+    NCCLCHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress) usleep(1000);
+  }
+  return state;
+}
+
 /* Every rank of the world past this point (a rank's collective may end before its peers' have). */
 static void barrier(ncclComm_t* world) {
   double x = 0;
@@ -180,7 +191,8 @@ static void barrier(ncclComm_t* world) {
 
 /* The world split by random colors (some ranks opting out) and keys, in a group; each part's
  * ranks and size checked, used for a few steps, then destroyed in the group of its last call,
- * finalized and destroyed, or aborted. */
+ * finalized and destroyed, aborted, or shrunk without one rank (the shrunk one used and destroyed
+ * in its first group) and destroyed. */
 static void split(ncclComm_t* world) {
   int color[kMaxRanks], key[kMaxRanks];
   ncclComm_t sub[kMaxRanks];
@@ -204,14 +216,10 @@ static void split(ncclComm_t* world) {
         "the group of %sblocking splits ended with %d (%s)", config.blocking ? "" : "non-", ended, ncclGetLastError(NULL));
   for (int r = 0; r < nranks; ++r) {
     if (!local[r]) continue;
-    ncclResult_t state = ncclInProgress;
-    for (int polls = 0; sub[r] != NULL && state == ncclInProgress && polls < 30000; ++polls) {
-      NCCLCHECK(ncclCommGetAsyncError(sub[r], &state));
-      if (state == ncclInProgress) usleep(1000);
-    }
     CHECK((color[r] == NCCL_SPLIT_NOCOLOR) == (sub[r] == NULL), "rank %d color %d: communicator %p", r, color[r],
           (void*)sub[r]);
-    CHECK(sub[r] == NULL || state == ncclSuccess, "rank %d's split: %d", r, state);
+    const ncclResult_t state = sub[r] != NULL ? await_ready(sub[r]) : ncclSuccess;
+    CHECK(state == ncclSuccess, "rank %d's split: %d", r, state);
   }
   for (int c = 0; c < 2; ++c) {
     int of[kMaxRanks], n = 0;
@@ -239,7 +247,7 @@ static void split(ncclComm_t* world) {
       if (pick(2)) collective(comms, of, n, 0);
       else ring(comms, of, n);
     }
-    const int end = pick(4);
+    const int end = pick(5), gone = pick(n);
     if (end >= 2) barrier(world); /* an abort fails the peers' calls still running */
     switch (end) {
       case 0: collective(comms, of, n, 1); break;
@@ -262,6 +270,29 @@ static void split(ncclComm_t* world) {
           NCCLCHECK(ncclCommAbort(comms[j]));
         }
         (void)ncclGroupEnd(); /* success, or the aborted calls' error */
+        break;
+      case 3: /* shrunk without one rank (which does not call; blocking as the split), used, and
+               * destroyed with it */
+        if (n > 1) {
+          ncclComm_t small[kMaxRanks];
+          int rest[kMaxRanks], m = 0;
+          NCCLCHECK(ncclGroupStart());
+          for (int j = 0; j < n; ++j) {
+            if (j == gone) continue;
+            rest[m] = of[j];
+            int excluded[1] = {gone};
+            if (local[of[j]]) NCCLCHECK(ncclCommShrink(comms[j], excluded, 1, &small[m], NULL, NCCL_SHRINK_DEFAULT));
+            ++m;
+          }
+          const ncclResult_t shrunk = ncclGroupEnd();
+          CHECK(shrunk == ncclSuccess || (!config.blocking && shrunk == ncclInProgress), "the group of shrinks ended with %d (%s)",
+                shrunk, ncclGetLastError(NULL));
+          for (int j = 0; j < m; ++j)
+            if (local[rest[j]]) CHECK(await_ready(small[j]) == ncclSuccess, "rank %d's shrink", rest[j]);
+          collective(small, rest, m, 1);
+        }
+        for (int j = 0; j < n; ++j)
+          if (local[of[j]]) NCCLCHECK(ncclCommDestroy(comms[j]));
         break;
     }
   }
