@@ -919,11 +919,27 @@ TEST_F(ShmSetupTest, OrphanedSegmentsAreRemoved) {
   make_segment(name(2), dead, ns + 1);              // another pid namespace: kept
   make_segment(name(3), dead, ns, ::getpid());      // opener joined and alive: kept
   make_segment(name(4), dead, ns, dead);            // both gone: orphan
-  EXPECT_GE(shm::ShmConnection::remove_orphans(), 2);
+  // Creators killed before they filled the header in (nothing written, or not even sized): orphans
+  // once unchanged for a minute, kept before (their creator may be filling them in now).
+  auto unfilled = [&](int ch, size_t bytes, int age_s) {
+    int fd = ::shm_open(name(ch).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0);
+    struct timespec times[2];
+    ::clock_gettime(CLOCK_REALTIME, &times[0]);
+    times[0].tv_sec -= age_s;
+    times[1] = times[0];
+    ASSERT_EQ(::futimens(fd, times), 0);
+    ::close(fd);
+  };
+  unfilled(5, shm::segment_bytes_for(4096), 120);  // sized, header never written: orphan
+  unfilled(6, 0, 120);                             // never sized: orphan
+  unfilled(7, shm::segment_bytes_for(4096), 0);    // just made: kept
+  EXPECT_GE(shm::ShmConnection::remove_orphans(), 4);
   auto left = segments_with_tag(tag_);
   std::sort(left.begin(), left.end());
   std::vector<std::string> want;
-  for (int ch : {1, 2, 3}) want.push_back(name(ch).substr(1));
+  for (int ch : {1, 2, 3, 7}) want.push_back(name(ch).substr(1));
   EXPECT_EQ(left, want);
   for (const auto& n : left) ::shm_unlink(("/" + n).c_str());
 }

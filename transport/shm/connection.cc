@@ -15,6 +15,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <new>
 #include <thread>
 #include <utility>
@@ -52,6 +53,10 @@ uint64_t pid_namespace_id() {
   return static_cast<uint64_t>(st.st_ino);
 }
 
+// How long a segment may stay without its header before remove_orphans() takes its creator for
+// dead (a live one fills it within microseconds of sizing it).
+constexpr time_t kUnfilledGraceSeconds = 60;
+
 bool process_gone(int32_t pid) { return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 }  // namespace
@@ -67,22 +72,34 @@ int ShmConnection::remove_orphans() {
     ::closedir(d);
   }
   int removed = 0;
+  const time_t now = ::time(nullptr);
   for (const std::string& name : names) {
     int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) continue;  // gone already, or not ours
     bool orphan = false;
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= kHeaderBytes) {
-      void* p = ::mmap(nullptr, kHeaderBytes, PROT_READ, MAP_SHARED, fd, 0);
-      if (p != MAP_FAILED) {
-        const auto* h = static_cast<const SegmentHeader*>(p);
-        if (h->magic.load(std::memory_order_acquire) == kSegmentMagic &&
-            h->version == kLayoutVersion && h->side[0].pid_ns == ns && process_gone(h->side[0].pid)) {
-          const bool opener_came = h->side[1].joined.load(std::memory_order_acquire) != 0;
-          orphan = !opener_came || (h->side[1].pid_ns == ns && process_gone(h->side[1].pid));
-        }
-        ::munmap(p, kHeaderBytes);
+    if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) {
+      ::close(fd);
+      continue;
+    }
+    // A creator fills the header as soon as it has sized the segment; one left unfilled for a
+    // minute had its creator killed in between, and carries no pid to check. (The mailbox's
+    // segments have another layout: left alone.)
+    const bool aged = now - st.st_mtime > kUnfilledGraceSeconds;
+    const bool ours = name.compare(0, 10, "/weft-mbox") != 0;
+    if (static_cast<size_t>(st.st_size) < kHeaderBytes) {
+      orphan = ours && aged;
+    } else if (void* p = ::mmap(nullptr, kHeaderBytes, PROT_READ, MAP_SHARED, fd, 0); p != MAP_FAILED) {
+      const auto* h = static_cast<const SegmentHeader*>(p);
+      const uint64_t magic = h->magic.load(std::memory_order_acquire);
+      if (magic == kSegmentMagic && h->version == kLayoutVersion && h->side[0].pid_ns == ns &&
+          process_gone(h->side[0].pid)) {
+        const bool opener_came = h->side[1].joined.load(std::memory_order_acquire) != 0;
+        orphan = !opener_came || (h->side[1].pid_ns == ns && process_gone(h->side[1].pid));
+      } else if (magic == 0) {
+        orphan = ours && aged;
       }
+      ::munmap(p, kHeaderBytes);
     }
     ::close(fd);
     if (orphan && ::shm_unlink(name.c_str()) == 0) ++removed;

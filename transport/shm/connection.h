@@ -118,7 +118,9 @@ class ShmConnection final : public Connection {
   // Removes /dev/shm/weft-* segments left by a creator that died before its peer opened them
   // (the one moment a segment has a name nobody will remove: e.g. a rank killed while it waited
   // in connect). Only segments of this user, made in this pid namespace, whose creator process
-  // no longer exists (and whose opener, if it came, is gone too) are removed. Returns how many.
+  // no longer exists (and whose opener, if it came, is gone too) are removed; and those whose
+  // creator was killed before it filled the header in (unfilled, unchanged for a minute).
+  // Returns how many.
   static int remove_orphans();
 
   // Every this often, a progress() call that found nothing to move checks whether the peer
