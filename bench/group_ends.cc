@@ -157,13 +157,13 @@ int main(int argc, char** argv) {
     }
     auto comm = weft::Communicator::init_from_env(*config);
     if (!comm.ok()) return fail(comm.status());
-    handles.resize(1);
+    handles = std::vector<weft::capi::CommHandle>(1);  // (a handle does not move)
     handles[0].comm = std::move(*comm);
   } else {
     for (int r = 0; r < ranks && device; ++r) gpus.push_back(r % gpu_count);
     auto comms = weft::capi::init_all(ranks, *config, gpus);
     if (!comms.ok()) return fail(comms.status());
-    handles.resize(static_cast<size_t>(ranks));
+    handles = std::vector<weft::capi::CommHandle>(static_cast<size_t>(ranks));
     for (int r = 0; r < ranks; ++r) handles[static_cast<size_t>(r)].comm = std::move((*comms)[static_cast<size_t>(r)]);
   }
   ranks = handles[0].comm->size();

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -26,9 +27,12 @@ namespace capi = weft::capi;
 
 weftResult_t to_result(const weft::Status& s) { return static_cast<weftResult_t>(static_cast<int>(s.code())); }
 
-// Runs body (returning a Status) with exceptions fenced and the failure recorded against comm.
+// Runs body (returning a Status) with exceptions fenced and the failure recorded against comm,
+// counted as a call on comm (so that an abort from another thread waits for it to leave).
 template <typename F>
 weftResult_t call(weftComm* comm, F&& body) {
+  std::optional<capi::ActiveCall> active;
+  if (comm != nullptr) active.emplace(*comm);
   return to_result(capi::guarded(comm, std::forward<F>(body)));
 }
 
@@ -42,6 +46,12 @@ weft::Status finish(weftComm* comm, weft::Request req, weftRequest_t* out) {
   WEFT_TRY(capi::finish_call(*comm, std::move(req), out != nullptr ? &handed : nullptr));
   if (out != nullptr) *out = new weftRequest{std::move(handed)};
   return weft::Status();
+}
+
+// Frees `comm` once no call uses it (one an abort from another thread released is leaving).
+void free_handle(weftComm* comm) {
+  capi::wait_until_idle(*comm);
+  delete comm;
 }
 
 weftComm* wrap(std::unique_ptr<weft::Communicator> c) {
@@ -146,7 +156,7 @@ weftResult_t weftCommShrink(weftComm_t comm, const int* exclude, int nexclude, w
 // stops the communicator's work at once.
 weftResult_t weftCommDestroy(weftComm_t comm) {
   if (comm == nullptr) return fail(nullptr, "weftCommDestroy: comm is NULL");
-  return call(nullptr, [&] { return capi::destroy(*comm, "weftCommDestroy", [comm] { delete comm; }); });
+  return call(nullptr, [&] { return capi::destroy(*comm, "weftCommDestroy", [comm] { free_handle(comm); }); });
 }
 
 weftResult_t weftCommAbort(weftComm_t comm) {
@@ -154,7 +164,7 @@ weftResult_t weftCommAbort(weftComm_t comm) {
   return call(nullptr, [&]() -> weft::Status {
     if (comm->destroying) return weft::invalid_argument("weftCommAbort: the communicator was already destroyed in this group");
     comm->comm->abort();
-    return capi::destroy(*comm, "weftCommAbort", [comm] { delete comm; });
+    return capi::destroy(*comm, "weftCommAbort", [comm] { free_handle(comm); });
   });
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <thread>
 
@@ -127,12 +128,21 @@ void group_start() {
   if (t_group.depth++ == 0) t_group.number = groups.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
+void wait_until_idle(const CommHandle& h) {
+  while (h.active_calls.load(std::memory_order_acquire) > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 Status group_end() {
   if (t_group.depth == 0) return invalid_usage("group end without a matching group start");
   if (--t_group.depth > 0) return Status();
   Status first;
   std::vector<CommHandle*> comms;
   comms.swap(t_group.comms);
+  // Every communicator of the group is in use until its calls have completed (an abort from
+  // another thread waits for that before it frees one); not during the callbacks, which may free
+  // them (a destroy made in the group).
+  std::vector<std::unique_ptr<ActiveCall>> using_them;
+  for (CommHandle* h : comms) using_them.push_back(std::make_unique<ActiveCall>(*h));
   for (CommHandle* h : comms) h->comm->state().group().span = static_cast<int>(comms.size());
   std::vector<Status> ended(comms.size());
   if (Status shared = check_shared_streams(comms); !shared.ok()) {
@@ -158,6 +168,8 @@ Status group_end() {
     Status s = r.stream_ordered() ? (r.test() ? r.status() : Status()) : r.wait();
     if (first.ok()) first = std::move(s);
   }
+  pending.clear();
+  using_them.clear();
   std::vector<std::function<Status()>> callbacks;
   callbacks.swap(t_group.at_end);
   for (auto& fn : callbacks) {

@@ -10,6 +10,7 @@
 // thread's last error belong to the calling thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -28,7 +29,26 @@ struct CommHandle {
   std::unique_ptr<Communicator> comm;  // null while (or when) a background init has not made one
   std::string last_error;
   bool destroying = false;  // destroyed inside the thread's open group: freed when it ends (destroy())
+  // Calls inside the library that use this handle (ActiveCall), a group's end waiting for its calls
+  // among them: freeing the handle waits for them to leave (wait_until_idle), so that an abort
+  // from another thread, which releases them, never frees what they still use.
+  std::atomic<int> active_calls{0};
 };
+
+// Counts a call on `h` for as long as it lives (CommHandle::active_calls).
+class ActiveCall {
+ public:
+  explicit ActiveCall(CommHandle& h) : h_(h) { h_.active_calls.fetch_add(1, std::memory_order_acq_rel); }
+  ~ActiveCall() { h_.active_calls.fetch_sub(1, std::memory_order_acq_rel); }
+  ActiveCall(const ActiveCall&) = delete;
+  ActiveCall& operator=(const ActiveCall&) = delete;
+
+ private:
+  CommHandle& h_;
+};
+
+// Returns once no call uses `h` (ActiveCall). The caller frees it next.
+void wait_until_idle(const CommHandle& h);
 
 // Records the message of a failed `s` (not OK, not kInProgress) as the last error of `h` (when not
 // null) and of the calling thread. Returns `s`.

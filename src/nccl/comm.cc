@@ -155,7 +155,7 @@ ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
 // Frees `c` once nothing runs on it: its background work has ended and no call is inside it.
 void release(ncclComm* c) {
   (void)settle(*c);
-  while (c->active_calls.load(std::memory_order_acquire) > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  capi::wait_until_idle(*c);
   delete c;
 }
 

@@ -106,8 +106,6 @@ struct ncclComm : weft::capi::CommHandle {
   // Background splits of this (parent) communicator still running.
   std::mutex lent_mu;
   std::vector<std::shared_ptr<weft::nccl::Background>> lent;
-  // Calls inside the library on this communicator; ncclCommAbort waits for them to leave.
-  std::atomic<int> active_calls{0};
   bool finalized = false;
   // PreMulSum ops: ops[i] is op ncclNumOps + i (nullopt once destroyed, for reuse).
   std::vector<std::optional<weft::nccl::PreMulSum>> ops;
@@ -137,9 +135,10 @@ ncclResult_t entry(ncclComm* c, F&& body) {
   return to_nccl(capi::guarded(c, std::forward<F>(body)));
 }
 
-// For the calls that use a communicator: rejects NULL and one made in the open group, counts the call (so a concurrent
-// ncclCommAbort waits for it to leave), waits for a background init, rejects a finalized
-// communicator and one destroyed earlier in the open group, then runs body(comm).
+// For the calls that use a communicator: rejects NULL and one made in the open group, counts the
+// call (so a concurrent ncclCommAbort waits for it to leave), waits for a background init,
+// rejects a finalized communicator and one destroyed earlier in the open group, then runs
+// body(comm).
 template <typename F>
 ncclResult_t with_comm(ncclComm* c, const char* fn, F&& body) {
   if (c == nullptr) return fail(invalid_argument(std::string(fn) + ": comm is NULL"));
@@ -148,11 +147,7 @@ ncclResult_t with_comm(ncclComm* c, const char* fn, F&& body) {
   if (c->init_group != 0 && c->init_group == capi::group_number())
     return fail(invalid_argument(std::string(fn) + ": the communicator is being made in this group; use it after "
                                  "ncclGroupEnd"));
-  struct Active {
-    std::atomic<int>& n;
-    explicit Active(std::atomic<int>& count) : n(count) { n.fetch_add(1, std::memory_order_acq_rel); }
-    ~Active() { n.fetch_sub(1, std::memory_order_acq_rel); }
-  } active(c->active_calls);
+  capi::ActiveCall active(*c);
   return entry(c, [&]() -> Status {
     Status init = settle(*c);
     if (!init.ok()) return Status(init.code(), std::string(fn) + ": the communicator's initialization failed: " + init.message());

@@ -408,6 +408,7 @@ static void test_memory(void) {
 
 struct Blocked {
   ncclComm_t comm;
+  int grouped; /* the call in a group of its own: it waits in ncclGroupEnd */
   ncclResult_t result;
   char message[512];
   volatile int done;
@@ -416,16 +417,25 @@ struct Blocked {
 static void* blocked_allreduce(void* arg) {
   struct Blocked* b = (struct Blocked*)arg;
   float x[16] = {0};
-  b->result = ncclAllReduce(x, x, 16, ncclFloat, ncclSum, b->comm, NULL);
+  if (b->grouped) {
+    ncclGroupStart();
+    b->result = ncclAllReduce(x, x, 16, ncclFloat, ncclSum, b->comm, NULL);
+    const ncclResult_t ended = ncclGroupEnd();
+    if (b->result == ncclSuccess) b->result = ended;
+  } else {
+    b->result = ncclAllReduce(x, x, 16, ncclFloat, ncclSum, b->comm, NULL);
+  }
   snprintf(b->message, sizeof b->message, "%s", ncclGetLastError(NULL));
   __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
-static void test_abort_unblocks(void) {
+/* An abort frees the communicator once the call it released has left it (before, an abort of a
+ * communicator whose call waited in ncclGroupEnd could free it under that wait). */
+static void test_abort_unblocks(int grouped) {
   ncclComm_t comms[2];
   NCCLCHECK(ncclCommInitAll(comms, 2, NULL));
-  struct Blocked b = {comms[0], ncclSuccess, "", 0};
+  struct Blocked b = {comms[0], grouped, ncclSuccess, "", 0};
   pthread_t t;
   CHECK(pthread_create(&t, NULL, blocked_allreduce, &b) == 0, "pthread_create");
   usleep(300 * 1000); /* rank 1 never calls: the allreduce waits (up to WEFT_TIMEOUT) */
@@ -435,7 +445,7 @@ static void test_abort_unblocks(void) {
   const double abort_s = now_s() - start;
   while (!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE) && now_s() - start < 10) usleep(1000);
   const int returned = __atomic_load_n(&b.done, __ATOMIC_ACQUIRE);
-  CHECK(returned, "the blocked allreduce did not return within 10 s of ncclCommAbort");
+  CHECK(returned, "the blocked allreduce (grouped %d) did not return within 10 s of ncclCommAbort", grouped);
   CHECK(abort_s < 5, "ncclCommAbort took %.1f s", abort_s);
   if (!returned) return; /* the thread still uses the freed communicator: stop here */
   pthread_join(t, NULL);
@@ -456,7 +466,8 @@ int main(void) {
   test_one_thread_many_ranks();
   test_shrink();
   test_memory();
-  test_abort_unblocks();
+  test_abort_unblocks(0);
+  test_abort_unblocks(1);
   if (failures == 0) printf("NCCL ABI checks passed\n");
   return failures == 0 ? 0 : 1;
 }

@@ -1,0 +1,70 @@
+/* weftCommAbort from another thread while a call waits on the communicator (its peer never
+ * calls): the call returns weftRemoteError naming the abort, and the handle is freed only once
+ * the call has left it (before, the abort freed it under the call, which then wrote its error
+ * into the freed handle). One process, two ranks (weftCommInitAll); a call alone and a call whose
+ * wait is in weftGroupEnd. Exits non-zero with a message on the first failed check. */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "weft/weft.h"
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+struct Blocked {
+  weftComm_t comm;
+  int grouped;
+  weftResult_t result;
+  char message[512];
+  volatile int done;
+};
+
+static void* blocked_allreduce(void* arg) {
+  struct Blocked* b = (struct Blocked*)arg;
+  static double x[1 << 22];
+  if (b->grouped) {
+    weftGroupStart();
+    b->result = weftAllReduce(x, x, 1 << 22, weftFloat64, weftSum, b->comm, NULL);
+    const weftResult_t ended = weftGroupEnd();
+    if (b->result == weftSuccess) b->result = ended;
+  } else {
+    b->result = weftAllReduce(x, x, 1 << 22, weftFloat64, weftSum, b->comm, NULL);
+  }
+  snprintf(b->message, sizeof b->message, "%s", weftGetLastError(NULL));
+  __atomic_store_n(&b->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void abort_unblocks(int grouped) {
+  weftComm_t comms[2];
+  CHECK(weftCommInitAll(comms, 2, NULL) == weftSuccess, "init: %s", weftGetLastError(NULL));
+  if (failures) return;
+  struct Blocked b = {comms[0], grouped, weftSuccess, "", 0};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, blocked_allreduce, &b) == 0, "pthread_create");
+  usleep(300 * 1000); /* rank 1 never calls: the allreduce waits (up to WEFT_TIMEOUT) */
+  CHECK(!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE), "the allreduce returned although rank 1 never called it");
+  const double start = now_s();
+  CHECK(weftCommAbort(comms[0]) == weftSuccess, "abort: %s", weftGetLastError(NULL));
+  const double abort_s = now_s() - start;
+  while (!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE) && now_s() - start < 10) usleep(1000);
+  CHECK(__atomic_load_n(&b.done, __ATOMIC_ACQUIRE), "the blocked allreduce (grouped %d) did not return", grouped);
+  CHECK(abort_s < 5, "weftCommAbort took %.1f s", abort_s);
+  pthread_join(t, NULL);
+  CHECK(b.result == weftRemoteError && strstr(b.message, "abort") != NULL, "the aborted allreduce (grouped %d): %d %s",
+        grouped, b.result, b.message);
+  CHECK(weftCommAbort(comms[1]) == weftSuccess, "the peer's abort: %s", weftGetLastError(NULL));
+}
+
+int main(void) {
+  abort_unblocks(0);
+  abort_unblocks(1);
+  if (failures == 0) printf("weftCommAbort from another thread: passed\n");
+  return failures == 0 ? 0 : 1;
+}
