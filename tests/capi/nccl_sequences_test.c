@@ -348,6 +348,7 @@ int main(void) {
   } else {
     nranks = 3;
     NCCLCHECK(ncclCommInitAll(world, nranks, NULL));
+    if (failures != 0) return 1; /* it says why */
     for (int r = 0; r < nranks; ++r) local[r] = 1;
   }
   for (int r = 0; r < nranks; ++r) {
