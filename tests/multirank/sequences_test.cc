@@ -9,6 +9,7 @@
 // WEFT_SEQ_DEVICE=1: the buffers in the emulated GPU's memory (builds without CUDA), also under the
 // device-side executor, whose calls the C++ API completes in Request::wait().
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -154,7 +155,9 @@ struct InFlight {
 
 class Sequences {
  public:
-  explicit Sequences(uint64_t seed) : seed_(seed), draws_(seed) {}
+  // `faults`: a failed call is recorded (failure()) instead of failing the test, for the test in
+  // which a rank dies; every other check stays.
+  Sequences(uint64_t seed, bool faults) : seed_(seed), faults_(faults), draws_(seed) {}
 
   // 1 to 4 collectives in flight on `c`, then waited or polled in this rank's own random order;
   // each result checked. With `leave`, one of them is left unwaited (the caller destroys `c` next,
@@ -172,22 +175,29 @@ class Sequences {
       f->start(c);
       calls.push_back(std::move(f));
     }
+    die_if_dying();  // with these calls in flight
     std::vector<int> order(static_cast<size_t>(k));
     for (int i = 0; i < k; ++i) order[static_cast<size_t>(i)] = i;
     for (int i = k - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(local_.pick(i + 1))]);
     const int left = leave ? local_.pick(k) : -1;
+    bool failed = false;
     for (int i : order) {
       if (i == left) {
         left_ = std::move(calls[static_cast<size_t>(i)]);  // its buffers outlive the communicator
         continue;
       }
       InFlight& f = *calls[static_cast<size_t>(i)];
-      if (local_.pick(2) != 0) {
+      if (!failed && local_.pick(2) != 0) {
         for (int polls = 0; !f.request.test() && polls < 20000000; ++polls) {
         }
       }
+      // After a failure the communicator is broken and the other calls end at once: wait for
+      // each before its buffers go.
       const Status s = f.request.wait();
-      ASSERT_TRUE(s.ok()) << where() << s.to_string();
+      if (failed || !passed(s)) {
+        failed = true;
+        continue;
+      }
       ASSERT_EQ(f.check(), "") << where();
     }
   }
@@ -197,8 +207,9 @@ class Sequences {
     if (!left_) return;
     ASSERT_TRUE(left_->request.test()) << where() << "a call of a destroyed communicator is still running";
     const Status s = left_->request.wait();
-    ASSERT_TRUE(s.ok()) << where() << s.to_string();
-    ASSERT_EQ(left_->check(), "") << where() << "(the call left unwaited)";
+    if (passed(s)) {
+      EXPECT_EQ(left_->check(), "") << where() << "(the call left unwaited)";
+    }
     left_.reset();
   }
 
@@ -219,8 +230,9 @@ class Sequences {
     if (!send_first) sent = c.send(in.data(), count, DataType::kInt64, (r + 1) % n);
     EXPECT_EQ(got.wait().code(), StatusCode::kInvalidUsage) << where() << "wait() inside the open group";
     ASSERT_TRUE(c.group_end().ok()) << where();
-    ASSERT_TRUE(sent.wait().ok()) << where();
-    ASSERT_TRUE(got.wait().ok()) << where();
+    die_if_dying();
+    const Status a = sent.wait(), b = got.wait();  // both, before the buffers go
+    if (!passed(a) || !passed(b)) return;
     for (size_t i = 0; i < count; ++i)
       ASSERT_EQ(out[i], value(members[static_cast<size_t>((r + n - 1) % n)], i)) << where() << "ring [" << i << "]";
   }
@@ -237,37 +249,44 @@ class Sequences {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << where() << s.to_string();
   }
 
-  // The world split by random colors and keys; each part checked, used with calls in flight
-  // (its draws its own, the same on its ranks), then destroyed with one call never waited for,
-  // destroyed at once, or shrunk without one of its ranks (which does not call) and used.
-  void split(Communicator& w) {
+  // `w` split by random colors and keys (`ids`: the original world rank of each of w's ranks);
+  // each part checked, used with calls in flight (its draws its own, the same on its ranks), then
+  // destroyed with one call never waited for, destroyed at once, or shrunk without one of its
+  // ranks (which does not call) and used.
+  void split(Communicator& w, const std::vector<int>& ids) {
     const int n = w.size(), me = w.rank();
     std::vector<int> color(static_cast<size_t>(n)), key(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) {
       color[static_cast<size_t>(r)] = draws_.pick(5) == 0 ? Communicator::kNoColor : draws_.pick(2);
       key[static_cast<size_t>(r)] = draws_.pick(3);
     }
+    // The parts' own draws: from the shared ones (a rank's step count may differ from its
+    // peers' after a rank died, each survivor having found out in its own step).
+    const uint64_t part_seed = static_cast<uint64_t>(draws_.pick(1 << 30));
     const int mine = color[static_cast<size_t>(me)];
     auto sub = w.split(mine, key[static_cast<size_t>(me)]);
-    ASSERT_TRUE(sub.ok()) << where() << sub.status().to_string();
+    if (!passed(sub.status())) return;
+    die_if_dying();
     if (mine == Communicator::kNoColor) {
       EXPECT_EQ(*sub, nullptr) << where();
       return;
     }
-    std::vector<int> members;  // my part, by (key, world rank)
+    std::vector<int> ranks;  // my part, by (key, rank of w)
     for (int r = 0; r < n; ++r)
-      if (color[static_cast<size_t>(r)] == mine) members.push_back(r);
-    std::stable_sort(members.begin(), members.end(),
+      if (color[static_cast<size_t>(r)] == mine) ranks.push_back(r);
+    std::stable_sort(ranks.begin(), ranks.end(),
                      [&](int a, int b) { return key[static_cast<size_t>(a)] < key[static_cast<size_t>(b)]; });
+    std::vector<int> members;
+    for (int r : ranks) members.push_back(ids[static_cast<size_t>(r)]);
     ASSERT_NE(*sub, nullptr) << where();
     std::unique_ptr<Communicator> c = std::move(*sub);
     ASSERT_EQ(c->size(), static_cast<int>(members.size())) << where();
-    ASSERT_EQ(members[static_cast<size_t>(c->rank())], me) << where();
-    Draws part(seed_ * 1000003 + static_cast<uint64_t>(step_) * 7 + static_cast<uint64_t>(mine));
+    ASSERT_EQ(ranks[static_cast<size_t>(c->rank())], me) << where();
+    Draws part(part_seed * 7 + static_cast<uint64_t>(mine));
     for (int uses = part.pick(3); uses > 0; --uses) {
       if (part.pick(2) != 0) collectives(part, *c, members);
       else ring(part, *c, members);
-      if (::testing::Test::HasFailure()) return;
+      if (::testing::Test::HasFailure() || failed()) return;
     }
     const int end = part.pick(3), gone = part.pick(c->size());
     if (end == 0) {  // destroyed with a call in flight on every rank
@@ -278,7 +297,7 @@ class Sequences {
       if (c->rank() != gone) {
         const int excluded[] = {gone};
         auto small = c->shrink(excluded);
-        ASSERT_TRUE(small.ok()) << where() << small.status().to_string();
+        if (!passed(small.status())) return;
         std::vector<int> rest = members;
         rest.erase(rest.begin() + gone);
         ASSERT_EQ((*small)->size(), static_cast<int>(rest.size())) << where();
@@ -287,32 +306,125 @@ class Sequences {
     }
   }
 
+  // One step on `w` (`ids`: the original world rank of each of its ranks).
+  void step(Communicator& w, const std::vector<int>& ids) {
+    switch (draws_.pick(6)) {
+      case 0:
+      case 1: collectives(draws_, w, ids); break;
+      case 2: ring(draws_, w, ids); break;
+      case 3: misuse(w); break;
+      default: split(w, ids); break;
+    }
+    ++step_;
+  }
+
+  // The rank that dies: at the start of step `at` (how 0), or with a call in flight in the first
+  // step from `at` that makes one (how 1; at the latest 3 steps later).
+  void plan_death(int at, int how) {
+    die_at_ = at;
+    die_how_ = how;
+  }
+  void maybe_die() {
+    if (die_at_ < 0 || step_ < die_at_) return;
+    if (die_how_ == 0 || step_ >= die_at_ + 3) std::_Exit(0);
+    dying_ = true;
+  }
+
+  bool failed() const { return !failure_.ok(); }
+  const Status& failure() const { return failure_; }
+  // After the survivors made a new world: a fresh sequence on it (every survivor found the failure
+  // in its own step, so the old draws are out of step).
+  void carry_on() {
+    failure_ = Status();
+    ++reseeds_;
+    draws_ = Draws(seed_ + 7777 * reseeds_);
+  }
+
   std::string where() const { return "seed " + std::to_string(seed_) + ", step " + std::to_string(step_) + ": "; }
-  void next_step() { ++step_; }
-  Draws& draws() { return draws_; }
 
  private:
+  // Whether `s` is OK; else a test failure, or, with faults_, the first failure recorded.
+  bool passed(const Status& s) {
+    if (s.ok()) return true;
+    if (!faults_) ADD_FAILURE() << where() << s.to_string();
+    else if (failure_.ok()) failure_ = s;
+    return false;
+  }
+  void die_if_dying() {
+    if (dying_) std::_Exit(0);
+  }
+
   uint64_t seed_;
+  bool faults_;
   Draws draws_;                                              // the same on every rank
   Draws local_{static_cast<uint64_t>(world().rank()) + 77};  // this rank's own order of waits
   std::unique_ptr<InFlight> left_;                           // a call left unwaited (check_left)
   int step_ = 0;
+  uint64_t reseeds_ = 0;
+  Status failure_;
+  int die_at_ = -1, die_how_ = 0;
+  bool dying_ = false;
 };
 
+std::vector<int> all_ranks(const Communicator& c) {
+  std::vector<int> ids(static_cast<size_t>(c.size()));
+  for (int r = 0; r < c.size(); ++r) ids[static_cast<size_t>(r)] = r;
+  return ids;
+}
+
 TEST(Sequences, RandomCallsEachChecked) {
-  Sequences seq(env_number("WEFT_SEQ_SEED", 1));
+  Sequences seq(env_number("WEFT_SEQ_SEED", 1), /*faults=*/false);
   const int steps = static_cast<int>(env_number("WEFT_SEQ_STEPS", 300));
-  std::vector<int> all(static_cast<size_t>(world().size()));
-  for (int r = 0; r < world().size(); ++r) all[static_cast<size_t>(r)] = r;
-  for (int s = 0; s < steps && !::testing::Test::HasFailure(); ++s, seq.next_step()) {
-    switch (seq.draws().pick(6)) {
-      case 0:
-      case 1: seq.collectives(seq.draws(), world(), all); break;
-      case 2: seq.ring(seq.draws(), world(), all); break;
-      case 3: seq.misuse(world()); break;
-      default: seq.split(world()); break;
-    }
+  const std::vector<int> ids = all_ranks(world());
+  for (int s = 0; s < steps && !::testing::Test::HasFailure(); ++s) seq.step(world(), ids);
+}
+
+// One rank dies (std::_Exit) at a random step, between calls or with calls in flight. Every
+// other rank must find out from a failed call, and not from the timeout (kTimeout would mean no
+// one told it: the dead peer was not seen and no survivor's abort reached it); then it aborts the
+// world, shrinks it without the dead rank, and the survivors carry on with a new sequence on the
+// shrunk world, every step checked as before, to a last allreduce.
+TEST(Sequences, ARankDiesAndTheOthersCarryOn) {
+  if (env_number("WEFT_SEQ_KILL", 0) == 0) GTEST_SKIP() << "runs with WEFT_SEQ_KILL=1";
+  if (world().size() < 3) GTEST_SKIP() << "needs 3 ranks";
+  const uint64_t seed = env_number("WEFT_SEQ_SEED", 1);
+  Sequences seq(seed, /*faults=*/true);
+  const int steps = static_cast<int>(env_number("WEFT_SEQ_STEPS", 300));
+  Draws plan(seed + 4242);  // the same on every rank
+  const int victim = plan.pick(world().size()), at = steps / 4 + plan.pick(steps / 2), how = plan.pick(2);
+  if (world().rank() == victim) seq.plan_death(at, how);
+  Communicator* w = &world();
+  std::vector<int> ids = all_ranks(world());
+  auto step_took = std::chrono::steady_clock::duration::zero();
+  for (int s = 0; s < steps && !seq.failed() && !::testing::Test::HasFailure(); ++s) {
+    if (world().rank() == victim) seq.maybe_die();
+    const auto start = std::chrono::steady_clock::now();
+    seq.step(*w, ids);
+    step_took = std::chrono::steady_clock::now() - start;
   }
+  ASSERT_TRUE(seq.failed()) << "rank " << victim << " died at step " << at << " and no call of this rank failed";
+  EXPECT_NE(seq.failure().code(), StatusCode::kTimeout)
+      << seq.where() << "rank " << victim << " died and this rank found out only from the timeout: "
+      << seq.failure().to_string();
+  // (The step in which it found out began before or after the death: it took well under the timeout.)
+  EXPECT_LT(step_took, w->config().timeout / 2) << seq.where() << "finding out took "
+      << std::chrono::duration<double>(step_took).count() << " s: " << seq.failure().to_string();
+  w->abort();
+  const int excluded[] = {victim};
+  auto shrunk = w->shrink(excluded);
+  ASSERT_TRUE(shrunk.ok()) << seq.where() << shrunk.status().to_string();
+  w = shrunk->get();
+  ids.erase(ids.begin() + victim);
+  ASSERT_EQ(w->size(), static_cast<int>(ids.size())) << seq.where();
+  // The same number of steps on every survivor, whichever step it found the failure in.
+  seq.carry_on();
+  for (int s = 0; s < steps / 4 && !::testing::Test::HasFailure(); ++s) {
+    seq.step(*w, ids);
+    ASSERT_FALSE(seq.failed()) << seq.where() << "a failure after the survivors carried on: " << seq.failure().to_string();
+  }
+  int64_t one = 1, total = 0;
+  ASSERT_TRUE(w->allreduce(&one, &total, 1, DataType::kInt64, RedOp::kSum).wait().ok());
+  EXPECT_EQ(total, static_cast<int64_t>(ids.size()));
 }
 
 }  // namespace
