@@ -1,10 +1,12 @@
 #include "src/comm_state.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "algorithms/tuner.h"
@@ -866,6 +868,33 @@ Status CommState::async_error() {
   if (!async_error_.ok()) return async_error_;
   if (aborted_.load(std::memory_order_acquire)) return remote_error("communicator was aborted (" + abort_reason_ + ")");
   return Status();
+}
+
+Status CommState::bootstrap_failed(Status s) {
+  if (s.ok()) return s;
+  if (aborted()) return named(std::move(s));  // this rank's own abort closed the ring
+  // Every peer a connection has news of (up to four), once each: which of them died first, and
+  // which only passed it on, the notes' reasons tell.
+  const auto cause = [&]() -> std::string {
+    std::string said;
+    int peers = 0, last_peer = -1;
+    std::lock_guard<ExecLock> exec(exec_mu_);
+    for (auto& [key, conn] : connections_) {
+      if (key.first == last_peer || peers == 4) continue;
+      const Status c = conn->check_peer();
+      if (c.ok()) continue;
+      last_peer = key.first;
+      said += (peers++ == 0 ? "" : "; ") + c.message();
+    }
+    return said;
+  };
+  std::string why = cause();
+  const auto grace = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(500), config_.timeout / 10);
+  for (const Deadline until = Deadline::after(grace); why.empty() && !until.expired(); why = cause())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!why.empty()) s = Status(s.code(), s.message() + "; this rank's connections say: " + why);
+  std::lock_guard<ExecLock> exec(exec_mu_);
+  return failed(std::move(s));
 }
 
 void CommState::fail_connections(const std::string& reason) {

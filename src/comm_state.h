@@ -125,6 +125,12 @@ class CommState : public ConnectionSource {
   uint64_t count_shrink() { return shrinks_.fetch_add(1, std::memory_order_relaxed); }
   // The error that broke the communicator (OK while it works). Any thread.
   Status async_error();
+  // A collective of the bootstrap ring (split's allgather) failed with `s`. A peer that closed its
+  // end of the ring may only have aborted after another rank died: what this rank's connections
+  // know of their peers (a process that exited, a peer's abort and why) is added to `s`, after up
+  // to a short grace for such a note to arrive. The communicator breaks with that error (its ring
+  // is gone), which its peers' connections hear, and it is returned with this rank's name.
+  Status bootstrap_failed(Status s);
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
   // ConnectionSource: the executor's view.

@@ -304,7 +304,8 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, co
   };
   Entry mine{color, key};
   std::vector<Entry> all(static_cast<size_t>(n));
-  WEFT_TRY(st.bootstrap().allgather(&mine, all.data(), sizeof(Entry), deadline));
+  if (Status s = st.bootstrap().allgather(&mine, all.data(), sizeof(Entry), deadline); !s.ok())
+    return st.bootstrap_failed(s.with_context("split"));
   // Members of my color ordered by (key, old rank); the first one roots the new communicator.
   std::vector<int> members;
   for (int r = 0; r < n; ++r)
@@ -320,7 +321,8 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, co
     my_id = *id;
   }
   std::vector<UniqueId> ids(static_cast<size_t>(n));
-  WEFT_TRY(st.bootstrap().allgather(&my_id, ids.data(), sizeof(UniqueId), deadline));
+  if (Status s = st.bootstrap().allgather(&my_id, ids.data(), sizeof(UniqueId), deadline); !s.ok())
+    return st.bootstrap_failed(s.with_context("split"));
   if (color == kNoColor) return std::unique_ptr<Communicator>();
   const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), st.rank()) - members.begin());
   return init_child(st, ids[static_cast<size_t>(members.front())], new_rank, static_cast<int>(members.size()), config);

@@ -79,6 +79,27 @@ TEST_P(Faults, PeerKilledBeforeSmallCollective) {
   EXPECT_EQ(exit_code(status[1]), 128 + SIGKILL);
 }
 
+// A split, whose allgather runs on the bootstrap ring: rank 3 is killed before it, so only its
+// ring neighbours (2 and 0) see their ring break at rank 3; rank 1's ring breaks when they give
+// up (here, exit). Every rank's error must still name rank 3: a rank whose ring a peer closed adds
+// what its connections know of their peers, and a rank whose split failed passes that on to them
+// (before, rank 1 named only rank 0 or 2, which had closed its ring, and nothing of rank 3).
+TEST_P(Faults, PeerKilledBeforeASplitIsNamedByEveryRank) {
+  const Config config = make_config(GetParam(), 30);
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    Communicator& c = **comm;
+    std::vector<float> buf(1024, 1.0f);
+    if (!warm_up(c, buf.data(), buf.size()).ok()) return 21;
+    if (r == 3) raise(SIGKILL);
+    const auto t0 = Clock::now();
+    auto sub = c.split(0, r);
+    return expect_error(sub.status(), "rank 3", Clock::now() - t0, std::chrono::seconds(10), r);
+  });
+  ASSERT_NO_FATAL_FAILURE(expect_ranks_exited_zero(status, 4, {0, 1, 2}));
+  EXPECT_EQ(exit_code(status[3]), 128 + SIGKILL);
+}
+
 // A collective that joins connections on its first call: channel 0 joins at init; the tree's
 // large calls run on more channels, joined on first use.
 Config tree_config(const std::string& transport) {
