@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "weft/config.h"
@@ -108,6 +109,10 @@ class Communicator {
   // Fails every pending and later operation with kRemoteError/kInvalidUsage and tells the peers,
   // whose pending operations then fail naming this rank. Returns promptly; idempotent.
   void abort();
+  // The same, and the peers' errors say `why` ("rank 1 aborted: rank 1 called abort(): <why>"):
+  // for a caller that aborts because something failed elsewhere (another communicator), so that
+  // the cause reaches the ranks that only see this abort.
+  void abort(std::string_view why);
   bool aborted() const;
 
   // Collectives. counts are elements; for allgather/reduce_scatter/alltoall/gather/scatter,

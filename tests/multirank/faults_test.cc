@@ -166,6 +166,27 @@ TEST_P(Faults, AbortDuringCollective) {
   expect_ranks_exited_zero(status, 3);
 }
 
+// abort(why) with the others waiting in a collective: their errors carry the reason.
+TEST_P(Faults, AbortWithAReasonTellsThePeersWhy) {
+  const Config config = make_config(GetParam(), 30);
+  auto status = run_ranks(3, 3, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    Communicator& c = **comm;
+    std::vector<float> buf(1 << 16, 1.0f);
+    if (r == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others wait for it
+      c.abort("the loss of step 812 is NaN");
+      linger();  // alive until the others are done: they must hear the reason, not the exit
+      return 0;
+    }
+    const auto t0 = Clock::now();
+    Status s = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    return expect_error(s, "rank 0 called abort(): the loss of step 812 is NaN", Clock::now() - t0,
+                        std::chrono::seconds(5), r);
+  });
+  expect_ranks_exited_zero(status, 3);
+}
+
 // abort() while the collective waits for a channel to join (its peers have not called yet):
 // the wait ends at once, and abort() returns, rather than both waiting out the timeout.
 TEST_P(Faults, AbortWhileAChannelJoins) {

@@ -410,7 +410,7 @@ TEST(Sequences, ARankDiesAndTheOthersCarryOn) {
   // (The step in which it found out began before or after the death: it took well under the timeout.)
   EXPECT_LT(step_took, w->config().timeout / 2) << seq.where() << "finding out took "
       << std::chrono::duration<double>(step_took).count() << " s: " << seq.failure().to_string();
-  w->abort();
+  w->abort(seq.failure().message());  // the survivors that see only this abort learn why
   const int excluded[] = {victim};
   auto shrunk = w->shrink(excluded);
   ASSERT_TRUE(shrunk.ok()) << seq.where() << shrunk.status().to_string();
