@@ -161,10 +161,8 @@ weftResult_t weftCommDestroy(weftComm_t comm) {
 
 weftResult_t weftCommAbort(weftComm_t comm) {
   if (comm == nullptr) return fail(nullptr, "weftCommAbort: comm is NULL");
-  return call(nullptr, [&]() -> weft::Status {
-    if (comm->destroying) return weft::invalid_argument("weftCommAbort: the communicator was already destroyed in this group");
-    comm->comm->abort();
-    return capi::destroy(*comm, "weftCommAbort", [comm] { free_handle(comm); });
+  return call(nullptr, [&] {
+    return capi::destroy(*comm, "weftCommAbort", [comm] { free_handle(comm); }, [comm] { comm->comm->abort(); });
   });
 }
 

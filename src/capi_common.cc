@@ -25,6 +25,26 @@ struct ThreadGroup {
 thread_local ThreadGroup t_group;
 thread_local std::string t_last_error;
 
+// A group's communicators counted as in use (CommHandle::active_calls, as ActiveCall counts one)
+// until release().
+class GroupInUse {
+ public:
+  explicit GroupInUse(const std::vector<CommHandle*>& comms) : comms_(&comms) {
+    for (CommHandle* h : comms) h->active_calls.fetch_add(1, std::memory_order_acq_rel);
+  }
+  ~GroupInUse() { release(); }
+  GroupInUse(const GroupInUse&) = delete;
+  GroupInUse& operator=(const GroupInUse&) = delete;
+  void release() {
+    if (comms_ == nullptr) return;
+    for (CommHandle* h : *comms_) h->active_calls.fetch_sub(1, std::memory_order_acq_rel);
+    comms_ = nullptr;
+  }
+
+ private:
+  const std::vector<CommHandle*>* comms_;
+};
+
 // Whether ending h's group may wait for its peers' group ends: it submits calls (collectives on
 // device buffers, a send/recv group) that, on device buffers, hold their stream until the peers'
 // work has run and whose start makes device links on this thread, meeting the peers': the
@@ -141,8 +161,7 @@ Status group_end() {
   // Every communicator of the group is in use until its calls have completed (an abort from
   // another thread waits for that before it frees one); not during the callbacks, which may free
   // them (a destroy made in the group).
-  std::vector<std::unique_ptr<ActiveCall>> using_them;
-  for (CommHandle* h : comms) using_them.push_back(std::make_unique<ActiveCall>(*h));
+  GroupInUse using_them(comms);
   for (CommHandle* h : comms) h->comm->state().group().span = static_cast<int>(comms.size());
   std::vector<Status> ended(comms.size());
   if (Status shared = check_shared_streams(comms); !shared.ok()) {
@@ -169,7 +188,7 @@ Status group_end() {
     if (first.ok()) first = std::move(s);
   }
   pending.clear();
-  using_them.clear();
+  using_them.release();
   std::vector<std::function<Status()>> callbacks;
   callbacks.swap(t_group.at_end);
   for (auto& fn : callbacks) {
@@ -216,9 +235,10 @@ Status at_group_end(std::function<Status()> fn) {
   return Status();
 }
 
-Status destroy(CommHandle& h, const char* fn, std::function<void()> free_handle) {
+Status destroy(CommHandle& h, const char* fn, std::function<void()> free_handle, const std::function<void()>& stop) {
   if (h.destroying)
     return invalid_argument(std::string(fn) + ": the communicator was already destroyed in this group");
+  if (stop) stop();
   if (!in_group()) {
     free_handle();
     return Status();

@@ -102,9 +102,11 @@ Status at_group_end(std::function<Status()> fn);
 // Destroys `h` through free_handle(), which frees it: at once outside a group; inside one, when the
 // group ends, after its calls (as NCCL runs a destroy or abort made in a group at ncclGroupEnd), so
 // that the group's end never touches a freed handle. Until then every use of `h` fails
-// (kInvalidUsage: enter(), the surfaces' own checks), and so does a second destroy
-// (kInvalidArgument). `fn` names the caller in the error.
-Status destroy(CommHandle& h, const char* fn, std::function<void()> free_handle);
+// (kInvalidUsage: enter(), the surfaces' own checks), and so does a second destroy or abort
+// (kInvalidArgument). `stop`, where given, runs at once (an abort's: the communicator's work
+// fails now, whenever the handle is freed). `fn` names the caller in the error.
+Status destroy(CommHandle& h, const char* fn, std::function<void()> free_handle,
+               const std::function<void()>& stop = nullptr);
 
 // ---- Communicators ----
 

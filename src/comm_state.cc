@@ -871,7 +871,6 @@ Status CommState::async_error() {
 }
 
 Status CommState::bootstrap_failed(Status s) {
-  if (s.ok()) return s;
   if (aborted()) return named(std::move(s));  // this rank's own abort closed the ring
   // Every peer a connection has news of (up to four), once each: which of them died first, and
   // which only passed it on, the notes' reasons tell.

@@ -191,9 +191,11 @@ namespace {
 // from itself one for one, in order and size (as the peers' must; a mismatch with a peer breaks
 // the communicator, as the two sides' links are out of step, but this one is refused first).
 Status check_self_messages(const CommState& st, const std::vector<algorithms::PeerOp>& ops) {
+  const auto to_itself = [&](const algorithms::PeerOp& p) { return p.peer == st.rank() && p.bytes > 0; };
+  if (std::none_of(ops.begin(), ops.end(), to_itself)) return Status();  // the usual group: nothing kept
   std::vector<size_t> sent, received;
   for (const algorithms::PeerOp& p : ops)
-    if (p.peer == st.rank() && p.bytes > 0) (p.is_send ? sent : received).push_back(p.bytes);
+    if (to_itself(p)) (p.is_send ? sent : received).push_back(p.bytes);
   const std::string me = "rank " + std::to_string(st.rank()) + ": ";
   for (size_t i = 0; i < std::min(sent.size(), received.size()); ++i)
     if (sent[i] != received[i])
@@ -209,12 +211,8 @@ Status check_self_messages(const CommState& st, const std::vector<algorithms::Pe
 
 // Submits a group of send/recv calls (where its buffers are is known once the group ends).
 void submit_group(CommState& st, const std::shared_ptr<Operation>& op) {
-  if (Status self = check_self_messages(st, op->peer_ops); !self.ok()) {
-    op->submitted = true;
-    op->finish(self);
-    return;
-  }
-  auto device = st.on_device(op->args, nullptr, nullptr, op->buffers);
+  const Status self = check_self_messages(st, op->peer_ops);
+  const Result<bool> device = self.ok() ? st.on_device(op->args, nullptr, nullptr, op->buffers) : Result<bool>(self);
   if (!device.ok()) {
     op->submitted = true;
     op->finish(device.status());

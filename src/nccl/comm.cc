@@ -323,19 +323,19 @@ WEFT_NCCL_API(ncclResult_t, CommDestroy, ncclComm_t comm) {
 WEFT_NCCL_API(ncclResult_t, CommAbort, ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   return entry(nullptr, [&] {
-    if (comm->destroying)
-      return weft::invalid_argument("ncclCommAbort: the communicator was already destroyed in this group");
     // A background init cannot be cancelled: it ends by itself within WEFT_TIMEOUT. One this
     // group's end completes (its peers' may come later in the group) is waited for there.
     const bool later = comm->init_group != 0 && comm->init_group == capi::group_number();
-    auto abort = [comm] {
+    const std::function<void()> abort = [comm] {
       if (settle(*comm).ok()) comm->comm->abort();
     };
-    if (!later) abort();
-    return capi::destroy(*comm, "ncclCommAbort", [comm, later, abort] {
-      if (later) abort();
-      release(comm);
-    });
+    return capi::destroy(
+        *comm, "ncclCommAbort",
+        [comm, later, abort] {
+          if (later) abort();
+          release(comm);
+        },
+        later ? nullptr : abort);
   });
 }
 

@@ -86,7 +86,7 @@ int ShmConnection::remove_orphans() {
     // minute had its creator killed in between, and carries no pid to check. (The mailbox's
     // segments have another layout: left alone.)
     const bool aged = now - st.st_mtime > kUnfilledGraceSeconds;
-    const bool ours = name.compare(0, 10, "/weft-mbox") != 0;
+    const bool ours = !name.starts_with("/weft-mbox-");
     if (static_cast<size_t>(st.st_size) < kHeaderBytes) {
       orphan = ours && aged;
     } else if (void* p = ::mmap(nullptr, kHeaderBytes, PROT_READ, MAP_SHARED, fd, 0); p != MAP_FAILED) {
