@@ -403,7 +403,7 @@ TEST(Sequences, ARankDiesAndTheOthersCarryOn) {
     step_took = std::chrono::steady_clock::now() - start;
   }
   ASSERT_TRUE(seq.failed()) << "rank " << victim << " died at step " << at << " and no call of this rank failed";
-  if (std::getenv("WEFT_SEQ_SAY") != nullptr) std::printf("%s(rank %d died) found out: %s\n", seq.where().c_str(), victim, seq.failure().to_string().c_str());
+  std::printf("%s(rank %d died) found out: %s\n", seq.where().c_str(), victim, seq.failure().to_string().c_str());
   EXPECT_NE(seq.failure().code(), StatusCode::kTimeout)
       << seq.where() << "rank " << victim << " died and this rank found out only from the timeout: "
       << seq.failure().to_string();
