@@ -1,17 +1,31 @@
 /* The communicator weft-run prepared, joined through the NCCL ABI alone: WEFT_UNIQUE_ID holds the
  * ncclUniqueId in hex, WEFT_RANK and WEFT_NRANKS the rank and size. Shared by the C and CUDA tests
- * of libnccl.so.2. Returns ncclSuccess, or prints why not and returns the failure. */
+ * of libnccl.so.2. Non-blocking (NCCL_COMM_BLOCKING=0), it waits for the communicator to be ready
+ * (nccl_await_ready). Returns ncclSuccess, or prints why not and returns the failure. */
 #ifndef WEFT_TESTS_NCCL_JOIN_ENV_H_
 #define WEFT_TESTS_NCCL_JOIN_ENV_H_
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nccl.h"
 
 static int nccl_hex_digit(char c) {
   return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Polls a communicator made without blocking (ncclCommGetAsyncError, every millisecond, 60 s at
+ * most) until it is ready; returns its state, or the query's failure. */
+static inline ncclResult_t nccl_await_ready(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int polls = 0; state == ncclInProgress && polls < 60000; ++polls) {
+    const ncclResult_t asked = ncclCommGetAsyncError(comm, &state);
+    if (asked != ncclSuccess) return asked;
+    if (state == ncclInProgress) usleep(1000);
+  }
+  return state;
 }
 
 static ncclResult_t nccl_join_from_env(ncclComm_t* comm, int* rank, int* nranks) {
@@ -26,6 +40,7 @@ static ncclResult_t nccl_join_from_env(ncclComm_t* comm, int* rank, int* nranks)
   *rank = atoi(r);
   *nranks = atoi(n);
   ncclResult_t res = ncclCommInitRank(comm, *nranks, id, *rank);
+  if (res == ncclInProgress) res = nccl_await_ready(*comm);
   if (res != ncclSuccess) fprintf(stderr, "ncclCommInitRank: %s: %s\n", ncclGetErrorString(res), ncclGetLastError(NULL));
   return res;
 }

@@ -23,17 +23,9 @@
 
 #include "nccl_check.h"
 #include "nccl_join_env.h"
+#include "seeded_draws.h"
 
 enum { kMaxRanks = 8, kMaxCount = 70000 };
-
-static uint64_t rng_state;
-static uint32_t next_random(void) { /* xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (uint32_t)((rng_state * 2685821657736338717ULL) >> 32);
-}
-static int pick(int n) { return (int)(next_random() % (uint32_t)n); }
 
 static int nranks;           /* the world's ranks */
 static int local[kMaxRanks]; /* whether this process drives world rank r */
@@ -170,16 +162,6 @@ static void misuse(ncclComm_t* world) {
   }
 }
 
-/* Polls a communicator made without blocking until it is ready; returns its state. */
-static ncclResult_t await_ready(ncclComm_t comm) {
-  ncclResult_t state = ncclInProgress;
-  for (int polls = 0; state == ncclInProgress && polls < 30000; ++polls) {
-    NCCLCHECK(ncclCommGetAsyncError(comm, &state));
-    if (state == ncclInProgress) usleep(1000);
-  }
-  return state;
-}
-
 /* Every rank of the world past this point (a rank's collective may end before its peers' have). */
 static void barrier(ncclComm_t* world) {
   double x = 0;
@@ -218,7 +200,7 @@ static void split(ncclComm_t* world) {
     if (!local[r]) continue;
     CHECK((color[r] == NCCL_SPLIT_NOCOLOR) == (sub[r] == NULL), "rank %d color %d: communicator %p", r, color[r],
           (void*)sub[r]);
-    const ncclResult_t state = sub[r] != NULL ? await_ready(sub[r]) : ncclSuccess;
+    const ncclResult_t state = sub[r] != NULL ? nccl_await_ready(sub[r]) : ncclSuccess;
     CHECK(state == ncclSuccess, "rank %d's split: %d", r, state);
   }
   for (int c = 0; c < 2; ++c) {
@@ -288,7 +270,7 @@ static void split(ncclComm_t* world) {
           CHECK(shrunk == ncclSuccess || (!config.blocking && shrunk == ncclInProgress), "the group of shrinks ended with %d (%s)",
                 shrunk, ncclGetLastError(NULL));
           for (int j = 0; j < m; ++j)
-            if (local[rest[j]]) CHECK(await_ready(small[j]) == ncclSuccess, "rank %d's shrink", rest[j]);
+            if (local[rest[j]]) CHECK(nccl_await_ready(small[j]) == ncclSuccess, "rank %d's shrink", rest[j]);
           collective(small, rest, m, 1);
         }
         for (int j = 0; j < n; ++j)
@@ -332,7 +314,7 @@ int main(void) {
   const unsigned long seed = s != NULL ? strtoul(s, NULL, 10) : 1;
   const int steps = k != NULL ? atoi(k) : 400;
   const int device = d != NULL && strcmp(d, "1") == 0;
-  rng_state = seed * 0x9E3779B97F4A7C15ULL + 1;
+  seed_draws(seed);
 
   ncclComm_t world[kMaxRanks] = {NULL};
   int me = -1;

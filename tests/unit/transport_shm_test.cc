@@ -669,26 +669,45 @@ TEST_F(ShmTest, PeerKilledIsReportedWithinASecond) {
   EXPECT_EQ(wait_child(), 128 + SIGKILL);
 }
 
-TEST_F(ShmTest, AbortReasonReachesThePeer) {
-  Config cfg = small_config(true, 4096, 64 << 10);
-  start(cfg, cfg, [&](Connection& c, int sock) {
-    c.abort("rank 1 ran out of disk");
-    char b = 0;
-    if (c.post_send(&b, 1).ok()) child_fail("post_send after abort succeeded");
-    Status s = c.progress();
-    if (s.code() != StatusCode::kInvalidUsage || s.message().find("out of disk") == std::string::npos)
-      child_fail("progress after abort: %s", s.to_string().c_str());
-    read_all(sock, &b, 1, 20000);  // stay alive until the parent has seen the abort
-    return 0;
-  });
-  char in[16];
-  ASSERT_TRUE(conn().post_recv(RecvSink{in}, sizeof(in)).ok());
-  Status s = drive(conn(), 0, 1, milliseconds(5000));
+// The child aborts with `reason` and checks its own side; returns what the parent's connection
+// reports.
+class ShmAbortTest : public ShmTest {
+ protected:
+  Status peer_aborts_with(const std::string& reason) {
+    Config cfg = small_config(true, 4096, 64 << 10);
+    start(cfg, cfg, [&](Connection& c, int sock) {
+      c.abort(reason);
+      char b = 0;
+      if (c.post_send(&b, 1).ok()) child_fail("post_send after abort succeeded");
+      Status s = c.progress();
+      if (s.code() != StatusCode::kInvalidUsage || s.message().find("aborted") == std::string::npos)
+        child_fail("progress after abort: %s", s.to_string().c_str());
+      read_all(sock, &b, 1, 20000);  // stay alive until the parent has seen the abort
+      return 0;
+    });
+    char in[16];
+    EXPECT_TRUE(conn().post_recv(RecvSink{in}, sizeof(in)).ok());
+    Status s = drive(conn(), 0, 1, milliseconds(5000));
+    char b = 1;
+    EXPECT_TRUE(write_all(sock_, &b, 1));
+    return s;
+  }
+};
+
+TEST_F(ShmAbortTest, AbortReasonReachesThePeer) {
+  Status s = peer_aborts_with("rank 1 ran out of disk");
   EXPECT_EQ(s.code(), StatusCode::kRemoteError);
-  EXPECT_NE(s.message().find("rank 1 aborted: rank 1 ran out of disk"), std::string::npos)
-      << s.message();
-  char b = 1;
-  ASSERT_TRUE(write_all(sock_, &b, 1));
+  EXPECT_EQ(s.message(), "rank 1 aborted: rank 1 ran out of disk");
+}
+
+// A reason longer than the segment's field (a failure passed on by many ranks) reaches the peer
+// with its start and its end, where the cause is; before, the field kept only its first 255 bytes.
+TEST_F(ShmAbortTest, ALongAbortReasonKeepsItsCause) {
+  Status s = peer_aborts_with("rank 1: rank 2 aborted: " + std::string(600, '.') + " the cause");
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError);
+  EXPECT_EQ(s.message().rfind("rank 1 aborted: rank 2 aborted: ", 0), 0u) << s.message();
+  EXPECT_EQ(s.message().substr(s.message().size() - 10), " the cause") << s.message();
+  EXPECT_LT(s.message().size(), 300u) << s.message();
 }
 
 // Notes (Connection::post_note) sit beside the stream: none until the peer posts one, then the

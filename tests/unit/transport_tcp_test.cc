@@ -646,6 +646,31 @@ TEST(TransportTcpFailure, AbortReasonReachesThePeer) {
   }));
 }
 
+// A reason longer than an abort frame may carry (a failure passed on by many ranks) reaches the
+// peer with its start and its end, where the cause is; before, only its first 4096 bytes.
+TEST(TransportTcpFailure, ALongAbortReasonKeepsItsCause) {
+  Config config = test_config(2);
+  const std::string reason = "rank 1: rank 2 aborted: " + std::string(6000, '.') + " the cause";
+  expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
+    Connection& c = *p->conn;
+    if (rank == 1) {
+      c.abort(reason);
+      std::this_thread::sleep_for(milliseconds(1000));  // stay alive: the notice alone must do it
+      return "";
+    }
+    uint8_t in = 0;
+    Status st = wait_for(c, 0, *c.post_recv(RecvSink{&in}, 1));
+    const std::string& m = st.message();
+    CHILD_CHECK(st.code() == StatusCode::kRemoteError, "expected RemoteError: " + st.to_string());
+    CHILD_CHECK(m.rfind("rank 1 aborted: rank 2 aborted: ", 0) == 0 && m.size() < 4200 &&
+                    m.substr(m.size() - 10) == " the cause",
+                m);
+    return "";
+  }));
+}
+
 TEST(TransportTcpFailure, SizeMismatchIsReported) {
   Config config = test_config();
   expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {

@@ -22,6 +22,7 @@
 
 #include "src/kernels/copy.h"
 #include "src/kernels/reduce.h"
+#include "transport/abort_notice.h"
 
 namespace weft::transport::shm {
 namespace {
@@ -191,8 +192,7 @@ Status ShmConnection::check_joining() const {
 
 Status ShmConnection::peer_aborted() const {
   const char* r = peer_info_->reason;
-  return remote_error("rank " + std::to_string(params_.peer) +
-                      " aborted: " + std::string(r, ::strnlen(r, kReasonBytes)));
+  return remote_error(peer_abort_message(params_.peer, std::string_view(r, ::strnlen(r, kReasonBytes))));
 }
 
 Status ShmConnection::local_abort_status() const {
@@ -645,9 +645,9 @@ bool ShmConnection::has_unclaimed_message() const {
 void ShmConnection::abort(std::string_view reason) {
   if (abort_started_.exchange(true)) return;
   if (self_info_ != nullptr) {
-    const size_t n = std::min(reason.size(), kReasonBytes - 1);
-    std::memcpy(self_info_->reason, reason.data(), n);
-    self_info_->reason[n] = '\0';
+    const std::string text = abort_notice_text(reason, kReasonBytes - 1);
+    std::memcpy(self_info_->reason, text.data(), text.size());
+    self_info_->reason[text.size()] = '\0';
     self_info_->aborted.store(1, std::memory_order_release);
   }
   aborted_.store(true, std::memory_order_release);  // after the reason: progress() reads it

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "transport/abort_notice.h"
+
 namespace weft::transport::tcp {
 namespace {
 
@@ -371,7 +373,7 @@ Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
                                      lane.frame_len - lane.payload_got);
       if (n.ok()) lane.payload_got += *n;
       if (!n.ok() || lane.payload_got == lane.frame_len) {
-        return fail(remote_error("rank " + std::to_string(peer_) + " aborted: " + lane.abort_text));
+        return fail(remote_error(peer_abort_message(peer_, lane.abort_text)));
       }
       if (*n == 0) return Status();
       continue;
@@ -479,7 +481,7 @@ bool TcpConnection::poll_fds(std::vector<struct pollfd>& out) const {
 void TcpConnection::abort(std::string_view reason) {
   if (aborted_) return;
   aborted_ = true;
-  std::string text(reason.substr(0, kMaxAbortText));
+  const std::string text = abort_notice_text(reason, kMaxAbortText);
   auto header = frame_header(kFrameAbort, text.size());
   // Best effort, bounded: finish a half-written frame (the notice must start on a frame
   // boundary), then write the notice, then close our sending side.
