@@ -135,7 +135,7 @@ CommState::CommState(int rank, int nranks, const Config& config)
     : rank_(rank),
       nranks_(nranks),
       config_(config),
-      log_(parse_log_level(config.debug), rank),
+      log_(config, rank),
       executor_(*this),
       peer_seq_(2 * static_cast<size_t>(nranks), 0) {}
 

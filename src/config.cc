@@ -175,6 +175,7 @@ Result<Config> Config::from_env() {
         c.debug != "NONE")
       return invalid_argument(std::string(name) + "='" + v + "' is not one of NONE, VERSION, WARN, INFO, TRACE");
   }
+  if (const char* v = env("WEFT_DEBUG_FILE", "NCCL_DEBUG_FILE")) c.debug_file = v;
   if (const char* v = env("WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", &name)) {
     bool blocking = true;
     WEFT_TRY(parse_flag(name, v, &blocking));

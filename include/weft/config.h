@@ -126,6 +126,9 @@ struct Config {
   std::string torus;
   // WEFT_DEBUG (or NCCL_DEBUG; either case): "WARN" (default), "INFO", "TRACE", "VERSION", "NONE".
   std::string debug = "WARN";
+  // WEFT_DEBUG_FILE (or NCCL_DEBUG_FILE): where the log goes instead of stderr, at WARN and above;
+  // %h becomes the host name and %p the process id (as NCCL's). Appended to; empty: stderr.
+  std::string debug_file;
   // WEFT_COMM_BLOCKING (or NCCL_COMM_BLOCKING), 0 or 1, for the NCCL ABI: when set, whether
   // ncclCommInitRank* and ncclCommSplit block, overriding ncclConfig_t.blocking (as NCCL does).
   std::optional<bool> comm_blocking;

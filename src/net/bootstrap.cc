@@ -54,7 +54,7 @@ class TcpBootstrap final : public Bootstrap {
       : rank_(rank),
         nranks_(nranks),
         host_ip_(std::move(host_ip)),
-        log_(parse_log_level(config.debug), rank) {
+        log_(config, rank) {
     std::copy(secret.begin(), secret.end(), secret_.begin());
   }
 

@@ -95,7 +95,7 @@ class Root {
         where_(std::move(where)),
         secret_(std::move(secret)),
         timeout_(config.timeout),
-        log_(parse_log_level(config.debug), -1) {}
+        log_(config, -1) {}
 
   void run();
 

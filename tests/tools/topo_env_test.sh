@@ -4,13 +4,9 @@
 # a cluster description of another shape is a warning, and the run goes on.
 #   sh topo_env_test.sh WEFT_RUN WEFT_BENCH WEFT_TOPO
 set -u
-RUN=$1
-BENCH=$2
 TOPO=$3
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/weft-topo-env-test.XXXXXX") || exit 1
-trap 'rm -rf "$TMP"' EXIT
-fail() { echo "FAIL: $*"; for f in "$TMP"/out "$TMP"/err; do [ -s "$f" ] && tail -n 20 "$f"; done; exit 1; }
-bench() { "$RUN" -n 2 --timeout 60 -- "$BENCH" allreduce -b 8 -e 64 -n 2 -w 1 -c 1 -P 0 >"$TMP/out" 2>"$TMP/err"; }
+NAME=topo-env RUN=$1 BENCH=$2
+. "$(dirname "$0")/bench_run.sh"
 
 WEFT_TOPO_DUMP_FILE="$TMP/dump.xml" bench || fail "the run with WEFT_TOPO_DUMP_FILE exited $?"
 [ -s "$TMP/dump.xml" ] || fail "no dump written"

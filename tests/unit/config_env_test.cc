@@ -20,7 +20,7 @@ const char* const kVars[] = {
     "NCCL_DEBUG",     "WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", "WEFT_CUDA_STREAM_ORDER",
     "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR", "WEFT_DEVICE_WALKER_THREADS",
     "WEFT_DEVICE_WALKER_LANES", "WEFT_DEVICE_WALKER_SLOT_BYTES", "WEFT_CMA", "WEFT_CUDA_FIFO_BYTES",
-    "WEFT_STAGE_FIFO_BYTES", "WEFT_P2P_LEVEL", "NCCL_P2P_LEVEL",
+    "WEFT_STAGE_FIFO_BYTES", "WEFT_P2P_LEVEL", "NCCL_P2P_LEVEL", "WEFT_DEBUG_FILE", "NCCL_DEBUG_FILE",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -247,6 +247,14 @@ TEST_F(ConfigEnvTest, DebugLevelsInEitherCase) {
   ::unsetenv("WEFT_DEBUG");
   ::setenv("NCCL_DEBUG", "LOUD", 1);
   EXPECT_EQ(error(), "NCCL_DEBUG='LOUD' is not one of NONE, VERSION, WARN, INFO, TRACE");
+}
+
+TEST_F(ConfigEnvTest, DebugFileAndWeftWins) {
+  EXPECT_EQ(ok().debug_file, "");
+  ::setenv("NCCL_DEBUG_FILE", "/tmp/nccl.%h.%p", 1);
+  EXPECT_EQ(ok().debug_file, "/tmp/nccl.%h.%p");
+  ::setenv("WEFT_DEBUG_FILE", "/tmp/weft.log", 1);
+  EXPECT_EQ(ok().debug_file, "/tmp/weft.log");
 }
 
 TEST_F(ConfigEnvTest, CommBlocking) {

@@ -97,7 +97,7 @@ TcpConnection::~TcpConnection() {
 }
 
 std::string TcpConnection::who() const {
-  return "rank " + std::to_string(peer_) + " (tcp, channel " + std::to_string(channel_) + ")";
+  return "rank " + std::to_string(peer_) + " (tcp " + peer_address_ + ", channel " + std::to_string(channel_) + ")";
 }
 
 std::string TcpConnection::describe() const {

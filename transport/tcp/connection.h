@@ -172,7 +172,7 @@ class TcpConnection final : public Connection {
   void retire_ops();
   Status fail(Status s);
   bool closes_after_delivery() const;
-  std::string who() const;  // "rank 3 (tcp, channel 0)"
+  std::string who() const;  // "rank 3 (tcp 10.0.0.2:41234, channel 0)": the peer's listening address
 
   std::vector<Lane> lanes_;
   int peer_;

@@ -51,7 +51,7 @@ class TcpTransport final : public Transport {
       : ctx_(ctx),
         listener_(std::move(listener)),
         address_(std::move(address)),
-        log_(parse_log_level(ctx.config.debug), ctx.rank) {}
+        log_(ctx.config, ctx.rank) {}
 
   std::string_view name() const override { return "tcp"; }
   std::vector<uint8_t> local_card() const override;
@@ -78,8 +78,13 @@ class TcpTransport final : public Transport {
   void on_handshake(net::Socket socket, const Handshake& h);
   // True when nothing listens at `peer`'s address any more: its process is gone.
   bool peer_is_gone(int peer) const;
+  // "rank 3 (tcp 10.0.0.2:41234, channel 0)": the peer's listening address says which machine
+  // it is on, where its rank is only its number in this communicator.
   std::string peer_name(int peer, int channel) const {
-    return "rank " + std::to_string(peer) + " (tcp, channel " + std::to_string(channel) + ")";
+    const bool known = peer >= 0 && static_cast<size_t>(peer) < cards_.size();
+    return "rank " + std::to_string(peer) + " (tcp" +
+           (known ? " " + cards_[static_cast<size_t>(peer)].address.to_string() : std::string()) + ", channel " +
+           std::to_string(channel) + ")";
   }
 
   TransportContext ctx_;
