@@ -7,7 +7,9 @@ set -u
 prog=$1
 launcher=$2
 n=3
-port=$(( 20000 + $$ % 20000 ))
+# Below Linux's ephemeral ports (32768-60999 by default): a port in that range may be any
+# connection's local end, and once was (the root's bind failed, "Address already in use").
+port=$(( 20000 + $$ % 12000 ))
 pids=""
 for r in 0 1 2; do
   case $launcher in
