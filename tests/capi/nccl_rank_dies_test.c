@@ -7,6 +7,8 @@
  *   mean no one told it), its ncclGetLastError naming the dead rank;
  * - see the error in its watchdog too (ncclCommGetAsyncError, from the other thread);
  * - have its next call on the broken communicator fail at once;
+ * - go on working in the half of the world (a communicator split off at the start, idle until
+ *   now) without the dead rank, and fail at once in the half with it, naming it by its rank there;
  * - shrink the communicator without the dead rank (ncclCommShrink with NCCL_SHRINK_ABORT, as
  *   PyTorch's shrink does), carry on with checked steps on the shrunk one, and destroy both
  *   promptly.
@@ -162,6 +164,20 @@ int main(void) {
   int ids[kMaxRanks];
   for (int r = 0; r < nranks; ++r) ids[r] = r;
 
+  /* Two halves of the world, as a job's other process groups (the ranks of one parity each, in
+   * their order): the half without the dead rank must go on working after the death; the half
+   * with it must fail. Idle until then. */
+  ncclComm_t half = NULL;
+  {
+    const ncclResult_t split = ncclCommSplit(world, me % 2, me, &half, NULL);
+    CHECK(split == ncclSuccess || split == ncclInProgress, "rank %d: ncclCommSplit returned %d: %s", me, split,
+          ncclGetLastError(NULL));
+    if (failures != 0) return 1;
+    const ncclResult_t ready = nccl_await_ready(half);
+    CHECK(ready == ncclSuccess, "rank %d: its half: %d (%s)", me, ready, ncclGetLastError(NULL));
+    if (failures != 0) return 1;
+  }
+
   struct Watchdog dog;
   memset(&dog, 0, sizeof dog);
   dog.comm = world;
@@ -217,6 +233,33 @@ int main(void) {
           again, now_s() - start);
   }
 
+  /* The halves: this rank's, if the dead rank is not in it, works (checked steps, drawn alike by
+   * its ranks); if it is, a call fails naming the dead rank by its rank in the half. */
+  {
+    int half_ids[kMaxRanks], half_n = 0;
+    for (int r = me % 2; r < nranks; r += 2) half_ids[half_n++] = r;
+    if (victim % 2 != me % 2) {
+      seed_draws(seed + 99 + (unsigned long)(me % 2));
+      for (int j = 0; j < 4 && failures == 0; ++j) {
+        const ncclResult_t r = step(half, half_ids, half_n, me / 2, why, sizeof why);
+        CHECK(r == ncclSuccess, "rank %d: step %d on its half, which rank %d was not in: %d (%s)", me, j, victim, r, why);
+      }
+      if (failures == 0) printf("rank %d: its half of %d ranks, without rank %d, worked on\n", me, half_n, victim);
+    } else {
+      double x = 1;
+      const double start = now_s();
+      const ncclResult_t r = ncclAllReduce(&x, &x, 1, ncclFloat64, ncclSum, half, NULL);
+      const double took = now_s() - start;
+      snprintf(why, sizeof why, "%s", ncclGetLastError(NULL));
+      char named[32];
+      snprintf(named, sizeof named, "rank %d (", victim / 2);
+      CHECK(r == ncclRemoteError && strstr(why, named) != NULL && took < timeout_s / 2,
+            "rank %d: an allreduce on its half, with rank %d (%d of the half) dead: %d after %.1f s: %s", me, victim,
+            victim / 2, r, took, why);
+      if (failures == 0) printf("rank %d: its half, with rank %d, failed after %.3f s: %s\n", me, victim, took, why);
+    }
+  }
+
   /* Shrink without the dead rank, aborting what is pending on the world, and carry on. */
   ncclComm_t small = NULL;
   int excluded[1] = {victim};
@@ -252,8 +295,9 @@ int main(void) {
 
   const double start = now_s();
   NCCLCHECK(ncclCommDestroy(small));
+  NCCLCHECK(ncclCommDestroy(half));
   NCCLCHECK(ncclCommDestroy(world));
-  CHECK(now_s() - start < 5, "rank %d: destroying the two communicators took %.1f s", me, now_s() - start);
+  CHECK(now_s() - start < 5, "rank %d: destroying the three communicators took %.1f s", me, now_s() - start);
   free(in);
   free(out);
   if (failures == 0) printf("rank %d: carried on with %d ranks for %d steps\n", me, n, steps / 4);
