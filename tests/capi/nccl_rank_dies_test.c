@@ -135,13 +135,10 @@ static void* die_soon(void* arg) {
 }
 
 int main(void) {
-  const char* s = getenv("WEFT_SEQ_SEED");
-  const char* k = getenv("WEFT_SEQ_STEPS");
   const char* t = getenv("WEFT_TIMEOUT");
-  const unsigned long seed = s != NULL ? strtoul(s, NULL, 10) : 1;
-  const int steps = k != NULL ? atoi(k) : 60;
   const double timeout_s = t != NULL ? atof(t) : 60;
-  seed_draws(seed);
+  const unsigned long seed = seed_draws_from_env();
+  const int steps = steps_from_env(60);
 
   int me = -1, nranks = 0;
   ncclComm_t world = NULL;

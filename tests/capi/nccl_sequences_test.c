@@ -308,13 +308,10 @@ static void premulsum(ncclComm_t* world) {
 }
 
 int main(void) {
-  const char* s = getenv("WEFT_SEQ_SEED");
-  const char* k = getenv("WEFT_SEQ_STEPS");
   const char* d = getenv("WEFT_SEQ_DEVICE");
-  const unsigned long seed = s != NULL ? strtoul(s, NULL, 10) : 1;
-  const int steps = k != NULL ? atoi(k) : 400;
   const int device = d != NULL && strcmp(d, "1") == 0;
-  seed_draws(seed);
+  const unsigned long seed = seed_draws_from_env();
+  const int steps = steps_from_env(400);
 
   ncclComm_t world[kMaxRanks] = {NULL};
   int me = -1;

@@ -96,8 +96,9 @@ TcpConnection::~TcpConnection() {
   for (Lane& lane : lanes_) lane.socket.close_after_delivery(*close_deadline_);
 }
 
-std::string TcpConnection::who() const {
-  return "rank " + std::to_string(peer_) + " (tcp " + peer_address_ + ", channel " + std::to_string(channel_) + ")";
+std::string tcp_peer_name(int peer, const std::string& address, int channel) {
+  return "rank " + std::to_string(peer) + " (tcp" + (address.empty() ? "" : " " + address) + ", channel " +
+         std::to_string(channel) + ")";
 }
 
 std::string TcpConnection::describe() const {

@@ -80,6 +80,11 @@ constexpr int kSocketBufferBytes = 4 << 20;
 // longer with them (docs/PERFORMANCE.md, "Sends of 256 KiB").
 constexpr size_t kMaxSendBytes = size_t{256} << 10;
 
+// How errors and logs name a tcp peer: "rank 3 (tcp 10.0.0.2:41234, channel 0)". The peer's
+// listening address says which machine it is on, where its rank is only its number in this
+// communicator; empty (not yet known) leaves it out.
+std::string tcp_peer_name(int peer, const std::string& address, int channel);
+
 class TcpConnection final : public Connection {
  public:
   // REQUIRES: sockets non-empty, connected, handshake done, in socket-index order.
@@ -172,7 +177,7 @@ class TcpConnection final : public Connection {
   void retire_ops();
   Status fail(Status s);
   bool closes_after_delivery() const;
-  std::string who() const;  // "rank 3 (tcp 10.0.0.2:41234, channel 0)": the peer's listening address
+  std::string who() const { return tcp_peer_name(peer_, peer_address_, channel_); }
 
   std::vector<Lane> lanes_;
   int peer_;

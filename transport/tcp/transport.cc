@@ -78,13 +78,9 @@ class TcpTransport final : public Transport {
   void on_handshake(net::Socket socket, const Handshake& h);
   // True when nothing listens at `peer`'s address any more: its process is gone.
   bool peer_is_gone(int peer) const;
-  // "rank 3 (tcp 10.0.0.2:41234, channel 0)": the peer's listening address says which machine
-  // it is on, where its rank is only its number in this communicator.
   std::string peer_name(int peer, int channel) const {
     const bool known = peer >= 0 && static_cast<size_t>(peer) < cards_.size();
-    return "rank " + std::to_string(peer) + " (tcp" +
-           (known ? " " + cards_[static_cast<size_t>(peer)].address.to_string() : std::string()) + ", channel " +
-           std::to_string(channel) + ")";
+    return tcp_peer_name(peer, known ? cards_[static_cast<size_t>(peer)].address.to_string() : std::string(), channel);
   }
 
   TransportContext ctx_;
