@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "src/byte_size.h"
+#include "src/log.h"
 
 namespace weft {
 namespace {
@@ -176,6 +177,19 @@ Result<Config> Config::from_env() {
       return invalid_argument(std::string(name) + "='" + v + "' is not one of NONE, VERSION, WARN, INFO, TRACE");
   }
   if (const char* v = env("WEFT_DEBUG_FILE", "NCCL_DEBUG_FILE")) c.debug_file = v;
+  // Set but empty means no time stamp, so this one is read without env()'s empty-is-unset.
+  for (const char* n : {"WEFT_DEBUG_TIMESTAMP_FORMAT", "NCCL_DEBUG_TIMESTAMP_FORMAT"})
+    if (const char* v = std::getenv(n)) {
+      c.debug_timestamp_format = v;
+      break;
+    }
+  if (const char* v = env("WEFT_DEBUG_TIMESTAMP_LEVELS", "NCCL_DEBUG_TIMESTAMP_LEVELS", &name)) {
+    if (!parse_log_levels(v).has_value())
+      return invalid_argument(std::string(name) + "='" + v +
+                              "' is not a comma-separated list of VERSION, WARN, INFO, TRACE, ABORT, ALL "
+                              "(\"^\" first: all but those)");
+    c.debug_timestamp_levels = v;
+  }
   if (const char* v = env("WEFT_COMM_BLOCKING", "NCCL_COMM_BLOCKING", &name)) {
     bool blocking = true;
     WEFT_TRY(parse_flag(name, v, &blocking));

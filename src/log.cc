@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -32,7 +34,63 @@ int debug_file_fd(const std::string& path) {
   return fd;
 }
 
+// This machine's name, read once.
+const std::string& host_name() {
+  static const std::string host = [] {
+    char name[256] = "";
+    if (::gethostname(name, sizeof name - 1) != 0) std::strcpy(name, "unknown-host");
+    return std::string(name);
+  }();
+  return host;
+}
+
 }  // namespace
+
+std::optional<unsigned> parse_log_levels(std::string_view list) {
+  const bool invert = !list.empty() && list.front() == '^';
+  if (invert) list.remove_prefix(1);
+  unsigned mask = 0;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    std::string name(list.substr(0, comma));
+    list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
+    for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (name.empty() || name == "ABORT") continue;  // NCCL's ABORT level: weft logs nothing at it
+    if (name == "ALL") {
+      mask = ~0u;
+    } else {
+      const LogLevel level = parse_log_level(name);
+      if (level == LogLevel::kNone || (level == LogLevel::kWarn && name != "WARN")) return std::nullopt;
+      mask |= 1u << static_cast<int>(level);
+    }
+  }
+  return invert ? ~mask : mask;
+}
+
+std::string format_timestamp(std::string_view format, const struct timespec& now) {
+  std::string pattern;
+  for (size_t i = 0; i < format.size(); ++i) {
+    const char c = format[i];
+    if (c == '_') {
+      pattern += ' ';
+    } else if (c == '%' && i + 2 < format.size() && format[i + 1] >= '1' && format[i + 1] <= '9' && format[i + 2] == 'f') {
+      const int digits = format[i + 1] - '0';
+      char fraction[16];
+      std::snprintf(fraction, sizeof fraction, "%09ld", now.tv_nsec);
+      pattern.append(fraction, static_cast<size_t>(digits));
+      i += 2;
+    } else {
+      pattern += c;
+      if (c == '%' && i + 1 < format.size()) pattern += format[++i];  // "%%" and strftime's own
+    }
+  }
+  if (pattern.empty()) return "";
+  struct tm local;
+  localtime_r(&now.tv_sec, &local);
+  char out[256];
+  const size_t n = std::strftime(out, sizeof out, pattern.c_str(), &local);
+  return std::string(out, n);
+}
 
 LogLevel parse_log_level(std::string_view t) {
   if (t == "NONE") return LogLevel::kNone;
@@ -56,9 +114,7 @@ std::string expand_log_path(std::string_view pattern) {
     } else if (next == 'p') {
       out += std::to_string(::getpid());
     } else {
-      char host[256] = "";
-      if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "unknown-host");
-      out += host;
+      out += host_name();
     }
   }
   return out;
@@ -68,14 +124,27 @@ Logger::Logger(const Config& config, int rank)
     : level_(parse_log_level(config.debug)),
       rank_(rank),
       fd_(config.debug_file.empty() || level_ < LogLevel::kWarn ? STDERR_FILENO
-                                                                 : debug_file_fd(expand_log_path(config.debug_file))) {}
+                                                                 : debug_file_fd(expand_log_path(config.debug_file))),
+      stamped_(parse_log_levels(config.debug_timestamp_levels).value_or(1u << static_cast<int>(LogLevel::kWarn))),
+      timestamp_format_(config.debug_timestamp_format) {}
 
 void Logger::log(LogLevel level, std::string_view message) const {
   if (!enabled(level)) return;
   static constexpr const char* kNames[] = {"", "VERSION", "WARN", "INFO", "TRACE"};
-  // Rank -1 is the rendezvous root, which serves every rank and is none of them.
-  const std::string who = rank_ < 0 ? "weft[root] " : "weft[rank " + std::to_string(rank_) + "] ";
-  std::string line = who + kNames[static_cast<int>(level)] + " " + std::string(message) + "\n";
+  std::string line;
+  if (((stamped_ >> static_cast<int>(level)) & 1u) != 0 && !timestamp_format_.empty()) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    line = format_timestamp(timestamp_format_, now);
+  }
+  // The pid read each time (a forked child has its own). Rank -1 is the rendezvous root, which
+  // serves every rank and is none of them.
+  line += host_name() + ":" + std::to_string(::getpid()) + ":" + std::to_string(::gettid()) +
+          (rank_ < 0 ? " weft[root] " : " weft[rank " + std::to_string(rank_) + "] ");
+  line += kNames[static_cast<int>(level)];
+  line += ' ';
+  line += message;
+  line += '\n';
   ssize_t ignored = ::write(fd_, line.data(), line.size());
   (void)ignored;
 }

@@ -129,6 +129,15 @@ struct Config {
   // WEFT_DEBUG_FILE (or NCCL_DEBUG_FILE): where the log goes instead of stderr, at WARN and above;
   // %h becomes the host name and %p the process id (as NCCL's). Appended to; empty: stderr.
   std::string debug_file;
+  // WEFT_DEBUG_TIMESTAMP_FORMAT (or NCCL_DEBUG_TIMESTAMP_FORMAT): the time stamp that starts a log
+  // line of a level in debug_timestamp_levels, as NCCL's: strftime's conversions in local time,
+  // plus %Nf for N (1-9) digits of the second's fraction; an underscore prints a space. Set but
+  // empty: no time stamp.
+  std::string debug_timestamp_format = "[%F %T] ";
+  // WEFT_DEBUG_TIMESTAMP_LEVELS (or NCCL_DEBUG_TIMESTAMP_LEVELS): the levels whose lines carry the
+  // time stamp, a comma-separated list of VERSION, WARN, INFO, TRACE, ABORT (NCCL's; weft logs
+  // nothing at it) and ALL; "^" before the list takes every level but those.
+  std::string debug_timestamp_levels = "WARN";
   // WEFT_COMM_BLOCKING (or NCCL_COMM_BLOCKING), 0 or 1, for the NCCL ABI: when set, whether
   // ncclCommInitRank* and ncclCommSplit block, overriding ncclConfig_t.blocking (as NCCL does).
   std::optional<bool> comm_blocking;

@@ -162,12 +162,14 @@ static void misuse(ncclComm_t* world) {
   }
 }
 
-/* Every rank of the world past this point (a rank's collective may end before its peers' have). */
+/* Every rank of the world past this point (a rank's collective may end before its peers' have).
+ * Each local rank on a buffer of its own: ranks of one process that shared one would each read
+ * it while another wrote its result there (ThreadSanitizer reported it, 2026-12-05). */
 static void barrier(ncclComm_t* world) {
-  double x = 0;
+  double x[kMaxRanks] = {0};
   NCCLCHECK(ncclGroupStart());
   for (int r = 0; r < nranks; ++r)
-    if (local[r]) NCCLCHECK(ncclAllReduce(&x, &x, 1, ncclFloat64, ncclSum, world[r], NULL));
+    if (local[r]) NCCLCHECK(ncclAllReduce(&x[r], &x[r], 1, ncclFloat64, ncclSum, world[r], NULL));
   NCCLCHECK(ncclGroupEnd());
 }
 

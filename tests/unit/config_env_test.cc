@@ -21,6 +21,8 @@ const char* const kVars[] = {
     "WEFT_P2P_DISABLE", "NCCL_P2P_DISABLE", "WEFT_DEVICE_EXECUTOR", "WEFT_DEVICE_WALKER_THREADS",
     "WEFT_DEVICE_WALKER_LANES", "WEFT_DEVICE_WALKER_SLOT_BYTES", "WEFT_CMA", "WEFT_CUDA_FIFO_BYTES",
     "WEFT_STAGE_FIFO_BYTES", "WEFT_P2P_LEVEL", "NCCL_P2P_LEVEL", "WEFT_DEBUG_FILE", "NCCL_DEBUG_FILE",
+    "WEFT_DEBUG_TIMESTAMP_FORMAT", "NCCL_DEBUG_TIMESTAMP_FORMAT", "WEFT_DEBUG_TIMESTAMP_LEVELS",
+    "NCCL_DEBUG_TIMESTAMP_LEVELS",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -255,6 +257,22 @@ TEST_F(ConfigEnvTest, DebugFileAndWeftWins) {
   EXPECT_EQ(ok().debug_file, "/tmp/nccl.%h.%p");
   ::setenv("WEFT_DEBUG_FILE", "/tmp/weft.log", 1);
   EXPECT_EQ(ok().debug_file, "/tmp/weft.log");
+}
+
+// NCCL's defaults; a format set but empty means none; a list of levels is checked.
+TEST_F(ConfigEnvTest, DebugTimestamps) {
+  EXPECT_EQ(ok().debug_timestamp_format, "[%F %T] ");
+  EXPECT_EQ(ok().debug_timestamp_levels, "WARN");
+  ::setenv("NCCL_DEBUG_TIMESTAMP_FORMAT", "[%T.%3f] ", 1);
+  EXPECT_EQ(ok().debug_timestamp_format, "[%T.%3f] ");
+  ::setenv("WEFT_DEBUG_TIMESTAMP_FORMAT", "", 1);
+  EXPECT_EQ(ok().debug_timestamp_format, "");
+  ::setenv("NCCL_DEBUG_TIMESTAMP_LEVELS", "^info", 1);
+  EXPECT_EQ(ok().debug_timestamp_levels, "^info");
+  ::setenv("WEFT_DEBUG_TIMESTAMP_LEVELS", "WARN,LOUD", 1);
+  EXPECT_EQ(error(),
+            "WEFT_DEBUG_TIMESTAMP_LEVELS='WARN,LOUD' is not a comma-separated list of VERSION, WARN, INFO, TRACE, ABORT, ALL "
+            "(\"^\" first: all but those)");
 }
 
 TEST_F(ConfigEnvTest, CommBlocking) {

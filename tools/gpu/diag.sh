@@ -42,7 +42,7 @@ case_run() {
   wait "$pid"
   local rc=$?
   echo "== $name: exit $rc after $(( $(date +%s) - t )) s"
-  grep -v "^\[.\] weft\[rank .\] \(TRACE\|INFO\)" "$log" | grep -v "^  " | tail -12
+  grep -v "^\[.\] [^ ]* weft\[rank .\] \(TRACE\|INFO\)" "$log" | grep -v "^  " | tail -12
   head -c 4000000 "$log" >"$out/$name.log"
 }
 
