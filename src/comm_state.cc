@@ -18,6 +18,7 @@
 #include "src/fnv1a.h"
 #include "src/gpu_reach.h"
 #include "src/node_id.h"
+#include "src/world_ranks.h"
 
 namespace weft {
 namespace {
@@ -850,12 +851,16 @@ Status CommState::named(Status s) const {
 
 Status CommState::failed(Status s) {
   s = named(std::move(s));
+  // The peers get the failure in this communicator's numbering, which is theirs: each adds the
+  // world ranks to what it returns.
+  const std::string notice = s.message();
+  s = Status(s.code(), notice + world_rank_legend(notice, world_ranks_));
   broken_ = s;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     async_error_ = s;
   }
-  fail_connections(s.message());
+  fail_connections(notice);
   // The device-side executor's kernels stop too (a kernel's own failure stopped them already).
   if (has_kernel_executor_.load(std::memory_order_acquire)) kernel_executor_->comm_failed();
   log_.warn(s.message());
@@ -864,7 +869,10 @@ Status CommState::failed(Status s) {
 
 Status CommState::async_error() {
   std::lock_guard<std::mutex> lock(queue_mu_);
-  if (async_error_.ok() && kernel_executor_) async_error_ = kernel_executor_->error();
+  if (async_error_.ok() && kernel_executor_) {
+    const Status kernel = kernel_executor_->error();
+    if (!kernel.ok()) async_error_ = Status(kernel.code(), kernel.message() + world_rank_legend(kernel.message(), world_ranks_));
+  }
   if (!async_error_.ok()) return async_error_;
   if (aborted_.load(std::memory_order_acquire)) return remote_error("communicator was aborted (" + abort_reason_ + ")");
   return Status();

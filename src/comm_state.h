@@ -57,6 +57,10 @@ class CommState : public ConnectionSource {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  // Each rank's world rank (src/world_ranks.h): set by split() and shrink() on the communicator
+  // they make, before its first call; empty on a world communicator (each rank its own).
+  void set_world_ranks(std::vector<int> world_ranks) { world_ranks_ = std::move(world_ranks); }
+  int world_rank(int rank) const { return world_ranks_.empty() ? rank : world_ranks_[static_cast<size_t>(rank)]; }
   const Config& config() const { return config_; }
   // The GPU this communicator works on: the device current on the thread that made it (as NCCL's
   // communicators); -1 where there is no GPU. Calls on buffers of another GPU fail.
@@ -281,6 +285,7 @@ class CommState : public ConnectionSource {
   uint64_t coll_seq_ = 0;
   std::vector<uint64_t> peer_seq_;
   Status broken_;  // the first non-argument failure (also copied to async_error_ under queue_mu_)
+  std::vector<int> world_ranks_;
 
   // Queue (queue_mu_).
   std::mutex queue_mu_;

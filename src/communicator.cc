@@ -222,14 +222,21 @@ void submit_group(CommState& st, const std::shared_ptr<Operation>& op) {
   st.submit(op);
 }
 
-// A communicator made from `parent`'s ranks (split, shrink): as NCCL's, it works on the parent's
-// GPU whichever thread makes it, and WEFT_TORUS, which describes the parent's ranks, is dropped.
-Result<std::unique_ptr<Communicator>> init_child(const CommState& parent, const UniqueId& id, int rank, int nranks,
-                                                 Config config) {
+// The communicator of `parent`'s ranks `members` (in their new order) on `id` (split, shrink):
+// as NCCL's, it works on the parent's GPU whichever thread makes it, WEFT_TORUS, which describes
+// the parent's ranks, is dropped, and its errors say which world rank each rank they name is.
+Result<std::unique_ptr<Communicator>> init_child(const CommState& parent, const UniqueId& id,
+                                                 const std::vector<int>& members, Config config) {
   config.torus.clear();
   std::optional<cuda::DeviceGuard> on_gpu;
   if (parent.gpu() >= 0) on_gpu.emplace(parent.gpu());
-  return Communicator::init(id, rank, nranks, config);
+  const int rank = static_cast<int>(std::find(members.begin(), members.end(), parent.rank()) - members.begin());
+  auto child = Communicator::init(id, rank, static_cast<int>(members.size()), config);
+  if (!child.ok()) return child;
+  std::vector<int> world;
+  for (int m : members) world.push_back(parent.world_rank(m));
+  (*child)->state().set_world_ranks(std::move(world));
+  return child;
 }
 
 Request peer_call(CommState& st, GroupState& g, bool is_send, void* buf, size_t count, DataType type, int peer) {
@@ -325,8 +332,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, co
   if (Status s = st.bootstrap().allgather(&my_id, ids.data(), sizeof(UniqueId), deadline); !s.ok())
     return st.bootstrap_failed(s.with_context("split"));
   if (color == kNoColor) return std::unique_ptr<Communicator>();
-  const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), st.rank()) - members.begin());
-  return init_child(st, ids[static_cast<size_t>(members.front())], new_rank, static_cast<int>(members.size()), config);
+  return init_child(st, ids[static_cast<size_t>(members.front())], members, config);
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> exclude) {
@@ -359,9 +365,9 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
                            " (the rendezvous is at rank " + std::to_string(kept.front()) + ", the lowest kept)";
   auto id = st.bootstrap().subgroup_id(kept, salt, st.config());
   if (!id.ok()) return id.status().with_context(what);
-  const int new_rank = static_cast<int>(std::find(kept.begin(), kept.end(), st.rank()) - kept.begin());
-  auto comm = init_child(st, *id, new_rank, static_cast<int>(kept.size()), config);
+  auto comm = init_child(st, *id, kept, config);
   if (comm.ok()) return comm;
+  const int new_rank = static_cast<int>(std::find(kept.begin(), kept.end(), st.rank()) - kept.begin());
   // A root that refused this rank's secret, or ranks that never came: what differing lists give.
   const bool mismatch = comm.status().code() == StatusCode::kRemoteError || comm.status().code() == StatusCode::kTimeout;
   return comm.status().with_context(what + ", rank " + std::to_string(st.rank()) + " as new rank " +

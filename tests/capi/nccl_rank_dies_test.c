@@ -8,7 +8,8 @@
  * - see the error in its watchdog too (ncclCommGetAsyncError, from the other thread);
  * - have its next call on the broken communicator fail at once;
  * - go on working in the half of the world (a communicator split off at the start, idle until
- *   now) without the dead rank, and fail at once in the half with it, naming it by its rank there;
+ *   now) without the dead rank, and fail at once in the half with it, naming it by its rank
+ *   there and its world rank;
  * - shrink the communicator without the dead rank (ncclCommShrink with NCCL_SHRINK_ABORT, as
  *   PyTorch's shrink does), carry on with checked steps on the shrunk one, and destroy both
  *   promptly.
@@ -231,7 +232,8 @@ int main(void) {
   }
 
   /* The halves: this rank's, if the dead rank is not in it, works (checked steps, drawn alike by
-   * its ranks); if it is, a call fails naming the dead rank by its rank in the half. */
+   * its ranks); if it is, a call fails naming the dead rank by its rank in the half and its world
+   * rank. */
   {
     int half_ids[kMaxRanks], half_n = 0;
     for (int r = me % 2; r < nranks; r += 2) half_ids[half_n++] = r;
@@ -248,11 +250,13 @@ int main(void) {
       const ncclResult_t r = ncclAllReduce(&x, &x, 1, ncclFloat64, ncclSum, half, NULL);
       const double took = now_s() - start;
       snprintf(why, sizeof why, "%s", ncclGetLastError(NULL));
-      char named[32];
+      char named[32], world[48];
       snprintf(named, sizeof named, "rank %d (", victim / 2);
-      CHECK(r == ncclRemoteError && strstr(why, named) != NULL && took < timeout_s / 2,
-            "rank %d: an allreduce on its half, with rank %d (%d of the half) dead: %d after %.1f s: %s", me, victim,
-            victim / 2, r, took, why);
+      snprintf(world, sizeof world, "rank %d is world rank %d", victim / 2, victim);
+      CHECK(r == ncclRemoteError && strstr(why, named) != NULL && strstr(why, world) != NULL && took < timeout_s / 2,
+            "rank %d: an allreduce on its half, with rank %d (%d of the half) dead: %d after %.1f s, not naming it "
+            "(or not as world rank %d): %s",
+            me, victim, victim / 2, r, took, victim, why);
       if (failures == 0) printf("rank %d: its half, with rank %d, failed after %.3f s: %s\n", me, victim, took, why);
     }
   }

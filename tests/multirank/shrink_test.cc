@@ -1,8 +1,9 @@
 // Communicator::shrink (ncclCommShrink's engine): the ranks left after a peer died, or after
 // leaving a live one out, form a new communicator without it and carry on, whichever rank died
 // (rank 0 included: the survivors meet at the lowest kept rank, not at the UniqueId's root), over
-// shm and tcp. Also: a second shrink of the same communicator, and the errors: an excluded rank
-// that calls, bad lists, and ranks whose lists differ (an error on each, not a hang). Ranks are
+// shm and tcp. Also: a second shrink of the same communicator, the errors: an excluded rank that
+// calls, bad lists, and ranks whose lists differ (an error on each, not a hang), and an error on
+// a communicator split and shrunk from the world, which names world ranks too. Ranks are
 // forked (tests/multirank/forked_ranks.h).
 #include <signal.h>
 
@@ -127,6 +128,42 @@ TEST_P(Shrink, LeavesOutALiveRankTwice) {
     return check_comm(two, r, r == 0 ? 0 : 1, 2, 10 * r, 0 + 20);
   });
   expect_ranks_exited_zero(status, 4);
+}
+
+// A communicator two steps from the world (a split that reverses the order of world ranks 1-3,
+// then a shrink without its rank 0, world rank 3) numbers its ranks anew: world rank 2 is its
+// rank 0 and world rank 1 its rank 1. When world rank 2 dies, world rank 1's error names the dead
+// rank as rank 0 and says it is world rank 2 (src/world_ranks.h). World ranks 0 and 3 stay alive
+// and out of it.
+TEST_P(Shrink, ErrorsNameWorldRanks) {
+  const Config config = make_config(GetParam(), 20);
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    auto sub = (*comm)->split(r == 0 ? Communicator::kNoColor : 0, -r);
+    if (!sub.ok()) {
+      std::fprintf(stderr, "rank %d: split: %s\n", r, sub.status().to_string().c_str());
+      return 50;
+    }
+    if (r == 0 || r == 3) {
+      linger();
+      return 0;
+    }
+    const int without_world_3[] = {0};
+    auto pair = (*sub)->shrink(without_world_3);
+    const int rank = r == 2 ? 0 : 1;
+    if (int rc = check_comm(pair, r, rank, 2, 1.0, 2.0); rc != 0) return rc;
+    if (r == 2) raise(SIGKILL);
+    std::vector<float> buf(1 << 16, 1.0f);
+    const auto t0 = Clock::now();
+    Status s;
+    for (int i = 0; i < 20 && s.ok(); ++i)
+      s = (*pair)->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    if (int rc = expect_error(s, "rank 0 (", Clock::now() - t0, std::chrono::seconds(20), r); rc != 0) return rc;
+    return expect_error(s, "rank 0 is world rank 2", Clock::duration(), std::chrono::seconds(20), r);
+  });
+  ASSERT_EQ(status.size(), 4u);
+  EXPECT_EQ(exit_code(status[2]), 128 + SIGKILL);
+  for (int r : {0, 1, 3}) EXPECT_EQ(exit_code(status[static_cast<size_t>(r)]), 0) << "rank " << r;
 }
 
 // Ranks 0 and 1 leave out rank 3, rank 2 leaves out rank 1 (and rank 3 does not call): both
