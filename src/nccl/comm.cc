@@ -159,18 +159,25 @@ void release(ncclComm* c) {
   delete c;
 }
 
-// The status of a communicator for the queries: kInProgress while its init runs.
+// The status of a communicator for the queries: refused while its init runs (ensure_ready), or
+// the init's failure.
 Status query_ready(const ncclComm* c, const void* out, const char* fn, const char* what) {
   if (c == nullptr || out == nullptr) return invalid_argument(std::string(fn) + ": comm or " + what + " is NULL");
-  if (c->init && !c->init->done())
-    return Status(StatusCode::kInProgress, std::string(fn) + ": the communicator is still being initialized "
-                                           "(non-blocking); poll ncclCommGetAsyncError until it returns ncclSuccess");
+  WEFT_TRY(ensure_ready(*c, fn));
   Status s = c->init ? c->init->wait() : Status();
   if (!s.ok()) return Status(s.code(), std::string(fn) + ": the communicator's initialization failed: " + s.message());
   return Status();
 }
 
 }  // namespace
+
+Status ensure_ready(const ncclComm& c, const char* fn) {
+  if (c.init && !c.init->done())
+    return invalid_argument(std::string(fn) + ": the communicator is still being initialized (non-blocking); poll "
+                            "ncclCommGetAsyncError until it returns ncclSuccess before using it");
+  return Status();
+}
+
 }  // namespace weft::nccl
 
 using namespace weft::nccl;  // NOLINT: the entry points below are the namespace's whole purpose
@@ -343,6 +350,10 @@ WEFT_NCCL_API(ncclResult_t, CommGetAsyncError, ncclComm_t comm, ncclResult_t* as
   if (comm == nullptr || async_error == nullptr)
     return fail(weft::invalid_argument("ncclCommGetAsyncError: comm or asyncError is NULL"));
   return entry(nullptr, [&]() -> Status {
+    if (comm->init && !comm->init->done()) {
+      *async_error = ncclInProgress;
+      return Status();
+    }
     Status s = query_ready(comm, async_error, "ncclCommGetAsyncError", "asyncError");
     if (s.ok()) s = comm->comm->state().async_error();
     *async_error = to_nccl(s);

@@ -129,6 +129,11 @@ Status settle(ncclComm& c);
 // Records `s` for ncclGetLastError and returns its code.
 ncclResult_t fail(Status s);
 
+// As NCCL's ncclCommEnsureReady: a call `fn` on a communicator whose non-blocking init or split
+// still runs is an argument error (ncclInvalidArgument); the caller polls ncclCommGetAsyncError
+// until ncclSuccess first.
+Status ensure_ready(const ncclComm& c, const char* fn);
+
 // Runs `body` (returning a Status) with exceptions fenced and the failure recorded.
 template <typename F>
 ncclResult_t entry(ncclComm* c, F&& body) {
@@ -136,9 +141,9 @@ ncclResult_t entry(ncclComm* c, F&& body) {
 }
 
 // For the calls that use a communicator: rejects NULL and one made in the open group, counts the
-// call (so a concurrent ncclCommAbort waits for it to leave), waits for a background init,
-// rejects a finalized communicator and one destroyed earlier in the open group, then runs
-// body(comm).
+// call (so a concurrent ncclCommAbort waits for it to leave), rejects one whose non-blocking init
+// still runs (ensure_ready), waits for background splits of it, rejects a finalized communicator
+// and one destroyed earlier in the open group, then runs body(comm).
 template <typename F>
 ncclResult_t with_comm(ncclComm* c, const char* fn, F&& body) {
   if (c == nullptr) return fail(invalid_argument(std::string(fn) + ": comm is NULL"));
@@ -149,6 +154,7 @@ ncclResult_t with_comm(ncclComm* c, const char* fn, F&& body) {
                                  "ncclGroupEnd"));
   capi::ActiveCall active(*c);
   return entry(c, [&]() -> Status {
+    WEFT_TRY(ensure_ready(*c, fn));
     Status init = settle(*c);
     if (!init.ok()) return Status(init.code(), std::string(fn) + ": the communicator's initialization failed: " + init.message());
     if (c->finalized)

@@ -170,8 +170,19 @@ static void test_nonblocking_init(void) {
   ncclResult_t state = ncclSuccess;
   NCCLCHECK(ncclCommGetAsyncError(comms[0], &state));
   CHECK(state == ncclInProgress, "async error %d before rank 1 joined, expected ncclInProgress", state);
+  /* As NCCL's ncclCommEnsureReady: until it is ready, a call that uses the communicator (queries
+   * included) is refused, and the communicator stays good. */
   int n = 0;
-  CHECK(ncclCommCount(comms[0], &n) == ncclInProgress, "ncclCommCount during init");
+  float early = 1;
+  ncclComm_t sub = NULL;
+  EXPECT_ERROR(ncclCommCount(comms[0], &n), ncclInvalidArgument, "ncclCommCount: the communicator is still being initialized");
+  EXPECT_ERROR(ncclCommUserRank(comms[0], &n), ncclInvalidArgument, "still being initialized (non-blocking)");
+  EXPECT_ERROR(ncclAllReduce(&early, &early, 1, ncclFloat, ncclSum, comms[0], NULL), ncclInvalidArgument,
+               "ncclAllReduce: the communicator is still being initialized");
+  EXPECT_ERROR(ncclCommSplit(comms[0], 0, 0, &sub, NULL), ncclInvalidArgument, "poll ncclCommGetAsyncError");
+  CHECK(sub == NULL, "a refused split gave a communicator");
+  NCCLCHECK(ncclCommGetAsyncError(comms[0], &state));
+  CHECK(state == ncclInProgress, "async error %d after the refused calls, expected ncclInProgress", state);
   r = ncclCommInitRankConfig(&comms[1], 2, id, 1, &config);
   CHECK(r == ncclInProgress, "non-blocking init returned %d", r);
   CHECK(await_comm(comms[0]) == ncclSuccess && await_comm(comms[1]) == ncclSuccess, "non-blocking init did not succeed");
