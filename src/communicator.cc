@@ -2,8 +2,9 @@
 #include "weft/communicator.h"
 
 #include <algorithm>
-#include <map>
+#include <cstdio>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "src/comm_state.h"
@@ -303,17 +304,43 @@ Status Communicator::group_end() {
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) { return split(color, key, config()); }
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, const Config& config) {
+  if (color < kNoColor)
+    return refuse_split(invalid_argument("split: color " + std::to_string(color) + " is negative (use kNoColor = -1 to opt out)"));
+  return split_as(color, key, config, Status());
+}
+
+Status Communicator::refuse_split(const Status& why) { return split_as(kNoColor, 0, config(), why).status(); }
+
+Result<std::unique_ptr<Communicator>> Communicator::split_as(int color, int key, const Config& config, const Status& refusal) {
   CommState& st = *state_;
   const int n = st.nranks();
   const Deadline deadline = Deadline::after(st.config().timeout);
-  if (color < kNoColor) return invalid_argument("split: color " + std::to_string(color) + " is negative (use kNoColor = -1 to opt out)");
+  // What each rank brings: its color and key, or (kRefused) why it cannot take part.
+  constexpr int32_t kRefused = std::numeric_limits<int32_t>::min();
   struct Entry {
     int32_t color, key;
+    char why[120];
   };
-  Entry mine{color, key};
+  Entry mine{refusal.ok() ? color : kRefused, key, {}};
+  if (!refusal.ok()) std::snprintf(mine.why, sizeof mine.why, "%s", refusal.message().c_str());
   std::vector<Entry> all(static_cast<size_t>(n));
   if (Status s = st.bootstrap().allgather(&mine, all.data(), sizeof(Entry), deadline); !s.ok())
     return st.bootstrap_failed(s.with_context("split"));
+  if (!refusal.ok()) return refusal;
+  // Every rank has the same entries, so every rank stops here alike: the bootstrap ring stays in
+  // step and this communicator usable.
+  std::vector<int> refused;
+  for (int r = 0; r < n; ++r)
+    if (all[static_cast<size_t>(r)].color == kRefused) refused.push_back(r);
+  if (!refused.empty()) {
+    std::string ranks;
+    for (int r : refused) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    all[static_cast<size_t>(refused.front())].why[sizeof(Entry::why) - 1] = '\0';
+    return invalid_usage("rank " + std::to_string(st.rank()) + ": split: rank" + (refused.size() > 1 ? "s " : " ") + ranks +
+                         " could not take part (rank " + std::to_string(refused.front()) + ": " +
+                         all[static_cast<size_t>(refused.front())].why +
+                         "); no communicator was made, and this one stays usable");
+  }
   // Members of my color ordered by (key, old rank); the first one roots the new communicator.
   std::vector<int> members;
   for (int r = 0; r < n; ++r)

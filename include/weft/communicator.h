@@ -92,9 +92,16 @@ class Communicator {
   // (kNoColor) takes no part and gets nullptr. Collective over this communicator. The new
   // communicator runs with `config` (as ncclCommSplit's config argument; WEFT_TORUS is dropped:
   // it describes this communicator's ranks), or with this one's configuration.
+  // A negative color other than kNoColor is refused (kInvalidArgument) after this rank has told
+  // the others, as refuse_split() does.
   static constexpr int kNoColor = -1;
   Result<std::unique_ptr<Communicator>> split(int color, int key);
   Result<std::unique_ptr<Communicator>> split(int color, int key, const Config& config);
+  // This rank's part of a split it cannot take part in (an argument of its own is bad, `why`):
+  // the other ranks' split() fails at once with kInvalidUsage naming this rank and `why` (its
+  // first 119 bytes) instead of waiting for it until the timeout, no communicator is made, and
+  // this one stays usable on every rank. Collective, as split(); returns `why`.
+  Status refuse_split(const Status& why);
 
   // The ranks not in `exclude` form a new communicator, keeping their order (new rank = old rank
   // less the excluded ranks below it), as ncclCommShrink does. Unlike split(), the excluded ranks
@@ -144,6 +151,8 @@ class Communicator {
 
  private:
   explicit Communicator(std::unique_ptr<CommState> state);
+  // split() as this rank: by (color, key), or refusing (`refusal` not OK) as refuse_split().
+  Result<std::unique_ptr<Communicator>> split_as(int color, int key, const Config& config, const Status& refusal);
   std::unique_ptr<CommState> state_;
 };
 

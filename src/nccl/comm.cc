@@ -269,12 +269,24 @@ WEFT_NCCL_API(ncclResult_t, CommSplit, ncclComm_t comm, int color, int key, nccl
   if (newcomm == nullptr) return fail(weft::invalid_argument("ncclCommSplit: newcomm is NULL"));
   *newcomm = nullptr;
   return with_comm(comm, "ncclCommSplit", [&](ncclComm& parent) -> Status {
-    if (color < NCCL_SPLIT_NOCOLOR)
-      return weft::invalid_argument("ncclCommSplit: color " + std::to_string(color) +
-                                    " is negative (NCCL_SPLIT_NOCOLOR = -1 opts out)");
-    auto options = child_options(parent, config, "ncclCommSplit");
-    WEFT_TRY(options);
     weft::Communicator* from = parent.comm.get();
+    Status refusal;
+    if (color < NCCL_SPLIT_NOCOLOR)
+      refusal = weft::invalid_argument("ncclCommSplit: color " + std::to_string(color) +
+                                       " is negative (NCCL_SPLIT_NOCOLOR = -1 opts out)");
+    auto options = child_options(parent, config, "ncclCommSplit");
+    if (refusal.ok() && !options.ok()) refusal = options.status();
+    if (!refusal.ok()) {
+      // This rank's bad argument is its error; its part of the exchange tells the other ranks, whose
+      // split then fails at once (not at the timeout) and leaves the parent usable. In a group the
+      // exchange runs in the background (the other ranks may be this thread's, later in the group),
+      // and the parent's next use waits for it.
+      if (!capi::in_group()) return from->refuse_split(refusal);
+      auto bg = Background::start([from, refusal] { return from->refuse_split(refusal); });
+      std::lock_guard<std::mutex> lock(parent.lent_mu);
+      parent.lent.push_back(bg);
+      return refusal;
+    }
     if (color == NCCL_SPLIT_NOCOLOR) {
       // This rank takes part in the split's exchange but gets no communicator.
       // Off the calling thread (non-blocking, or in a group), the parent's next use waits for it.

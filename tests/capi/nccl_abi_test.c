@@ -283,6 +283,31 @@ static void test_one_thread_many_ranks(void) {
   NCCLCHECK(ncclCommDestroy(sub[0]));
   NCCLCHECK(ncclCommDestroy(sub[1]));
 
+  /* A split one rank cannot take part in (its color is -2, below NCCL_SPLIT_NOCOLOR): its call
+   * fails, and the others' splits fail at the group's end naming it and why, instead of waiting
+   * for it until the timeout; no communicator is made and the world stays usable. */
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < kRanks; ++i) {
+    sub[i] = NULL;
+    if (i == 2) EXPECT_ERROR(ncclCommSplit(comms[i], -2, 0, &sub[i], NULL), ncclInvalidArgument, "color -2");
+    else NCCLCHECK(ncclCommSplit(comms[i], 7, i, &sub[i], NULL));
+  }
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "rank 2 could not take part (rank 2: ncclCommSplit: color -2 is negative");
+  CHECK(sub[2] == NULL, "the refused split gave rank 2 a communicator");
+  for (int i = 0; i < 2; ++i) {
+    ncclResult_t state = ncclSuccess;
+    if (sub[i] == NULL) continue;
+    NCCLCHECK(ncclCommGetAsyncError(sub[i], &state));
+    CHECK(state == ncclInvalidUsage, "rank %d's failed split: async error %d", i, state);
+    NCCLCHECK(ncclCommDestroy(sub[i]));
+  }
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclAllReduce(in[i], out[i], 4, ncclInt64, ncclSum, comms[i], NULL));
+  NCCLCHECK(ncclGroupEnd());
+  for (int i = 0; i < kRanks; ++i)
+    for (int k = 0; k < 4; ++k)
+      CHECK(out[i][k] == 300 + 3 * k, "allreduce after the refused split: rank %d [%d] = %lld", i, k, (long long)out[i][k]);
+
   /* Argument errors are found locally: each call fails alone, the communicator stays usable. */
   ncclComm_t c = comms[0];
   float f[4] = {0};
@@ -302,7 +327,6 @@ static void test_one_thread_many_ranks(void) {
   EXPECT_ERROR(ncclCommCount(c, NULL), ncclInvalidArgument, "count is NULL");
   CHECK(ncclCommDestroy(NULL) == ncclSuccess && ncclCommAbort(NULL) == ncclSuccess,
         "destroying or aborting NULL succeeds, as NCCL's");
-  EXPECT_ERROR(ncclCommSplit(c, -2, 0, &sub[0], NULL), ncclInvalidArgument, "color -2");
 
   /* PreMulSum ops: ids from ncclNumOps, freed ids reused, per communicator, typed. */
   ncclRedOp_t a, b, d;

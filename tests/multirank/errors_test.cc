@@ -132,6 +132,32 @@ TEST(BadInput, MessagesToItselfThatCannotPairUp) {
 }
 
 // After call-time errors the communicator still works.
+// Rank 1 passes a color below kNoColor to a split: its call fails with that, and every other
+// rank's split fails at once naming rank 1 and why (it told them in the split's exchange), not
+// after WEFT_TIMEOUT; no communicator is made and the world stays usable on every rank. Then a
+// split no rank refuses works.
+TEST(BadInput, ASplitOneRankRefusesFailsEveryRankAtOnce) {
+  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto sub = world().split(world().rank() == 1 ? -7 : 0, world().rank());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(sub.ok());
+  if (world().rank() == 1) {
+    EXPECT_EQ(sub.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(sub.status().message(), HasSubstr("color -7 is negative"));
+  } else {
+    EXPECT_EQ(sub.status().code(), StatusCode::kInvalidUsage);
+    EXPECT_THAT(sub.status().message(),
+                HasSubstr(rank_tag() + ": split: rank 1 could not take part (rank 1: split: color -7 is negative"));
+    EXPECT_THAT(sub.status().message(), HasSubstr("this one stays usable"));
+  }
+  EXPECT_LT(took, 5.0) << sub.status().message();
+  EXPECT_EQ(ranks_where(true), world().size());
+  auto good = world().split(0, -world().rank());
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_EQ((*good)->rank(), world().size() - 1 - world().rank());
+}
+
 TEST(BadInput, CommunicatorStillUsable) {
   int64_t one = 1, sum = 0;
   ASSERT_TRUE(world().allreduce(&one, &sum, 1, DataType::kInt64, RedOp::kSum).wait().ok());
