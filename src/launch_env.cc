@@ -393,4 +393,24 @@ Result<LaunchEnv> read_launch_env(const Config& config) {
       "(see docs/LAUNCH.md)");
 }
 
+Result<std::optional<UniqueId>> comm_id_from_env() {
+  const char* name = "WEFT_COMM_ID";
+  auto text = get(name);
+  if (!text) text = get(name = "NCCL_COMM_ID");
+  if (!text) return std::optional<UniqueId>();
+  auto root = parse_host_port(name, *text);
+  WEFT_TRY(root);
+  auto secret = job_secret(std::string("comm-id|") + *text);
+  WEFT_TRY(secret);
+  auto id = UniqueId::for_address(root->host, root->port, *secret);
+  if (!id.ok()) return id.status().with_context(std::string(name) + "='" + *text + "'");
+  return std::optional<UniqueId>(*id);
+}
+
+bool comm_id_serves(const UniqueId& id, int rank) {
+  if (rank != 0) return false;
+  auto env_id = comm_id_from_env();
+  return env_id.ok() && env_id->has_value() && (*env_id)->bytes == id.bytes;
+}
+
 }  // namespace weft

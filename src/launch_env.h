@@ -16,6 +16,7 @@
 // Thread-safety: reads the process environment; do not call while another thread changes it.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "weft/config.h"
@@ -40,5 +41,17 @@ struct LaunchEnv {
 };
 
 Result<LaunchEnv> read_launch_env(const Config& config);
+
+// WEFT_COMM_ID (or NCCL_COMM_ID, as NCCL's): "host:port" (an IPv4 address or a host name) where
+// rank 0 of a communicator runs its rendezvous root. Set, ncclGetUniqueId starts no root and
+// returns this id, the same in every process, so that ranks need not pass it around; the
+// communicator's rank 0 serves it as it joins (comm_id_serves). Its secret is WEFT_SECRET, else
+// derived from the address (known to anyone who can read the environment). nullopt when unset;
+// a malformed value is an error naming the variable.
+Result<std::optional<UniqueId>> comm_id_from_env();
+
+// Whether rank `rank` joining a communicator on `id` runs its root: rank 0, when `id` is the one
+// comm_id_from_env() gives.
+bool comm_id_serves(const UniqueId& id, int rank);
 
 }  // namespace weft

@@ -10,6 +10,7 @@
 
 #include "src/comm_state.h"
 #include "src/cuda/device.h"
+#include "src/launch_env.h"
 #include "src/nccl/internal.h"
 #include "src/nccl/visibility.h"
 #include "weft/unique_id.h"
@@ -146,6 +147,11 @@ ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
       auto dev = cuda::current_device();
       if (dev.ok()) h->cuda_dev = *dev;
     }
+    // As NCCL's: with NCCL_COMM_ID set, rank 0 runs the root that ncclGetUniqueId did not start.
+    if (comm_id_serves(uid, rank)) {
+      Status served = uid.serve(*env);
+      if (!served.ok()) return served.with_context(name + ": the rendezvous root at NCCL_COMM_ID");
+    }
     Status s = start_comm(h.get(), [uid, rank, nranks, env = *env] { return Communicator::init(uid, rank, nranks, env); });
     if (h->init || s.ok() || s.code() == StatusCode::kInProgress) *out = h.release();  // running: the user owns it
     return s;
@@ -202,7 +208,9 @@ WEFT_NCCL_API(ncclResult_t, GetUniqueId, ncclUniqueId* out) {
     if (out == nullptr) return weft::invalid_argument("ncclGetUniqueId: uniqueId is NULL");
     auto config = weft::Config::from_env();
     WEFT_TRY(config);
-    auto id = weft::UniqueId::create(*config);
+    auto fixed = weft::comm_id_from_env();  // NCCL_COMM_ID: rank 0 serves it at init
+    WEFT_TRY(fixed);
+    auto id = fixed->has_value() ? weft::Result<weft::UniqueId>(**fixed) : weft::UniqueId::create(*config);
     WEFT_TRY(id);
     std::memcpy(out->internal, id->bytes.data(), weft::UniqueId::kBytes);
     return Status();

@@ -1,17 +1,20 @@
 /* The NCCL ABI of libnccl.so.2 from C, in one process: enum values and ncclConfig_t's layout
  * (checked at compile time, nccl_abi_layout.h), the version, error codes and ncclGetLastError
- * texts for bad arguments, ncclConfig_t handling (magic, size,
- * version gating, ranges, NCCL_COMM_BLOCKING), non-blocking init, several ranks driven by one
- * thread in groups (init, collectives, split, shrink), PreMulSum op ids, memory and registration, and
+ * texts for bad arguments, ncclConfig_t handling (magic, size, version gating, ranges,
+ * NCCL_COMM_BLOCKING), NCCL_COMM_ID, non-blocking init, several ranks driven by one thread in
+ * groups (init, collectives, split, shrink), PreMulSum op ids, memory and registration, and
  * ncclCommAbort from another thread releasing a call blocked on a peer that never comes.
  * Written against nccl.h only; linked to libnccl.so.2. Exits non-zero on any failed check. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "nccl_check.h"
@@ -225,6 +228,44 @@ static void test_comm_blocking_env(void) {
   setenv("NCCL_COMM_BLOCKING", "maybe", 1);
   EXPECT_ERROR(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidArgument, "NCCL_COMM_BLOCKING='maybe'");
   unsetenv("NCCL_COMM_BLOCKING");
+}
+
+/* NCCL_COMM_ID (and its twin WEFT_COMM_ID): ncclGetUniqueId gives the same id each time and
+ * starts no root; rank 0's init serves it (two ranks from this thread in a group, at a port that
+ * was free a moment ago). A malformed value is refused naming the variable. */
+static void test_comm_id_env(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in addr;
+  socklen_t len = sizeof addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(fd >= 0 && bind(fd, (struct sockaddr*)&addr, sizeof addr) == 0 && getsockname(fd, (struct sockaddr*)&addr, &len) == 0,
+        "a free port for NCCL_COMM_ID");
+  close(fd);
+  char value[64];
+  snprintf(value, sizeof value, "127.0.0.1:%d", ntohs(addr.sin_port));
+  setenv("NCCL_COMM_ID", value, 1);
+  ncclUniqueId a, b;
+  NCCLCHECK(ncclGetUniqueId(&a));
+  NCCLCHECK(ncclGetUniqueId(&b));
+  CHECK(memcmp(&a, &b, sizeof a) == 0, "NCCL_COMM_ID=%s: two ncclGetUniqueId calls gave different ids", value);
+  ncclComm_t comms[2] = {NULL, NULL};
+  NCCLCHECK(ncclGroupStart());
+  for (int r = 0; r < 2; ++r) NCCLCHECK(ncclCommInitRank(&comms[r], 2, a, r));
+  NCCLCHECK(ncclGroupEnd());
+  double x[2] = {1, 2};
+  NCCLCHECK(ncclGroupStart());
+  for (int r = 0; r < 2; ++r) NCCLCHECK(ncclAllReduce(&x[r], &x[r], 1, ncclFloat64, ncclSum, comms[r], NULL));
+  NCCLCHECK(ncclGroupEnd());
+  CHECK(x[0] == 3 && x[1] == 3, "allreduce over the NCCL_COMM_ID communicator: %g %g", x[0], x[1]);
+  for (int r = 0; r < 2; ++r) NCCLCHECK(ncclCommDestroy(comms[r]));
+  setenv("WEFT_COMM_ID", "127.0.0.1:70000", 1);
+  EXPECT_ERROR(ncclGetUniqueId(&a), ncclInvalidArgument, "WEFT_COMM_ID");
+  unsetenv("WEFT_COMM_ID");
+  setenv("NCCL_COMM_ID", "no-port-here", 1);
+  EXPECT_ERROR(ncclGetUniqueId(&a), ncclInvalidArgument, "NCCL_COMM_ID='no-port-here' is not host:port");
+  unsetenv("NCCL_COMM_ID");
 }
 
 /* Three ranks in this thread (ncclCommInitAll), two of them on one device. Where there is a GPU,
@@ -498,6 +539,7 @@ int main(void) {
   test_config_gating();
   test_nonblocking_init();
   test_comm_blocking_env();
+  test_comm_id_env();
   test_one_thread_many_ranks();
   test_shrink();
   test_memory();

@@ -1,7 +1,9 @@
 /* The communicator weft-run prepared, joined through the NCCL ABI alone: WEFT_UNIQUE_ID holds the
- * ncclUniqueId in hex, WEFT_RANK and WEFT_NRANKS the rank and size. Shared by the C and CUDA tests
- * of libnccl.so.2. Non-blocking (NCCL_COMM_BLOCKING=0), it waits for the communicator to be ready
- * (nccl_await_ready). Returns ncclSuccess, or prints why not and returns the failure. */
+ * ncclUniqueId in hex, WEFT_RANK and WEFT_NRANKS the rank and size; or, with NCCL_COMM_ID set,
+ * each rank's own ncclGetUniqueId gives the id (the same everywhere: rank 0 runs the root at that
+ * address as it joins). Shared by the C and CUDA tests of libnccl.so.2. Non-blocking
+ * (NCCL_COMM_BLOCKING=0), it waits for the communicator to be ready (nccl_await_ready). Returns
+ * ncclSuccess, or prints why not and returns the failure. */
 #ifndef WEFT_TESTS_NCCL_JOIN_ENV_H_
 #define WEFT_TESTS_NCCL_JOIN_ENV_H_
 
@@ -35,8 +37,16 @@ static ncclResult_t nccl_join_from_env(ncclComm_t* comm, int* rank, int* nranks)
     return ncclInvalidUsage;
   }
   ncclUniqueId id;
-  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i)
-    id.internal[i] = (char)(nccl_hex_digit(hex[2 * i]) << 4 | nccl_hex_digit(hex[2 * i + 1]));
+  if (getenv("NCCL_COMM_ID") != NULL) {
+    const ncclResult_t got = ncclGetUniqueId(&id);
+    if (got != ncclSuccess) {
+      fprintf(stderr, "ncclGetUniqueId: %s: %s\n", ncclGetErrorString(got), ncclGetLastError(NULL));
+      return got;
+    }
+  } else {
+    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i)
+      id.internal[i] = (char)(nccl_hex_digit(hex[2 * i]) << 4 | nccl_hex_digit(hex[2 * i + 1]));
+  }
   *rank = atoi(r);
   *nranks = atoi(n);
   ncclResult_t res = ncclCommInitRank(comm, *nranks, id, *rank);
