@@ -305,6 +305,13 @@ void DeviceExecutor::stop_proxy() {
   const Deadline deadline = Deadline::after(timeout_);
   auto busy = [&] { return std::any_of(links.begin(), links.end(), [](auto* l) { return l->busy(); }); };
   while (busy() && !deadline.expired()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  // What was left behind says why this destruction took the whole timeout (and so held the
+  // caller, whose peers may have given up on it meanwhile).
+  for (transport::ProxyLink* l : links)
+    if (l->busy())
+      log_.warn("rank " + std::to_string(rank_) + ": the device executor stops its proxy with chunks to or from rank " +
+                std::to_string(l->peer()) + " still planned after waiting " + std::to_string(timeout_.count()) +
+                " ms (" + l->describe() + ")");
   {
     std::lock_guard<std::mutex> lock(proxy_mu_);
     proxy_stop_ = true;
