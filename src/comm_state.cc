@@ -849,12 +849,16 @@ Status CommState::named(Status s) const {
   return Status(s.code(), me + s.message());
 }
 
+Status CommState::with_world_ranks(const Status& s) const {
+  return Status(s.code(), s.message() + world_rank_legend(s.message(), world_ranks_));
+}
+
 Status CommState::failed(Status s) {
   s = named(std::move(s));
   // The peers get the failure in this communicator's numbering, which is theirs: each adds the
   // world ranks to what it returns.
   const std::string notice = s.message();
-  s = Status(s.code(), notice + world_rank_legend(notice, world_ranks_));
+  s = with_world_ranks(s);
   broken_ = s;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
@@ -871,7 +875,7 @@ Status CommState::async_error() {
   std::lock_guard<std::mutex> lock(queue_mu_);
   if (async_error_.ok() && kernel_executor_) {
     const Status kernel = kernel_executor_->error();
-    if (!kernel.ok()) async_error_ = Status(kernel.code(), kernel.message() + world_rank_legend(kernel.message(), world_ranks_));
+    if (!kernel.ok()) async_error_ = with_world_ranks(kernel);
   }
   if (!async_error_.ok()) return async_error_;
   if (aborted_.load(std::memory_order_acquire)) return remote_error("communicator was aborted (" + abort_reason_ + ")");

@@ -206,6 +206,8 @@ class CommState : public ConnectionSource {
   // executor's errors name it for ncclCommGetAsyncError).
   Status named(Status s) const;
   Status failed(Status s);
+  // A failure `s` with the world rank of each rank it names (src/world_ranks.h) added.
+  Status with_world_ranks(const Status& s) const;
   void fail_connections(const std::string& reason);
   // on_device() on a machine with a GPU (a CUDA query per distinct buffer).
   Result<bool> buffers_on_device(const algorithms::CollectiveArgs& a, const void* send, const void* recv,
