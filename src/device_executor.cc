@@ -271,6 +271,7 @@ void DeviceExecutor::proxy_loop() {
   std::unique_lock<std::mutex> lock(proxy_mu_);
   while (!proxy_stop_) {
     proxy_work_ = false;
+    proxy_pass_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     links.assign(proxy_links_.begin(), proxy_links_.end());
     lock.unlock();
     if (const auto now = std::chrono::steady_clock::now(); now >= next_watch) {
@@ -536,10 +537,18 @@ Status DeviceExecutor::launch_group(int nranks, const std::vector<algorithms::Pe
 Status DeviceExecutor::wait_last() {
   // The kernel stops itself at the timeout; the margin covers a launch still queued behind other work.
   const Deadline deadline = Deadline::after(2 * timeout_);
+  // A call still running at a quarter of the timeout is reported once, with what its proxied
+  // links wait for: the report says where a call that later times out got stuck.
+  const Deadline slow = Deadline::after(timeout_ / 4);
+  bool reported = false;
   while (launched_.load(std::memory_order_relaxed)) {
     auto done = cuda::event_done(last_);
     WEFT_TRY(done);
     if (*done) break;
+    if (!reported && slow.expired()) {
+      reported = true;
+      report_slow_call();
+    }
     if (deadline.expired())
       return timeout_error("rank " + std::to_string(rank_) + ": device call " + std::to_string(launches_) +
                            " (the device executor's) did not finish within " + std::to_string(2 * timeout_.count()) +
@@ -547,6 +556,23 @@ Status DeviceExecutor::wait_last() {
     sched_yield();
   }
   return error();
+}
+
+void DeviceExecutor::report_slow_call() const {
+  std::string links;
+  {
+    std::lock_guard<std::mutex> lock(proxy_mu_);
+    for (const transport::ProxyLink* l : proxy_links_)
+      links += "; to rank " + std::to_string(l->peer()) + ": " + l->state();
+  }
+  if (const int64_t pass = proxy_pass_ns_.load(std::memory_order_relaxed); pass != 0 && !links.empty()) {
+    const auto ago = std::chrono::steady_clock::now().time_since_epoch() - std::chrono::nanoseconds(pass);
+    links += "; the proxy thread last looked " +
+             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(ago).count()) + " ms ago";
+  }
+  log_.warn("rank " + std::to_string(rank_) + ": device call " + std::to_string(launches_) + " (the device executor's) " +
+            "still runs after " + std::to_string((timeout_ / 4).count()) + " ms" +
+            (links.empty() ? " (no link of it is carried by the proxy)" : "; its proxy's links" + links));
 }
 
 Status DeviceExecutor::error() const {

@@ -105,6 +105,8 @@ class DeviceExecutor {
   // Blocks until the last launch has finished (bounded by the timeout, which the kernel keeps
   // too); its failure, if any.
   Status wait_last();
+  // Logs that the last call still runs, with the state of each link the proxy carries.
+  void report_slow_call() const;
   Status error() const;
   void abort();
   // The communicator failed on the host (a run's error): this rank's kernels stop, now and
@@ -199,12 +201,15 @@ class DeviceExecutor {
   std::map<Key, std::unique_ptr<Program>> programs_;  // null: left to the host executor
   std::map<std::pair<int, int>, std::unique_ptr<transport::DeviceLink>> links_;
   // The proxy: its links (also in links_), guarded by proxy_mu_ with the flags.
-  std::mutex proxy_mu_;
+  mutable std::mutex proxy_mu_;
   std::condition_variable proxy_cv_;
   std::vector<transport::ProxyLink*> proxy_links_;
   std::vector<transport::WalkerLink*> watched_;  // mapped links to other ranks (of this process too)
   bool proxy_work_ = false;  // a plan arrived since the proxy last looked
   bool proxy_stop_ = false;
+  // When the proxy thread last began a pass (steady clock, ns; 0: not yet): a slow call's report
+  // says whether the thread still runs.
+  std::atomic<int64_t> proxy_pass_ns_{0};
   bool proxy_marked_ = false;  // the proxy thread's: mark_links() has marked them
   int device_ = -1;                 // the GPU of this rank (current at make())
   cuda::Stream side_ = nullptr;     // mark_links()'s, made on first use

@@ -103,6 +103,13 @@ Result<CommOptions> child_options(const ncclComm& parent, const ncclConfig_t* co
   return options;
 }
 
+// Work on `parent` left to run in the background (a split's exchange, a child's init): the
+// parent's next use waits for it (settle).
+void lend(ncclComm& parent, std::shared_ptr<Background> bg) {
+  std::lock_guard<std::mutex> lock(parent.lent_mu);
+  parent.lent.push_back(std::move(bg));
+}
+
 // ncclCommSplit and ncclCommShrink: the communicator `make` makes from `parent`, started as
 // start_comm() does; work left in the background is lent to the parent (its next use waits for
 // it). *out gets the handle once the communicator exists or is being made.
@@ -113,10 +120,7 @@ Status start_child(ncclComm& parent, const CommOptions& options,
   h->name = options.name;
   h->cuda_dev = parent.cuda_dev;
   Status s = start_comm(h.get(), std::move(make));
-  if (h->init) {
-    std::lock_guard<std::mutex> lock(parent.lent_mu);
-    parent.lent.push_back(h->init);
-  }
+  if (h->init) lend(parent, h->init);
   if (h->init || s.ok() || s.code() == StatusCode::kInProgress) *out = h.release();
   return s;
 }
@@ -177,8 +181,10 @@ Status query_ready(const ncclComm* c, const void* out, const char* fn, const cha
 
 }  // namespace
 
+bool initializing(const ncclComm& c) { return c.init && !c.init->done(); }
+
 Status ensure_ready(const ncclComm& c, const char* fn) {
-  if (c.init && !c.init->done())
+  if (initializing(c))
     return invalid_argument(std::string(fn) + ": the communicator is still being initialized (non-blocking); poll "
                             "ncclCommGetAsyncError until it returns ncclSuccess before using it");
   return Status();
@@ -290,9 +296,7 @@ WEFT_NCCL_API(ncclResult_t, CommSplit, ncclComm_t comm, int color, int key, nccl
       // exchange runs in the background (the other ranks may be this thread's, later in the group),
       // and the parent's next use waits for it.
       if (!capi::in_group()) return from->refuse_split(refusal);
-      auto bg = Background::start([from, refusal] { return from->refuse_split(refusal); });
-      std::lock_guard<std::mutex> lock(parent.lent_mu);
-      parent.lent.push_back(bg);
+      lend(parent, Background::start([from, refusal] { return from->refuse_split(refusal); }));
       return refusal;
     }
     if (color == NCCL_SPLIT_NOCOLOR) {
@@ -301,10 +305,7 @@ WEFT_NCCL_API(ncclResult_t, CommSplit, ncclComm_t comm, int color, int key, nccl
       auto opt_out = [from, color, key]() -> Status { return from->split(color, key).status(); };
       if (options->blocking && !capi::in_group()) return opt_out();
       auto bg = Background::start(opt_out);
-      {
-        std::lock_guard<std::mutex> lock(parent.lent_mu);
-        parent.lent.push_back(bg);
-      }
+      lend(parent, bg);
       if (options->blocking) return capi::at_group_end([bg] { return bg->wait(); });
       return Status();
     }
@@ -370,7 +371,7 @@ WEFT_NCCL_API(ncclResult_t, CommGetAsyncError, ncclComm_t comm, ncclResult_t* as
   if (comm == nullptr || async_error == nullptr)
     return fail(weft::invalid_argument("ncclCommGetAsyncError: comm or asyncError is NULL"));
   return entry(nullptr, [&]() -> Status {
-    if (comm->init && !comm->init->done()) {
+    if (initializing(*comm)) {
       *async_error = ncclInProgress;
       return Status();
     }

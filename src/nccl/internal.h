@@ -129,6 +129,9 @@ Status settle(ncclComm& c);
 // Records `s` for ncclGetLastError and returns its code.
 ncclResult_t fail(Status s);
 
+// Whether the handle's non-blocking init or split still runs.
+bool initializing(const ncclComm& c);
+
 // As NCCL's ncclCommEnsureReady: a call `fn` on a communicator whose non-blocking init or split
 // still runs is an argument error (ncclInvalidArgument); the caller polls ncclCommGetAsyncError
 // until ncclSuccess first.

@@ -78,6 +78,31 @@ TEST(DeviceKernel, RanksWhoseCallsDisagreeAllFailAtOnce) {
   cuda::device_free(*recv);
 }
 
+// Rank 0 joins a second allreduce 6 s late (the first made the links). Ranks 1 and 2's kernels
+// wait for it, and at a quarter of the timeout (5 s) their logs say the call still runs and, over
+// tcp, what each link the proxy carries waits for (CMakeLists.txt checks the line); the call then
+// succeeds on every rank: the report stops nothing.
+TEST(DeviceKernel, ACallStillRunningAtAQuarterOfTheTimeoutIsReported) {
+  Communicator& c = world();
+  ASSERT_NO_FATAL_FAILURE(require_setting(c));
+  const int me = c.rank();
+  const size_t count = 1000;
+  auto send = cuda::device_alloc(count * sizeof(float));
+  auto recv = cuda::device_alloc(count * sizeof(float));
+  ASSERT_TRUE(send.ok() && recv.ok());
+  std::vector<float> mine(count, static_cast<float>(me + 1));
+  std::memcpy(*send, mine.data(), count * sizeof(float));  // emulated device memory is host memory
+  ASSERT_TRUE(c.allreduce(*send, *recv, count, DataType::kFloat32, RedOp::kSum).wait().ok());
+  if (me == 0) std::this_thread::sleep_for(std::chrono::seconds(6));
+  Status s = c.allreduce(*send, *recv, count, DataType::kFloat32, RedOp::kSum).wait();
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  std::vector<float> got(count);
+  std::memcpy(got.data(), *recv, count * sizeof(float));
+  EXPECT_EQ(got, std::vector<float>(count, 6.0f));
+  cuda::device_free(*send);
+  cuda::device_free(*recv);
+}
+
 // The same disagreement in stream order (as the NCCL ABI calls: StreamScope), with a second,
 // agreeing call queued on the stream right behind it: calls return at once, so the second is
 // launched before the first is known to fail. It must move nothing: rank 2, whose walkers saw the

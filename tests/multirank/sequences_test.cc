@@ -8,9 +8,12 @@
 // WEFT_SEQ_SEED (default 1) and WEFT_SEQ_STEPS (default 300); a failure names its step.
 // WEFT_SEQ_DEVICE=1: the buffers in the emulated GPU's memory (builds without CUDA), also under the
 // device-side executor, whose calls the C++ API completes in Request::wait().
+// WEFT_SEQ_TRACE=1: each rank prints what it does, step by step, with the time (to find where a
+// rare hang or failure began).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -45,6 +48,15 @@ class Draws {
 uint64_t env_number(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+// With WEFT_SEQ_TRACE=1, a line on stderr: the milliseconds since the first, and `what`.
+void trace(const std::string& what) {
+  static const bool on = std::getenv("WEFT_SEQ_TRACE") != nullptr;
+  if (!on) return;
+  static const auto start = std::chrono::steady_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  std::fprintf(stderr, "%8lld ms  %s\n", static_cast<long long>(ms.count()), what.c_str());
 }
 
 int64_t value(int rank, size_t i) { return (rank + 1) * static_cast<int64_t>(i % 11 + 1); }
@@ -173,6 +185,9 @@ class Sequences {
       f->members = members;
       f->me = c.rank();
       f->start(c);
+      trace(where() + "call " + std::to_string(i) + " started: collective " + std::to_string(f->kind) + ", count " +
+            std::to_string(f->count) + ", root " + std::to_string(f->root) + ", rank " + std::to_string(f->me) +
+            " of " + std::to_string(members.size()));
       calls.push_back(std::move(f));
     }
     die_if_dying();  // with these calls in flight
@@ -194,6 +209,7 @@ class Sequences {
       // After a failure the communicator is broken and the other calls end at once: wait for
       // each before its buffers go.
       const Status s = f.request.wait();
+      trace(where() + "call " + std::to_string(i) + " waited: " + s.to_string());
       if (failed || !passed(s)) {
         failed = true;
         continue;
@@ -231,7 +247,9 @@ class Sequences {
     EXPECT_EQ(got.wait().code(), StatusCode::kInvalidUsage) << where() << "wait() inside the open group";
     ASSERT_TRUE(c.group_end().ok()) << where();
     die_if_dying();
+    trace(where() + "ring of " + std::to_string(n) + " (count " + std::to_string(count) + ") started");
     const Status a = sent.wait(), b = got.wait();  // both, before the buffers go
+    trace(where() + "ring waited: " + a.to_string() + ", " + b.to_string());
     if (!passed(a) || !passed(b)) return;
     for (size_t i = 0; i < count; ++i)
       ASSERT_EQ(out[i], value(members[static_cast<size_t>((r + n - 1) % n)], i)) << where() << "ring [" << i << "]";
@@ -264,7 +282,9 @@ class Sequences {
     // peers' after a rank died, each survivor having found out in its own step).
     const uint64_t part_seed = static_cast<uint64_t>(draws_.pick(1 << 30));
     const int mine = color[static_cast<size_t>(me)];
+    trace(where() + "split with color " + std::to_string(mine));
     auto sub = w.split(mine, key[static_cast<size_t>(me)]);
+    trace(where() + "split: " + sub.status().to_string());
     if (!passed(sub.status())) return;
     die_if_dying();
     if (mine == Communicator::kNoColor) {
@@ -289,25 +309,36 @@ class Sequences {
       if (::testing::Test::HasFailure() || failed()) return;
     }
     const int end = part.pick(3), gone = part.pick(c->size());
+    trace(where() + "part of " + std::to_string(c->size()) + " ends " +
+          (end == 0 ? "destroyed with a call in flight" : end == 2 ? "shrunk without its rank " + std::to_string(gone) : "destroyed"));
     if (end == 0) {  // destroyed with a call in flight on every rank
       collectives(part, *c, members, /*leave=*/true);
       c.reset();
+      trace(where() + "part destroyed");
       check_left();
     } else if (end == 2 && c->size() > 1) {  // shrunk without rank `gone` (which does not call)
       if (c->rank() != gone) {
         const int excluded[] = {gone};
         auto small = c->shrink(excluded);
+        trace(where() + "shrink: " + small.status().to_string());
         if (!passed(small.status())) return;
         std::vector<int> rest = members;
         rest.erase(rest.begin() + gone);
         ASSERT_EQ((*small)->size(), static_cast<int>(rest.size())) << where();
         collectives(part, **small, rest);
+        small->reset();
+        trace(where() + "shrunk part destroyed");
       }
+    }
+    if (c) {
+      c.reset();
+      trace(where() + "part destroyed");
     }
   }
 
   // One step on `w` (`ids`: the original world rank of each of its ranks).
   void step(Communicator& w, const std::vector<int>& ids) {
+    trace(where() + "begins");
     switch (draws_.pick(6)) {
       case 0:
       case 1: collectives(draws_, w, ids); break;

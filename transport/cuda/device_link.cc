@@ -16,7 +16,10 @@ Status swap_records(Connection& conn, int peer, const void* out, void* in, size_
   while (conn.recvs_done() < *r || conn.sends_done() < *s) {
     WEFT_TRY(conn.progress());
     if (deadline.expired())
-      return timeout_error("rank " + std::to_string(peer) + " did not answer while making the device executor's link");
+      return timeout_error("rank " + std::to_string(peer) + " did not answer while making the device executor's link (" +
+                           (conn.sends_done() < *s ? "this rank's record not yet sent" : "this rank's record sent") +
+                           ", the peer's " + (conn.recvs_done() < *r ? "not received" : "received") + ", over " +
+                           conn.describe() + ")");
     sched_yield();
   }
   return Status();

@@ -93,6 +93,29 @@ void ProxyLink::plan(const std::vector<uint64_t>& sends, const std::vector<uint6
   }
 }
 
+std::string ProxyLink::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto way = [&](const Way& w, bool sending) {
+    std::string s = std::string(sending ? "sending" : "receiving") + ": " + std::to_string(w.planned) + " chunks planned";
+    if (!w.todo.empty()) {
+      const Share& head = w.todo.front();
+      const uint64_t* counter = lane_counter(sending ? w.ends.published : w.ends.released, head.lane);
+      s += ", " + std::to_string(w.todo.size()) + " shares to post, the next chunk " + std::to_string(head.n) + " lane " +
+           std::to_string(head.lane) + " (the walker " + (sending ? "published " : "released ") +
+           std::to_string(load_acquire(counter)) + ")";
+    }
+    if (!w.flight.empty())
+      s += ", " + std::to_string(w.flight.size()) + " in flight from chunk " + std::to_string(w.flight.front().n);
+    if (w.stopped) s += ", stopped (the peer's header differed)";
+    return s;
+  };
+  std::string s = way(out_, true) + "; " + way(in_, false) + "; sends done " + std::to_string(conn_->sends_done()) +
+                  ", receives done " + std::to_string(conn_->recvs_done());
+  if (const uint64_t d = load_acquire(dead_); d != 0) s += "; marked dead";
+  if (failed_) s += "; failed";
+  return s;
+}
+
 bool ProxyLink::busy() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_) return false;

@@ -68,6 +68,8 @@ class ProxyLink : public DeviceLink {
   // marks the dead word and is returned once (later calls return false).
   Result<bool> progress();
   std::string describe() const { return conn_->describe(); }
+  // What each way has carried and what it waits for (a slow call's report names it).
+  std::string state() const;
 
  private:
   // One share of one chunk: lane `lane`'s `bytes` at `offset` in slot n % slot_count; a call's
