@@ -271,10 +271,11 @@ void DeviceExecutor::proxy_loop() {
   std::unique_lock<std::mutex> lock(proxy_mu_);
   while (!proxy_stop_) {
     proxy_work_ = false;
-    proxy_pass_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     links.assign(proxy_links_.begin(), proxy_links_.end());
     lock.unlock();
-    if (const auto now = std::chrono::steady_clock::now(); now >= next_watch) {
+    const auto now = std::chrono::steady_clock::now();
+    proxy_pass_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+    if (now >= next_watch) {
       watch_mapped_links();
       next_watch = now + kIdleLook;
     }
