@@ -1,6 +1,5 @@
 #include "src/device_executor.h"
 
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -468,6 +467,7 @@ Result<DeviceExecutor::GroupTable*> DeviceExecutor::next_table() {
   GroupTable& t = tables_[next_table_];
   next_table_ = (next_table_ + 1) % tables_.size();
   const Deadline deadline = Deadline::after(timeout_);
+  Backoff backoff(true);
   while (t.pending) {
     auto done = cuda::event_done(t.used);
     WEFT_TRY(done);
@@ -476,7 +476,7 @@ Result<DeviceExecutor::GroupTable*> DeviceExecutor::next_table() {
       return timeout_error("rank " + std::to_string(rank_) + ": the device executor's group " +
                            std::to_string(kGroupTables) + " groups ago did not finish within " +
                            std::to_string(timeout_.count()) + " ms (its table is needed again)");
-    sched_yield();
+    backoff.pause();
   }
   t.pending = false;
   return &t;
@@ -542,6 +542,9 @@ Status DeviceExecutor::wait_last() {
   // links wait for: the report says where a call that later times out got stuck.
   const Deadline slow = Deadline::after(timeout_ / 4);
   bool reported = false;
+  // Yields, then naps: a thread that only yields can keep a CPU from the very peer (or, with an
+  // emulated GPU, the walker threads) it waits for (Backoff says more).
+  Backoff backoff(true);
   while (launched_.load(std::memory_order_relaxed)) {
     auto done = cuda::event_done(last_);
     WEFT_TRY(done);
@@ -554,7 +557,7 @@ Status DeviceExecutor::wait_last() {
       return timeout_error("rank " + std::to_string(rank_) + ": device call " + std::to_string(launches_) +
                            " (the device executor's) did not finish within " + std::to_string(2 * timeout_.count()) +
                            " ms");
-    sched_yield();
+    backoff.pause();
   }
   return error();
 }

@@ -6,6 +6,8 @@
 // communicator is broken after it, as after a failed run on the host; an abort stops the peers
 // the same way; and once a rank has failed or stopped, every link of it is marked, so that a peer
 // learns of it at its next wait on any of them, whether or not a kernel used the link.
+#include <time.h>
+
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -25,6 +27,13 @@ namespace weft {
 namespace {
 
 using testing::world;
+
+// CPU time the calling thread has used.
+std::chrono::nanoseconds thread_cpu_time() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
 
 // What every test here needs: 3 ranks, and a timeout well above the tests' bounds (5-8 s), so
 // that a failure which reaches a rank only at its timeout breaks the bound.
@@ -81,7 +90,9 @@ TEST(DeviceKernel, RanksWhoseCallsDisagreeAllFailAtOnce) {
 // Rank 0 joins a second allreduce 6 s late (the first made the links). Ranks 1 and 2's kernels
 // wait for it, and at a quarter of the timeout (5 s) their logs say the call still runs and, over
 // tcp, what each link the proxy carries waits for (CMakeLists.txt checks the line); the call then
-// succeeds on every rank: the report stops nothing.
+// succeeds on every rank: the report stops nothing. The waiting ranks' callers nap while they
+// wait (Backoff) instead of only yielding, which kept the awaited rank from running on a busy
+// machine (backoff.h): their threads use under a quarter of a CPU through the wait.
 TEST(DeviceKernel, ACallStillRunningAtAQuarterOfTheTimeoutIsReported) {
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));
@@ -94,8 +105,18 @@ TEST(DeviceKernel, ACallStillRunningAtAQuarterOfTheTimeoutIsReported) {
   std::memcpy(*send, mine.data(), count * sizeof(float));  // emulated device memory is host memory
   ASSERT_TRUE(c.allreduce(*send, *recv, count, DataType::kFloat32, RedOp::kSum).wait().ok());
   if (me == 0) std::this_thread::sleep_for(std::chrono::seconds(6));
+  const auto wall_start = std::chrono::steady_clock::now();
+  const std::chrono::nanoseconds cpu_start = thread_cpu_time();
   Status s = c.allreduce(*send, *recv, count, DataType::kFloat32, RedOp::kSum).wait();
+  const std::chrono::nanoseconds cpu = thread_cpu_time() - cpu_start;
+  const auto wall = std::chrono::steady_clock::now() - wall_start;
   ASSERT_TRUE(s.ok()) << s.to_string();
+  if (me != 0) {
+    EXPECT_GT(wall, std::chrono::seconds(4)) << "rank " << me << " did not wait for rank 0";
+    EXPECT_LT(cpu, wall / 4) << "rank " << me << ": the caller's thread used "
+                             << std::chrono::duration_cast<std::chrono::milliseconds>(cpu).count() << " ms of CPU in "
+                             << std::chrono::duration_cast<std::chrono::milliseconds>(wall).count() << " ms of waiting";
+  }
   std::vector<float> got(count);
   std::memcpy(got.data(), *recv, count * sizeof(float));
   EXPECT_EQ(got, std::vector<float>(count, 6.0f));

@@ -1,6 +1,5 @@
 #include "transport/cuda/connection.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <deque>
 #include <vector>
 
+#include "src/backoff.h"
 #include "src/byte_size.h"
 #include "src/deadline.h"
 #include "transport/cuda/event_pool.h"
@@ -67,12 +67,13 @@ class CudaConnection final : public Connection {
     std::memcpy(r.handle, ex->handle, sizeof r.handle);
     WEFT_TRY(post_control_recv());
     WEFT_TRY(send_record(r));
+    Backoff backoff(true);
     while (peer_fifo_ == nullptr) {
       WEFT_TRY(step());
       if (peer_fifo_ != nullptr) break;
       if (deadline.expired())
         return timeout_error(describe() + ": rank " + std::to_string(peer_) + " did not announce its FIFO in time");
-      sched_yield();
+      backoff.pause();
     }
     return Status();
   }
@@ -336,7 +337,8 @@ class CudaConnection final : public Connection {
     r.kind = Kind::kClose;
     if (!send_record(r).ok()) return;
     const Deadline deadline = Deadline::after(close_wait_);
-    while (!peer_closed_ && !deadline.expired() && step().ok()) sched_yield();
+    Backoff backoff(true);
+    while (!peer_closed_ && !deadline.expired() && step().ok()) backoff.pause();
   }
 
   std::unique_ptr<Connection> ctrl_;

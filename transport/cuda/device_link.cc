@@ -1,8 +1,8 @@
 #include "transport/cuda/device_link.h"
 
-#include <sched.h>
-
 #include <string>
+
+#include "src/backoff.h"
 
 namespace weft::transport {
 
@@ -13,6 +13,7 @@ Status swap_records(Connection& conn, int peer, const void* out, void* in, size_
   WEFT_TRY(r);
   auto s = conn.post_send(out, bytes);
   WEFT_TRY(s);
+  Backoff backoff(true);
   while (conn.recvs_done() < *r || conn.sends_done() < *s) {
     WEFT_TRY(conn.progress());
     if (deadline.expired())
@@ -20,7 +21,7 @@ Status swap_records(Connection& conn, int peer, const void* out, void* in, size_
                            (conn.sends_done() < *s ? "this rank's record not yet sent" : "this rank's record sent") +
                            ", the peer's " + (conn.recvs_done() < *r ? "not received" : "received") + ", over " +
                            conn.describe() + ")");
-    sched_yield();
+    backoff.pause();
   }
   return Status();
 }

@@ -46,8 +46,10 @@ Status ProxyLink::start(Deadline deadline) {
   auto block = cuda::host_alloc(bytes);
   WEFT_TRY(block);
   block_ = static_cast<char*>(*block);
-  std::memset(block_, 0, bytes);
+  // Only the counters and the dead word start at zero: a slot is read after its chunk is
+  // published, so its pages are touched (and, emulated, faulted in) only when a call uses them.
   char* counters = block_ + 2 * slots;
+  std::memset(counters, 0, bytes - 2 * slots);
   out_.ends = {block_, reinterpret_cast<uint64_t*>(counters), reinterpret_cast<uint64_t*>(counters + kLaneCounters)};
   in_.ends = {block_ + slots, reinterpret_cast<uint64_t*>(counters + 2 * kLaneCounters),
               reinterpret_cast<uint64_t*>(counters + 3 * kLaneCounters)};
