@@ -452,9 +452,10 @@ void CommState::submit(const std::shared_ptr<Operation>& op) {
       bool taken = false;
       s = launch_on_device(*op, &taken);
       if (!s.ok() && kernel_executor_->out_of_step()) {
-        // Its kernel was not queued after its links had moved on: they are out of step with the
-        // peers', so the communicator breaks as on a run's failure, and its proxy thread marks the
-        // links dead so that the peers' kernels stop at once instead of at their timeout.
+        // Its kernel was not queued after its links had moved on, or a link of it was not made:
+        // they are out of step with the peers', so the communicator breaks as on a run's failure,
+        // and its proxy thread marks the links dead so that the peers' kernels stop at once
+        // instead of at their timeout.
         std::lock_guard<ExecLock> exec(exec_mu_);
         op->finish(outcome(s));
         return;

@@ -349,7 +349,14 @@ Status DeviceExecutor::fill_queues(const DeviceProgram& host, const std::vector<
   if (!missing.empty()) {
     const Deadline deadline = Deadline::after(timeout_);
     std::sort(missing.begin(), missing.end());
-    for (const auto& [peer, channel] : missing) WEFT_TRY(link(peer, channel, deadline));
+    for (const auto& [peer, channel] : missing) {
+      auto made = link(peer, channel, deadline);
+      if (made.ok()) continue;
+      // The peer may have made its end, and this end's control connection is spent (asking again
+      // would be refused as connected already): out of step, so the communicator breaks.
+      out_of_step_ = true;
+      return made.status();
+    }
   }
   for (uint32_t q = 0; q < host.queues.size(); ++q) {
     const DeviceQueue& dq = host.queues[q];

@@ -98,8 +98,9 @@ class DeviceExecutor {
   Status launch_group(int nranks, const std::vector<algorithms::PeerOp>& ops, const std::vector<void*>& buffers,
                       cuda::Stream stream);
   // True once a launch failed after it had taken its chunk numbers on its links (its kernel never
-  // queued): the links are out of step with the peers', so the communicator must break (the
-  // launching thread's; set before launch() or launch_group() returns that failure).
+  // queued), or could not make a link it needed (the peer may have made its end): the links are
+  // out of step with the peers', so the communicator must break (the launching thread's; set
+  // before launch() or launch_group() returns that failure).
   bool out_of_step() const { return out_of_step_; }
 
   // Blocks until the last launch has finished (bounded by the timeout, which the kernel keeps

@@ -5,7 +5,8 @@
 // did not see the mismatch hear of it at once through the links the failed ranks mark dead; the
 // communicator is broken after it, as after a failed run on the host; an abort stops the peers
 // the same way; and once a rank has failed or stopped, every link of it is marked, so that a peer
-// learns of it at its next wait on any of them, whether or not a kernel used the link.
+// learns of it at its next wait on any of them, whether or not a kernel used the link; and a link
+// that cannot be made breaks the communicator too.
 #include <time.h>
 
 #include <chrono>
@@ -356,6 +357,40 @@ TEST(DeviceKernel, AFailedCallReachesAPeerThatWasNotInIt) {
     EXPECT_NE(s.message().find("failed first"), std::string::npos) << s.to_string();
     EXPECT_NE(s.message().find("made a different call"), std::string::npos) << s.to_string();
   }
+}
+
+// Rank 2 joins its first device call after the timeout (run with WEFT_TIMEOUT=3): ranks 0 and 1
+// cannot make their links to it, and that breaks the communicator, as a failed run does: each
+// link spent its control connection, and a peer may have made its end. So every later call fails
+// at once with the first failure, instead of asking for the connection again ("already
+// connected") or waiting on a link only one end made. Rank 2's own calls fail too, bounded.
+TEST(DeviceKernel, ALinkNotMadeBreaksTheCommunicator) {
+  Communicator& c = world();
+  ASSERT_EQ(c.size(), 3) << "run at 3 ranks";
+  ASSERT_EQ(c.config().timeout, std::chrono::seconds(3)) << "run with WEFT_TIMEOUT=3";
+  const int me = c.rank();
+  const size_t count = 1000;
+  auto send = cuda::device_alloc(count * sizeof(float));
+  auto recv = cuda::device_alloc(count * sizeof(float));
+  ASSERT_TRUE(send.ok() && recv.ok());
+  std::memset(*send, 0, count * sizeof(float));  // emulated device memory is host memory
+  if (me == 2) std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+  const std::string self = "rank " + std::to_string(me) + ": ";
+  auto start = std::chrono::steady_clock::now();
+  Status first = c.allreduce(*send, *recv, count, DataType::kFloat32, RedOp::kSum).wait();
+  EXPECT_FALSE(first.ok()) << "rank " << me << ": a call rank 2 joined after the timeout succeeded";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(6)) << first.to_string();
+  EXPECT_EQ(first.message().rfind(self, 0), 0u) << first.to_string();
+  for (int again = 0; again < 2; ++again) {
+    start = std::chrono::steady_clock::now();
+    Status next = c.allreduce(*send, *recv, count, DataType::kFloat32, RedOp::kSum).wait();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1)) << next.to_string();
+    EXPECT_FALSE(next.ok()) << "rank " << me;
+    EXPECT_NE(next.message().find("unusable after an earlier error"), std::string::npos) << next.to_string();
+    EXPECT_EQ(next.message().find("already connected"), std::string::npos) << next.to_string();
+  }
+  cuda::device_free(*send);
+  cuda::device_free(*recv);
 }
 
 }  // namespace
