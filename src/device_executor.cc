@@ -1,6 +1,5 @@
 #include "src/device_executor.h"
 
-
 #include <algorithm>
 #include <atomic>
 #include <bit>

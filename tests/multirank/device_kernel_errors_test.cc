@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -113,10 +114,15 @@ TEST(DeviceKernel, ACallStillRunningAtAQuarterOfTheTimeoutIsReported) {
   const auto wall = std::chrono::steady_clock::now() - wall_start;
   ASSERT_TRUE(s.ok()) << s.to_string();
   if (me != 0) {
+    // Printed whether or not it passes: docs/PERFORMANCE.md quotes it ("Test suite time").
+    const std::string used = "rank " + std::to_string(me) + ": the caller's thread used " +
+                             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(cpu).count()) +
+                             " ms of CPU in " +
+                             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(wall).count()) +
+                             " ms of waiting";
+    std::printf("%s\n", used.c_str());
     EXPECT_GT(wall, std::chrono::seconds(4)) << "rank " << me << " did not wait for rank 0";
-    EXPECT_LT(cpu, wall / 4) << "rank " << me << ": the caller's thread used "
-                             << std::chrono::duration_cast<std::chrono::milliseconds>(cpu).count() << " ms of CPU in "
-                             << std::chrono::duration_cast<std::chrono::milliseconds>(wall).count() << " ms of waiting";
+    EXPECT_LT(cpu, wall / 4) << used;
   }
   std::vector<float> got(count);
   std::memcpy(got.data(), *recv, count * sizeof(float));
