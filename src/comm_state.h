@@ -61,6 +61,8 @@ class CommState : public ConnectionSource {
   // they make, before its first call; empty on a world communicator (each rank its own).
   void set_world_ranks(std::vector<int> world_ranks) { world_ranks_ = std::move(world_ranks); }
   int world_rank(int rank) const { return world_ranks_.empty() ? rank : world_ranks_[static_cast<size_t>(rank)]; }
+  // A failure `s` with the world rank of each rank it names (src/world_ranks.h) added.
+  Status with_world_ranks(const Status& s) const;
   const Config& config() const { return config_; }
   // The GPU this communicator works on: the device current on the thread that made it (as NCCL's
   // communicators); -1 where there is no GPU. Calls on buffers of another GPU fail.
@@ -206,8 +208,6 @@ class CommState : public ConnectionSource {
   // executor's errors name it for ncclCommGetAsyncError).
   Status named(Status s) const;
   Status failed(Status s);
-  // A failure `s` with the world rank of each rank it names (src/world_ranks.h) added.
-  Status with_world_ranks(const Status& s) const;
   void fail_connections(const std::string& reason);
   // on_device() on a machine with a GPU (a CUDA query per distinct buffer).
   Result<bool> buffers_on_device(const algorithms::CollectiveArgs& a, const void* send, const void* recv,

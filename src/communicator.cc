@@ -11,6 +11,7 @@
 #include "src/cuda/device.h"
 #include "src/fnv1a.h"
 #include "src/launch_env.h"
+#include "src/world_ranks.h"
 
 namespace weft {
 
@@ -225,17 +226,21 @@ void submit_group(CommState& st, const std::shared_ptr<Operation>& op) {
 
 // The communicator of `parent`'s ranks `members` (in their new order) on `id` (split, shrink):
 // as NCCL's, it works on the parent's GPU whichever thread makes it, WEFT_TORUS, which describes
-// the parent's ranks, is dropped, and its errors say which world rank each rank they name is.
+// the parent's ranks, is dropped, and its errors, its init's too, say which world rank each rank
+// they name is.
 Result<std::unique_ptr<Communicator>> init_child(const CommState& parent, const UniqueId& id,
                                                  const std::vector<int>& members, Config config) {
   config.torus.clear();
   std::optional<cuda::DeviceGuard> on_gpu;
   if (parent.gpu() >= 0) on_gpu.emplace(parent.gpu());
   const int rank = static_cast<int>(std::find(members.begin(), members.end(), parent.rank()) - members.begin());
-  auto child = Communicator::init(id, rank, static_cast<int>(members.size()), config);
-  if (!child.ok()) return child;
   std::vector<int> world;
   for (int m : members) world.push_back(parent.world_rank(m));
+  auto child = Communicator::init(id, rank, static_cast<int>(members.size()), config);
+  if (!child.ok()) {
+    const std::string& m = child.status().message();
+    return Status(child.status().code(), m + world_rank_legend(m, world, "the new communicator's"));
+  }
   (*child)->state().set_world_ranks(std::move(world));
   return child;
 }
@@ -336,10 +341,10 @@ Result<std::unique_ptr<Communicator>> Communicator::split_as(int color, int key,
     std::string ranks;
     for (int r : refused) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     all[static_cast<size_t>(refused.front())].why[sizeof(Entry::why) - 1] = '\0';
-    return invalid_usage("rank " + std::to_string(st.rank()) + ": split: rank" + (refused.size() > 1 ? "s " : " ") + ranks +
-                         " could not take part (rank " + std::to_string(refused.front()) + ": " +
-                         all[static_cast<size_t>(refused.front())].why +
-                         "); no communicator was made, and this one stays usable");
+    return st.with_world_ranks(invalid_usage(
+        "rank " + std::to_string(st.rank()) + ": split: rank" + (refused.size() > 1 ? "s " : " ") + ranks +
+        " could not take part (rank " + std::to_string(refused.front()) + ": " +
+        all[static_cast<size_t>(refused.front())].why + "); no communicator was made, and this one stays usable"));
   }
   // Members of my color ordered by (key, old rank); the first one roots the new communicator.
   std::vector<int> members;

@@ -135,7 +135,7 @@ TEST(BadInput, MessagesToItselfThatCannotPairUp) {
 // Rank 1 passes a color below kNoColor to a split: its call fails with that, and every other
 // rank's split fails at once naming rank 1 and why (it told them in the split's exchange), not
 // after WEFT_TIMEOUT; no communicator is made and the world stays usable on every rank. Then a
-// split no rank refuses works.
+// split no rank refuses works, and a refusal on it names world ranks too.
 TEST(BadInput, ASplitOneRankRefusesFailsEveryRankAtOnce) {
   if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
   const auto t0 = std::chrono::steady_clock::now();
@@ -156,6 +156,15 @@ TEST(BadInput, ASplitOneRankRefusesFailsEveryRankAtOnce) {
   auto good = world().split(0, -world().rank());
   ASSERT_TRUE(good.ok()) << good.status().to_string();
   EXPECT_EQ((*good)->rank(), world().size() - 1 - world().rank());
+  // The same refusal on that split (its ranks in reverse): the others' errors say which world rank
+  // its rank 1 is.
+  Communicator& reversed = **good;
+  auto again = reversed.split(reversed.rank() == 1 ? -7 : 0, 0);
+  ASSERT_FALSE(again.ok());
+  if (reversed.rank() != 1) {
+    EXPECT_THAT(again.status().message(), HasSubstr("split: rank 1 could not take part"));
+    EXPECT_THAT(again.status().message(), HasSubstr("rank 1 is world rank " + std::to_string(world().size() - 2) + "]"));
+  }
 }
 
 TEST(BadInput, CommunicatorStillUsable) {

@@ -3,8 +3,8 @@
 // (rank 0 included: the survivors meet at the lowest kept rank, not at the UniqueId's root), over
 // shm and tcp. Also: a second shrink of the same communicator, the errors: an excluded rank that
 // calls, bad lists, and ranks whose lists differ (an error on each, not a hang), and an error on
-// a communicator split and shrunk from the world, which names world ranks too. Ranks are
-// forked (tests/multirank/forked_ranks.h).
+// a communicator split and shrunk from the world, which names world ranks too, as does one whose
+// init fails. Ranks are forked (tests/multirank/forked_ranks.h).
 #include <signal.h>
 
 #include <chrono>
@@ -195,6 +195,33 @@ TEST_P(Shrink, RanksWhoseListsDifferGetErrors) {
       return 51;
     }
     return rc;
+  });
+  expect_ranks_exited_zero(status, 4);
+}
+
+// A new communicator that cannot be made says which world rank each rank its error names is, as
+// its errors do once made: ranks 1 and 2 shrink without rank 0, rank 3 never calls, so its new
+// rank (2) is missed, and the error says new rank 2 is world rank 3 (after the calling rank's own).
+TEST_P(Shrink, AnInitThatFailsNamesWorldRanks) {
+  const Config config = make_config(GetParam(), 3);
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    if (r == 0 || r == 3) {
+      linger();
+      return 0;
+    }
+    const int without_0[] = {0};
+    const auto t0 = Clock::now();
+    auto small = (*comm)->shrink(without_0);
+    if (small.ok()) {
+      std::fprintf(stderr, "rank %d: shrink without world rank 3 calling succeeded\n", r);
+      return 50;
+    }
+    if (int rc = expect_error(small.status(), "rank 2", Clock::now() - t0, std::chrono::seconds(8), r); rc != 0)
+      return rc;
+    const std::string own = "[the new communicator's rank " + std::to_string(r - 1) + " is world rank " + std::to_string(r);
+    if (int rc = expect_error(small.status(), own, Clock::duration(), std::chrono::seconds(8), r); rc != 0) return rc;
+    return expect_error(small.status(), ", rank 2 is world rank 3]", Clock::duration(), std::chrono::seconds(8), r);
   });
   expect_ranks_exited_zero(status, 4);
 }

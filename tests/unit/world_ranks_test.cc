@@ -24,9 +24,30 @@ TEST(WorldRanks, NothingWhereNoRankIsRenumbered) {
   EXPECT_EQ(world_rank_legend("no rank named; 4 ranks", kOdd), "");
 }
 
-// Only "rank N" with N a rank of the communicator; the legend's own "world rank N" is not one.
+// Each rank of a list ("ranks 2, 0, and 3", as the rendezvous root and split name them), but not
+// the count that ends a long one.
+TEST(WorldRanks, NamesEachRankOfAList) {
+  EXPECT_EQ(world_rank_legend("timed out waiting for ranks 2, 0, and 3 of 4", kOdd),
+            " [this communicator's rank 2 is world rank 5, rank 0 is world rank 1, rank 3 is world rank 7]");
+  EXPECT_EQ(world_rank_legend("split: ranks 1, 3 could not take part (rank 1: bad color)", kOdd),
+            " [this communicator's rank 1 is world rank 3, rank 3 is world rank 7]");
+  EXPECT_EQ(world_rank_legend("waiting for ranks 0, 1, and 2 more", kOdd),
+            " [this communicator's rank 0 is world rank 1, rank 1 is world rank 3]");
+  EXPECT_EQ(world_rank_legend("4 ranks; ranks, 2; the ranks 7 and 1", kOdd), "");
+}
+
+// Where the communicator could not be made, the legend says so.
+TEST(WorldRanks, TheNewCommunicatorsWhereInitFailed) {
+  EXPECT_EQ(world_rank_legend("waiting for rank 2 of 3", kOdd, "the new communicator's"),
+            " [the new communicator's rank 2 is world rank 5]");
+}
+
+// Only "rank N" with N a rank of the communicator; the legend's own "world rank N" is not one,
+// nor is "ranked 1" or "rank: 1".
 TEST(WorldRanks, OnlyRanksOfThisCommunicator) {
-  EXPECT_EQ(world_rank_legend("rank 12: ranks 3, rank -1, rank x, rank 1", kOdd), " [this communicator's rank 1 is world rank 3]");
+  EXPECT_EQ(world_rank_legend("rank 12: ranks 3, rank -1, rank x, rank 1", kOdd),
+            " [this communicator's rank 3 is world rank 7, rank 1 is world rank 3]");
+  EXPECT_EQ(world_rank_legend("ranked 1, rank: 2, rank 3", kOdd), " [this communicator's rank 3 is world rank 7]");
   const std::string once = "rank 1: rank 0 exited" + world_rank_legend("rank 1: rank 0 exited", kOdd);
   EXPECT_EQ(once, "rank 1: rank 0 exited [this communicator's rank 1 is world rank 3, rank 0 is world rank 1]");
   EXPECT_EQ(world_rank_legend(once, kOdd), " [this communicator's rank 1 is world rank 3, rank 0 is world rank 1]");
