@@ -59,7 +59,10 @@ Result<std::unique_ptr<Mailbox>> Mailbox::create(int rank, int nranks, uint64_t 
   std::vector<uint8_t> all(static_cast<size_t>(nranks));
   if (rank == 0) {
     auto made = transport::shm::ShmSegment::create(name, bytes);
-    if (made.ok()) segment = std::move(*made), ok = 1;
+    if (made.ok()) {
+      segment = std::move(*made), ok = 1;
+      static_cast<transport::shm::CreatorStamp*>(segment.data())->stamp();
+    }
   }
   WEFT_TRY(bootstrap.allgather(&ok, all.data(), 1, deadline));
   if (all[0] == 0) return std::unique_ptr<Mailbox>();

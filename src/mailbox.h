@@ -47,6 +47,7 @@
 #include "src/executor.h"
 #include "src/net/bootstrap.h"
 #include "src/seq_record.h"
+#include "transport/shm/creator_stamp.h"
 #include "transport/shm/segment.h"
 
 namespace weft {
@@ -109,7 +110,7 @@ class Mailbox {
   static_assert(sizeof(CollHeader) % 8 == 0 && sizeof(Published) == 64);
   static constexpr size_t kPairBytes = kLines * sizeof(Line) + kUnits * kUnitBytes + sizeof(Taken);
   static size_t segment_bytes(int nranks) {
-    return pairs(nranks) * kPairBytes + static_cast<size_t>(nranks) * sizeof(Published);
+    return sizeof(transport::shm::CreatorStamp) + pairs(nranks) * kPairBytes + static_cast<size_t>(nranks) * sizeof(Published);
   }
   static size_t pairs(int nranks) { return static_cast<size_t>(nranks) * static_cast<size_t>(nranks); }
   static size_t units_of(size_t bytes) { return (bytes + kUnitBytes - 1) / kUnitBytes; }
@@ -124,9 +125,11 @@ class Mailbox {
         sent_(static_cast<size_t>(nranks), 0),
         taken_(static_cast<size_t>(nranks), 0),
         known_taken_(static_cast<size_t>(nranks), 0) {}
-  // The segment holds every pair's lines, then every pair's units, then every pair's taken word.
+  // The segment holds its creator's stamp (transport/shm/creator_stamp.h: a name left behind by a
+  // rank 0 killed during init is removed by the next communicator on the node), then every pair's
+  // lines, then every pair's units, then every pair's taken word, then each rank's Published.
   size_t pair(int from, int to) const { return static_cast<size_t>(from) * static_cast<size_t>(nranks_) + static_cast<size_t>(to); }
-  char* base() const { return static_cast<char*>(segment_.data()); }
+  char* base() const { return static_cast<char*>(segment_.data()) + sizeof(transport::shm::CreatorStamp); }
   Line& line(int from, int to, uint64_t call) const {
     return reinterpret_cast<Line*>(base())[pair(from, to) * kLines + call % kLines];
   }

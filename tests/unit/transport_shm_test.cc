@@ -32,6 +32,7 @@
 
 #include "src/kernels/dispatch.h"
 #include "transport/shm/connection.h"
+#include "transport/shm/creator_stamp.h"
 #include "transport/transport.h"
 
 namespace weft::transport {
@@ -177,6 +178,20 @@ void make_segment(const std::string& name, int32_t creator_pid, uint64_t creator
   }
   h->magic.store(shm::kSegmentMagic);
   ::munmap(p, bytes);
+  ::close(fd);
+}
+
+// A segment of `bytes` (all zero) whose creator was killed before it wrote anything, last
+// changed `age_s` seconds ago.
+void make_blank_segment(const std::string& name, size_t bytes, int age_s) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << name;
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  struct timespec times[2];
+  ::clock_gettime(CLOCK_REALTIME, &times[0]);
+  times[0].tv_sec -= age_s;
+  times[1] = times[0];
+  ASSERT_EQ(::futimens(fd, times), 0);
   ::close(fd);
 }
 
@@ -940,20 +955,9 @@ TEST_F(ShmSetupTest, OrphanedSegmentsAreRemoved) {
   make_segment(name(4), dead, ns, dead);            // both gone: orphan
   // Creators killed before they filled the header in (nothing written, or not even sized): orphans
   // once unchanged for a minute, kept before (their creator may be filling them in now).
-  auto unfilled = [&](int ch, size_t bytes, int age_s) {
-    int fd = ::shm_open(name(ch).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(bytes)), 0);
-    struct timespec times[2];
-    ::clock_gettime(CLOCK_REALTIME, &times[0]);
-    times[0].tv_sec -= age_s;
-    times[1] = times[0];
-    ASSERT_EQ(::futimens(fd, times), 0);
-    ::close(fd);
-  };
-  unfilled(5, shm::segment_bytes_for(4096), 120);  // sized, header never written: orphan
-  unfilled(6, 0, 120);                             // never sized: orphan
-  unfilled(7, shm::segment_bytes_for(4096), 0);    // just made: kept
+  make_blank_segment(name(5), shm::segment_bytes_for(4096), 120);  // sized, header never written: orphan
+  make_blank_segment(name(6), 0, 120);                             // never sized: orphan
+  make_blank_segment(name(7), shm::segment_bytes_for(4096), 0);    // just made: kept
   EXPECT_GE(shm::ShmConnection::remove_orphans(), 4);
   auto left = segments_with_tag(tag_);
   std::sort(left.begin(), left.end());
@@ -961,6 +965,46 @@ TEST_F(ShmSetupTest, OrphanedSegmentsAreRemoved) {
   for (int ch : {1, 2, 3, 7}) want.push_back(name(ch).substr(1));
   EXPECT_EQ(left, want);
   for (const auto& n : left) ::shm_unlink(("/" + n).c_str());
+}
+
+// The mailbox's segments (src/mailbox.h: "/weft-mbox-<tag>", a CreatorStamp first) whose
+// creator died before anyone unlinked them: removed, as are ones never stamped for a minute;
+// one whose creator lives, or was just made, stays.
+TEST_F(ShmSetupTest, OrphanedMailboxSegmentsAreRemoved) {
+  auto name = [&](int k) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "/weft-mbox-%016llx", static_cast<unsigned long long>(tag_ + static_cast<uint64_t>(k)));
+    return std::string(buf);
+  };
+  // Made and stamped as Mailbox::create does, by a process that then dies without unlinking it.
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) {
+    auto seg = shm::ShmSegment::create(name(0), 1 << 16);
+    if (!seg.ok()) _exit(1);
+    static_cast<shm::CreatorStamp*>(seg->data())->stamp();
+    _exit(0);  // no destructor: the name stays, as after a SIGKILL
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(dead, &st, 0), dead);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  auto alive = shm::ShmSegment::create(name(1), 1 << 16);  // this process's: kept
+  ASSERT_TRUE(alive.ok()) << alive.status().to_string();
+  static_cast<shm::CreatorStamp*>(alive->data())->stamp();
+  make_blank_segment(name(2), 1 << 16, 120);  // its creator was killed before it stamped it: orphan
+  make_blank_segment(name(3), 1 << 16, 0);    // just made: kept
+  EXPECT_GE(shm::ShmConnection::remove_orphans(), 2);
+  auto exists = [&](int k) {
+    int fd = ::shm_open(name(k).c_str(), O_RDONLY, 0);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+  };
+  EXPECT_FALSE(exists(0)) << "a segment whose creator died stays";
+  EXPECT_TRUE(exists(1)) << "a segment whose creator lives was removed";
+  EXPECT_FALSE(exists(2)) << "a segment never stamped for two minutes stays";
+  EXPECT_TRUE(exists(3)) << "a segment just made was removed";
+  alive = shm::ShmSegment();  // unlinks it
+  for (int k : {0, 2, 3}) ::shm_unlink(name(k).c_str());
 }
 
 TEST(ShmNames, SegmentNameNamesTagPairAndChannel) {

@@ -23,6 +23,7 @@
 #include "src/kernels/copy.h"
 #include "src/kernels/reduce.h"
 #include "transport/abort_notice.h"
+#include "transport/shm/creator_stamp.h"
 
 namespace weft::transport::shm {
 namespace {
@@ -47,18 +48,9 @@ int pidfd_open(pid_t pid) {
 #endif
 }
 
-// Identifies this process's pid namespace (pids are only comparable within one); 0 if unknown.
-uint64_t pid_namespace_id() {
-  struct stat st {};
-  if (::stat("/proc/self/ns/pid", &st) != 0) return 0;
-  return static_cast<uint64_t>(st.st_ino);
-}
-
 // How long a segment may stay without its header before remove_orphans() takes its creator for
 // dead (a live one fills it within microseconds of sizing it).
 constexpr time_t kUnfilledGraceSeconds = 60;
-
-bool process_gone(int32_t pid) { return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH; }
 
 }  // namespace
 
@@ -84,12 +76,19 @@ int ShmConnection::remove_orphans() {
       continue;
     }
     // A creator fills the header as soon as it has sized the segment; one left unfilled for a
-    // minute had its creator killed in between, and carries no pid to check. (The mailbox's
-    // segments have another layout: left alone.)
+    // minute had its creator killed in between, and carries no pid to check. The mailbox's
+    // segments start with a CreatorStamp instead (creator_stamp.h).
     const bool aged = now - st.st_mtime > kUnfilledGraceSeconds;
-    const bool ours = !name.starts_with("/weft-mbox-");
-    if (static_cast<size_t>(st.st_size) < kHeaderBytes) {
-      orphan = ours && aged;
+    if (name.starts_with("/weft-mbox-")) {
+      if (static_cast<size_t>(st.st_size) < sizeof(CreatorStamp)) {
+        orphan = aged;
+      } else if (void* p = ::mmap(nullptr, sizeof(CreatorStamp), PROT_READ, MAP_SHARED, fd, 0); p != MAP_FAILED) {
+        const auto* stamp = static_cast<const CreatorStamp*>(p);
+        orphan = stamp->creator_gone(ns) || (!stamp->filled() && aged);
+        ::munmap(p, sizeof(CreatorStamp));
+      }
+    } else if (static_cast<size_t>(st.st_size) < kHeaderBytes) {
+      orphan = aged;
     } else if (void* p = ::mmap(nullptr, kHeaderBytes, PROT_READ, MAP_SHARED, fd, 0); p != MAP_FAILED) {
       const auto* h = static_cast<const SegmentHeader*>(p);
       const uint64_t magic = h->magic.load(std::memory_order_acquire);
@@ -98,7 +97,7 @@ int ShmConnection::remove_orphans() {
         const bool opener_came = h->side[1].joined.load(std::memory_order_acquire) != 0;
         orphan = !opener_came || (h->side[1].pid_ns == ns && process_gone(h->side[1].pid));
       } else if (magic == 0) {
-        orphan = ours && aged;
+        orphan = aged;
       }
       ::munmap(p, kHeaderBytes);
     }
