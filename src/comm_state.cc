@@ -17,6 +17,7 @@
 #include "src/cuda/device.h"
 #include "src/fnv1a.h"
 #include "src/gpu_reach.h"
+#include "src/last_failure.h"
 #include "src/node_id.h"
 #include "src/world_ranks.h"
 
@@ -861,6 +862,9 @@ Status CommState::failed(Status s) {
   const std::string notice = s.message();
   s = with_world_ranks(s);
   broken_ = s;
+  std::vector<int> world = world_ranks_;
+  for (int r = static_cast<int>(world.size()); r < nranks_; ++r) world.push_back(r);  // a world communicator's
+  note_failure(comm_tag_, in_world_ranks(notice, world));
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     async_error_ = s;

@@ -10,6 +10,7 @@
 #include "src/comm_state.h"
 #include "src/cuda/device.h"
 #include "src/fnv1a.h"
+#include "src/last_failure.h"
 #include "src/launch_env.h"
 #include "src/world_ranks.h"
 
@@ -73,7 +74,9 @@ Result<std::unique_ptr<Communicator>> Communicator::init_from_env(const Config& 
 int Communicator::rank() const { return state_->rank(); }
 int Communicator::size() const { return state_->nranks(); }
 const Config& Communicator::config() const { return state_->config(); }
-void Communicator::abort() { state_->abort("rank " + std::to_string(state_->rank()) + " called abort()"); }
+void Communicator::abort() {
+  state_->abort("rank " + std::to_string(state_->rank()) + " called abort()" + failure_elsewhere(state_->comm_tag()));
+}
 void Communicator::abort(std::string_view why) {
   state_->abort("rank " + std::to_string(state_->rank()) + " called abort(): " + std::string(why));
 }

@@ -114,7 +114,11 @@ class Communicator {
   Result<std::unique_ptr<Communicator>> shrink(std::span<const int> exclude, const Config& config);
 
   // Fails every pending and later operation with kRemoteError/kInvalidUsage and tells the peers,
-  // whose pending operations then fail naming this rank. Returns promptly; idempotent.
+  // whose pending operations then fail naming this rank. Returns promptly; idempotent. Where
+  // another communicator of this process failed before, the peers hear that too, in world ranks
+  // ("rank 1 aborted: rank 1 called abort() after another communicator of its process failed
+  // 12 ms earlier: world rank 3: world rank 6 (shm, channel 0): process 4242 exited"), as a job
+  // that aborts every communicator once one fails would want them to.
   void abort();
   // The same, and the peers' errors say `why` ("rank 1 aborted: rank 1 called abort(): <why>"):
   // for a caller that aborts because something failed elsewhere (another communicator), so that

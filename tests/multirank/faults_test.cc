@@ -187,6 +187,50 @@ TEST_P(Faults, AbortWithAReasonTellsThePeersWhy) {
   expect_ranks_exited_zero(status, 3);
 }
 
+// abort() with no reason after another communicator of the process failed: the peers that share
+// only the aborted one hear that failure too, in world ranks. World ranks 3 and 0 form P (3 is
+// its rank 0), 0, 1 and 2 form Q; rank 3 dies, rank 0's next call on P fails naming it, and rank
+// 0 then aborts Q, as PyTorch's watchdog aborts every communicator once one fails. Ranks 1 and 2,
+// waiting in a call on Q, must hear that world rank 3 died, not only that rank 0 aborted.
+TEST_P(Faults, AbortAfterAnotherCommunicatorFailedTellsThePeersWhy) {
+  const Config config = make_config(GetParam(), 30);
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    auto p = (*comm)->split(r == 0 || r == 3 ? 1 : Communicator::kNoColor, -r);
+    auto q = (*comm)->split(r <= 2 ? 2 : Communicator::kNoColor, r);
+    if (!p.ok() || !q.ok()) {
+      std::fprintf(stderr, "rank %d: split: %s\n", r, (p.ok() ? q : p).status().to_string().c_str());
+      return 50;
+    }
+    std::vector<float> buf(1 << 16, 1.0f);
+    if (r == 0 || r == 3) {  // P's connections made, so that rank 0 sees rank 3's death on them
+      if (Status s = (*p)->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait(); !s.ok()) {
+        std::fprintf(stderr, "rank %d: allreduce on P: %s\n", r, s.to_string().c_str());
+        return 51;
+      }
+    }
+    if (r == 3) raise(SIGKILL);
+    if (r == 0) {
+      const auto t0 = Clock::now();
+      Status s = (*p)->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+      if (int rc = expect_error(s, "rank 0 (", Clock::now() - t0, std::chrono::seconds(25), r); rc != 0) return rc;
+      (*q)->abort();
+      linger();  // alive until the others are done: they must hear the abort, not the exit
+      return 0;
+    }
+    const auto t0 = Clock::now();
+    Status s = (*q)->allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, RedOp::kSum).wait();
+    if (int rc = expect_error(s, "rank 0 called abort() after another communicator of its process failed", Clock::now() - t0,
+                              std::chrono::seconds(25), r);
+        rc != 0)
+      return rc;
+    return expect_error(s, "ms earlier: world rank 0: world rank 3 (", Clock::duration(), std::chrono::seconds(25), r);
+  });
+  ASSERT_EQ(status.size(), 4u);
+  EXPECT_EQ(exit_code(status[3]), 128 + SIGKILL);
+  for (int r : {0, 1, 2}) EXPECT_EQ(exit_code(status[static_cast<size_t>(r)]), 0) << "rank " << r;
+}
+
 // abort() while the collective waits for a channel to join (its peers have not called yet):
 // the wait ends at once, and abort() returns, rather than both waiting out the timeout.
 TEST_P(Faults, AbortWhileAChannelJoins) {

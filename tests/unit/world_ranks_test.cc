@@ -1,4 +1,5 @@
-// world_rank_legend (src/world_ranks.h): which world rank each rank an error names is.
+// world_rank_legend and in_world_ranks (src/world_ranks.h): which world rank each rank an error
+// names is.
 #include "src/world_ranks.h"
 
 #include <gtest/gtest.h>
@@ -52,6 +53,21 @@ TEST(WorldRanks, OnlyRanksOfThisCommunicator) {
   EXPECT_EQ(once, "rank 1: rank 0 exited [this communicator's rank 1 is world rank 3, rank 0 is world rank 1]");
   EXPECT_EQ(world_rank_legend(once, kOdd), " [this communicator's rank 1 is world rank 3, rank 0 is world rank 1]");
   EXPECT_EQ(world_rank_legend("rank 99999999999999999999", kOdd), "");
+}
+
+// Each rank named, alone or in a list, becomes "world rank W"; text of no rank of the communicator,
+// and world ranks already written, stay as they are.
+TEST(WorldRanks, RewritesAnErrorInWorldRanks) {
+  EXPECT_EQ(in_world_ranks("rank 0: rank 1 (shm, channel 0): process 4242 exited", kOdd),
+            "world rank 1: world rank 3 (shm, channel 0): process 4242 exited");
+  EXPECT_EQ(in_world_ranks("timed out waiting for ranks 2, 0, and 3 of 4", kOdd),
+            "timed out waiting for world ranks 5, 1, and 7 of 4");
+  EXPECT_EQ(in_world_ranks("rank 12: ranks 3, 9; world rank 2; 4 ranks; rank 1", kOdd),
+            "rank 12: ranks 3, 9; world rank 2; 4 ranks; world rank 3");
+  const std::vector<int> itself = {0, 1, 2};  // a world communicator's
+  EXPECT_EQ(in_world_ranks("rank 2 aborted: rank 2 called abort()", itself), "world rank 2 aborted: world rank 2 called abort()");
+  EXPECT_EQ(in_world_ranks("", kOdd), "");
+  EXPECT_EQ(world_rank_legend(in_world_ranks("rank 0: rank 1 exited", kOdd), kOdd), "");
 }
 
 }  // namespace

@@ -1,0 +1,21 @@
+// The latest failure of any communicator of this process, for an abort that gives no reason
+// (Communicator::abort(), weftCommAbort, ncclCommAbort): a job that aborts every communicator once
+// one fails (PyTorch's watchdog does) then tells the peers that share only the aborted ones what
+// went wrong, not only that this rank aborted. Kept in world ranks (src/world_ranks.h), the
+// numbering every communicator's ranks share.
+// Thread-safety: any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace weft {
+
+// Records that the communicator `comm_tag` failed with `message` (in world ranks).
+void note_failure(uint64_t comm_tag, std::string message);
+
+// " after another communicator of its process failed 12 ms earlier: <message>" for the latest
+// failure noted of a communicator other than `comm_tag`; "" where there is none.
+std::string failure_elsewhere(uint64_t comm_tag);
+
+}  // namespace weft
