@@ -164,7 +164,7 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
 
 Status CommState::init(const UniqueId& id) {
   const Deadline deadline = Deadline::after(config_.timeout);
-  auto filter = algorithms::AlgoFilter::parse(config_.algo, "WEFT_ALGO");
+  auto filter = algorithms::AlgoFilter::parse(config_.algo, Config::variable("WEFT_ALGO", "NCCL_ALGO"));
   WEFT_TRY(filter);
   if (!config_.torus.empty()) {
     auto dims = algorithms::Layout::parse_torus(config_.torus, "WEFT_TORUS");

@@ -16,10 +16,9 @@ namespace {
 // The value of weft_name, else of its NCCL twin nccl_name; nullptr when neither is set (or both
 // are empty). *used, when given, names the variable the value came from.
 const char* env(const char* weft_name, const char* nccl_name = nullptr, const char** used = nullptr) {
-  const char* name = weft_name;
-  const char* v = std::getenv(weft_name);
-  if ((v == nullptr || *v == '\0') && nccl_name != nullptr) v = std::getenv(name = nccl_name);
+  const char* name = nccl_name != nullptr ? Config::variable(weft_name, nccl_name) : weft_name;
   if (used != nullptr) *used = name;
+  const char* v = std::getenv(name);
   return (v != nullptr && *v != '\0') ? v : nullptr;
 }
 
@@ -86,6 +85,14 @@ Status fifo_size(const char* weft_name, std::optional<size_t> buffsize, size_t s
 }
 
 }  // namespace
+
+const char* Config::variable(const char* weft_name, const char* nccl_name) {
+  const auto set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0';
+  };
+  return !set(weft_name) && set(nccl_name) ? nccl_name : weft_name;
+}
 
 Result<Config> Config::from_env() {
   Config c;

@@ -145,6 +145,10 @@ struct Config {
   // Reads the variables above (and their NCCL_ twins where one exists). A malformed value is an
   // error naming the variable and the value.
   static Result<Config> from_env();
+  // Which of a variable and its NCCL_ twin from_env() reads: `nccl_name` where `weft_name` is
+  // unset or empty and `nccl_name` is set; else `weft_name`. For errors about a value found
+  // later than from_env() ("NCCL_ALGO='Foo': unknown algorithm").
+  static const char* variable(const char* weft_name, const char* nccl_name);
 };
 
 }  // namespace weft

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "src/split.h"
+#include "weft/config.h"
 
 namespace weft::net {
 namespace {
@@ -396,7 +397,7 @@ Result<std::string> interface_ipv4(std::string_view ifname) {
     available += (available.empty() ? "" : ", ") + std::string(i->ifa_name) + "=" + ip;
   }
   return invalid_argument("no UP interface with an IPv4 address matches '" + std::string(ifname) +
-                          "' (WEFT_SOCKET_IFNAME); interfaces with one: " +
+                          "' (" + Config::variable("WEFT_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") + "); interfaces with one: " +
                           (available.empty() ? "none" : available));
 }
 

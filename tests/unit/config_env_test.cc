@@ -22,7 +22,7 @@ const char* const kVars[] = {
     "WEFT_DEVICE_WALKER_LANES", "WEFT_DEVICE_WALKER_SLOT_BYTES", "WEFT_CMA", "WEFT_CUDA_FIFO_BYTES",
     "WEFT_STAGE_FIFO_BYTES", "WEFT_P2P_LEVEL", "NCCL_P2P_LEVEL", "WEFT_DEBUG_FILE", "NCCL_DEBUG_FILE",
     "WEFT_DEBUG_TIMESTAMP_FORMAT", "NCCL_DEBUG_TIMESTAMP_FORMAT", "WEFT_DEBUG_TIMESTAMP_LEVELS",
-    "NCCL_DEBUG_TIMESTAMP_LEVELS",
+    "NCCL_DEBUG_TIMESTAMP_LEVELS", "WEFT_ALGO", "NCCL_ALGO", "WEFT_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -206,6 +206,36 @@ TEST_F(ConfigEnvTest, BuffsizeIsFittedToEachFifosBounds) {
   EXPECT_EQ(c.cuda_fifo_bytes, Config::kMaxDeviceFifoBytes);
   EXPECT_EQ(c.stage_fifo_bytes, Config::kMaxDeviceFifoBytes);
   EXPECT_EQ(c.device_walker_slot_bytes, size_t{64} << 20);
+}
+
+// Config::variable: the NCCL_ twin where it alone is set, else weft's name.
+TEST_F(ConfigEnvTest, VariableNamesTheOneSet) {
+  EXPECT_STREQ(Config::variable("WEFT_ALGO", "NCCL_ALGO"), "WEFT_ALGO");  // neither: a program's Config
+  ::setenv("NCCL_ALGO", "ring", 1);
+  EXPECT_STREQ(Config::variable("WEFT_ALGO", "NCCL_ALGO"), "NCCL_ALGO");
+  ::setenv("WEFT_ALGO", "", 1);  // empty is unset, as from_env() reads it
+  EXPECT_STREQ(Config::variable("WEFT_ALGO", "NCCL_ALGO"), "NCCL_ALGO");
+  ::setenv("WEFT_ALGO", "tree", 1);
+  EXPECT_STREQ(Config::variable("WEFT_ALGO", "NCCL_ALGO"), "WEFT_ALGO");
+}
+
+// Values checked after from_env(), when a communicator is made, are refused naming the variable
+// that was set: an NCCL_ALGO with a name weft lacks, an NCCL_SOCKET_IFNAME no interface matches.
+TEST_F(ConfigEnvTest, LaterErrorsNameTheNcclTwinThatWasSet) {
+  ::setenv("NCCL_ALGO", "ring,CollnetDirect2", 1);
+  Config c = ok();
+  auto id = UniqueId::create(c);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  auto comm = Communicator::init(*id, 0, 1, c);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_NE(comm.status().message().find("NCCL_ALGO='ring,CollnetDirect2'"), std::string::npos) << comm.status().to_string();
+  ::unsetenv("NCCL_ALGO");
+  ::setenv("NCCL_SOCKET_IFNAME", "=nosuchif0", 1);
+  c = ok();
+  auto refused = UniqueId::create(c);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("'=nosuchif0' (NCCL_SOCKET_IFNAME)"), std::string::npos)
+      << refused.status().to_string();
 }
 
 // A program that fills Config itself gets the same bounds, checked when it makes a communicator
