@@ -1,6 +1,9 @@
 #include "src/comm_state.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -179,7 +182,14 @@ Status CommState::init(const UniqueId& id) {
   const auto level = p2p_level(config_.p2p_level);  // a bad level fails here, before any rank waits
   WEFT_TRY(level);
   topology::TopologyFile topo;
-  if (!config_.topo_file.empty()) {
+  // As NCCL: an NCCL_TOPO_FILE that cannot be opened is a warning, and the machine is discovered
+  // (a job's environment may name a file some of its machines lack); weft's own WEFT_TOPO_FILE,
+  // or Config::topo_file, must be there.
+  if (!config_.topo_file.empty() && Config::variable("WEFT_TOPO_FILE", "NCCL_TOPO_FILE") == std::string_view("NCCL_TOPO_FILE") &&
+      ::access(config_.topo_file.c_str(), R_OK) != 0) {
+    log_.warn("NCCL_TOPO_FILE '" + config_.topo_file + "' cannot be opened (" + std::strerror(errno) +
+              "): ignored, as NCCL does; the machine as discovered is used");
+  } else if (!config_.topo_file.empty()) {
     auto t = topology::load_topology_file(config_.topo_file);
     WEFT_TRY(t);
     topo = std::move(*t);
@@ -310,7 +320,7 @@ Status CommState::init(const UniqueId& id) {
       if (topo.cluster->is_torus() && layout_.torus.empty()) layout_.torus = topo.cluster->spec().torus;
       model = std::move(*topo.cluster);
     } else if (rank_ == 0) {
-      log_.warn("WEFT_TOPO_FILE '" + config_.topo_file + "' describes " + topo.cluster->describe() +
+      log_.warn(std::string(Config::variable("WEFT_TOPO_FILE", "NCCL_TOPO_FILE")) + " '" + config_.topo_file + "' describes " + topo.cluster->describe() +
                 " (" + std::to_string(topo.cluster->devices()) + " devices), not this communicator's " +
                 layout_.describe() + "; the tuner uses this machine's model instead");
     }

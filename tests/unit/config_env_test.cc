@@ -23,6 +23,7 @@ const char* const kVars[] = {
     "WEFT_STAGE_FIFO_BYTES", "WEFT_P2P_LEVEL", "NCCL_P2P_LEVEL", "WEFT_DEBUG_FILE", "NCCL_DEBUG_FILE",
     "WEFT_DEBUG_TIMESTAMP_FORMAT", "NCCL_DEBUG_TIMESTAMP_FORMAT", "WEFT_DEBUG_TIMESTAMP_LEVELS",
     "NCCL_DEBUG_TIMESTAMP_LEVELS", "WEFT_ALGO", "NCCL_ALGO", "WEFT_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME",
+    "WEFT_TOPO_FILE", "NCCL_TOPO_FILE",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -236,6 +237,28 @@ TEST_F(ConfigEnvTest, LaterErrorsNameTheNcclTwinThatWasSet) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("'=nosuchif0' (NCCL_SOCKET_IFNAME)"), std::string::npos)
       << refused.status().to_string();
+}
+
+// A topology file that cannot be opened: under NCCL_TOPO_FILE a warning, as NCCL's (a job's
+// environment may name a file some machines lack), and the communicator is made; under
+// WEFT_TOPO_FILE an error naming the file.
+TEST_F(ConfigEnvTest, AMissingNcclTopoFileIsAWarningAndAMissingWeftOneAnError) {
+  const char* missing = "/nonexistent/weft-topo-file.xml";
+  for (const char* variable : {"NCCL_TOPO_FILE", "WEFT_TOPO_FILE"}) {
+    ::setenv(variable, missing, 1);
+    Config c = ok();
+    auto id = UniqueId::create(c);
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    auto comm = Communicator::init(*id, 0, 1, c);
+    if (std::string(variable) == "NCCL_TOPO_FILE") {
+      EXPECT_TRUE(comm.ok()) << comm.status().to_string();
+    } else {
+      ASSERT_FALSE(comm.ok());
+      EXPECT_NE(comm.status().message().find(std::string("'") + missing + "' cannot be opened"), std::string::npos)
+          << comm.status().to_string();
+    }
+    ::unsetenv(variable);
+  }
 }
 
 // A program that fills Config itself gets the same bounds, checked when it makes a communicator
