@@ -179,9 +179,11 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_DEBUG", "NCCL_DEBUG", &name)) {
     c.debug = v;
     for (char& ch : c.debug) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    // NCCL's ABORT level lies between INFO and TRACE, and weft logs nothing at it: INFO.
+    if (c.debug == "ABORT") c.debug = "INFO";
     if (c.debug != "WARN" && c.debug != "INFO" && c.debug != "TRACE" && c.debug != "VERSION" &&
         c.debug != "NONE")
-      return invalid_argument(std::string(name) + "='" + v + "' is not one of NONE, VERSION, WARN, INFO, TRACE");
+      return invalid_argument(std::string(name) + "='" + v + "' is not one of NONE, VERSION, WARN, INFO, ABORT, TRACE");
   }
   if (const char* v = env("WEFT_DEBUG_FILE", "NCCL_DEBUG_FILE")) c.debug_file = v;
   // Set but empty means no time stamp, so this one is read without env()'s empty-is-unset.

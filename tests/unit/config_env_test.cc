@@ -300,8 +300,10 @@ TEST_F(ConfigEnvTest, DebugLevelsInEitherCase) {
   ::setenv("WEFT_DEBUG", "Trace", 1);
   EXPECT_EQ(ok().debug, "TRACE");
   ::unsetenv("WEFT_DEBUG");
+  ::setenv("NCCL_DEBUG", "Abort", 1);  // NCCL's level between INFO and TRACE: INFO, weft logging nothing at it
+  EXPECT_EQ(ok().debug, "INFO");
   ::setenv("NCCL_DEBUG", "LOUD", 1);
-  EXPECT_EQ(error(), "NCCL_DEBUG='LOUD' is not one of NONE, VERSION, WARN, INFO, TRACE");
+  EXPECT_EQ(error(), "NCCL_DEBUG='LOUD' is not one of NONE, VERSION, WARN, INFO, ABORT, TRACE");
 }
 
 TEST_F(ConfigEnvTest, DebugFileAndWeftWins) {
