@@ -20,9 +20,9 @@
 //
 // Failure: progress() returns a non-OK Status (kRemoteError) when the peer closed, died or sent
 // an abort notice; the message names the peer rank and, for an abort, the peer's reason. What
-// the peer did before still completes first (shm and tcp take a dead or aborted peer's last
-// messages before they report it; with nothing pending, progress() succeeds and check_peer()
-// reports the abort).
+// the peer did before may still complete first (shm takes a dead or aborted peer's last
+// messages, and consumed sends, before it reports it; with nothing pending, its progress()
+// succeeds and check_peer() reports the abort).
 // abort(reason) tells the peer (best effort, never blocks long).
 //
 // Thread-safety: a Connection is used by one thread at a time (the communicator's executor).
