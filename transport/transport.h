@@ -19,10 +19,7 @@
 // from the message start, so a reduce never sees a split element.
 //
 // Failure: progress() returns a non-OK Status (kRemoteError) when the peer closed, died or sent
-// an abort notice; the message names the peer rank and, for an abort, the peer's reason. What
-// the peer did before may still complete first (shm takes a dead or aborted peer's last
-// messages, and consumed sends, before it reports it; with nothing pending, its progress()
-// succeeds and check_peer() reports the abort).
+// an abort notice; the message names the peer rank and, for an abort, the peer's reason.
 // abort(reason) tells the peer (best effort, never blocks long).
 //
 // Thread-safety: a Connection is used by one thread at a time (the communicator's executor).

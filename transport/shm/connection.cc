@@ -609,18 +609,8 @@ Status ShmConnection::stalled() {
 Status ShmConnection::progress() {
   if (has_failed_) return failed_;
   if (aborted_.load(std::memory_order_acquire)) return fail(local_abort_status());
-  // A peer that aborted may have finished this call first (its sends published, this rank's
-  // taken) and aborted in a later one: what it did before is still ours to take, as a dead
-  // peer's is (stalled()), and its abort is the error only once nothing more moves. (Failing at
-  // once failed a call its peers had completed: nccl.rank-dies.shm.n3, seed 320, under TSan.)
-  const bool peer_gone = peer_info_->aborted.load(std::memory_order_acquire) != 0;
+  if (peer_info_->aborted.load(std::memory_order_acquire) != 0) return fail(peer_aborted());
   bool moved = false;
-  if (peer_gone) {
-    Status s = pump_sends(&moved);
-    if (s.ok()) s = pump_recvs(&moved);
-    if (!s.ok()) return fail(std::move(s));
-    return moved || idle() ? Status() : fail(peer_aborted());
-  }
   if (!sends_.empty()) {
     Status s = pump_sends(&moved);
     if (!s.ok()) return fail(std::move(s));
@@ -638,8 +628,6 @@ Status ShmConnection::progress() {
 
 Status ShmConnection::check_peer() {
   WEFT_TRY(progress());
-  // progress() takes an aborted peer's last messages first; here its abort is the answer.
-  if (peer_info_->aborted.load(std::memory_order_acquire) != 0) return fail(peer_aborted());
   if (peer_info_->closed.load(std::memory_order_acquire) != 0)
     return fail(remote_error(peer_name() + " closed the connection"));
   Status s = check_process();
