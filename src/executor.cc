@@ -337,10 +337,20 @@ Status Executor::idle(Backoff& backoff, uint32_t& polls) {
       return remote_error("communicator aborted during " + algorithms::describe(spec_->args));
     if (spec_->deadline.expired())
       return timeout_error(algorithms::describe(spec_->args) + " timed out: " + pending_report());
+    WEFT_TRY(check_aborted_peers());
     if (spec_->args.coll != algorithms::Collective::kSendRecv) WEFT_TRY(check_waiting());
   }
   if (backoff.should_block() && wait_in_kernel()) return Status();
   backoff.pause();
+  return Status();
+}
+
+Status Executor::check_aborted_peers() {
+  for (const Queue& q : queues_) {
+    if (!q.is_send || q.completed == q.steps.size() || !q.conn->peer_aborted()) continue;
+    const Status why = q.conn->check_peer();
+    return why.ok() ? remote_error("rank " + std::to_string(q.peer) + " aborted") : why;
+  }
   return Status();
 }
 

@@ -174,6 +174,14 @@ class Executor {
   // Nothing moved: checks the abort flag, the deadline and the peers' notes (every 64th call),
   // then waits a little.
   Status idle(Backoff& backoff, uint32_t& polls);
+  // idle(): a peer that aborted fails the call once this rank still has sends for it (unposted,
+  // or posted and not taken): the peer left the call before it took them. One that aborted after
+  // its part of the call was done (its messages here all sent, this rank's all taken) does not:
+  // a receive from it fails only when it waits for a message the peer never sent (the
+  // transport's progress() says so), and receives not yet posted wait for their turn, as the
+  // peer's messages may be in already. So a peer that finished a call and aborted in the next
+  // one fails only the next one here.
+  Status check_aborted_peers();
   // idle(), collectives: learns whether a peer called something else in this collective while
   // both wait (two roots of a reduce, each waiting for the other), or the same on the other kind
   // of memory. Once the call has waited kTellAfter, it leaves a CallNote on every peer's note

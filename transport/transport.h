@@ -19,7 +19,12 @@
 // from the message start, so a reduce never sees a split element.
 //
 // Failure: progress() returns a non-OK Status (kRemoteError) when the peer closed, died or sent
-// an abort notice; the message names the peer rank and, for an abort, the peer's reason.
+// an abort notice; the message names the peer rank and, for an abort, the peer's reason. What
+// the peer did before still completes first (shm and tcp take a dead or aborted peer's last
+// messages before they report it; with nothing pending, progress() succeeds, and check_peer()
+// and peer_aborted() report the abort). A peer may finish its part of a call and abort in a later
+// one: whether the abort ends this rank's call is for the caller, who knows what it still owes
+// the peer (src/executor.h).
 // abort(reason) tells the peer (best effort, never blocks long).
 //
 // Thread-safety: a Connection is used by one thread at a time (the communicator's executor).
@@ -94,6 +99,9 @@ class Connection {
   // once the peer closed, aborted or died, as progress() would report it. Costs a system call at
   // most; call it every millisecond or so of waiting, not every poll.
   virtual Status check_peer() { return progress(); }
+  // Whether the peer's abort notice has reached this connection (tcp: once progress() has read up
+  // to it). Reads shared state or a flag only: no system call, and the connection does not fail.
+  virtual bool peer_aborted() const { return false; }
   // With no receive posted: whether the peer has sent a message here that no receive claimed
   // yet (a caller outside the connection, src/mailbox.h, learns so that the peer runs another
   // call). Transports that cannot tell cheaply say false.

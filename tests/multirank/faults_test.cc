@@ -187,6 +187,52 @@ TEST_P(Faults, AbortWithAReasonTellsThePeersWhy) {
   expect_ranks_exited_zero(status, 3);
 }
 
+// A rank that did its part of a call and then aborted fails the next call, not that one: in a
+// group, rank 2 sends 256 KiB to rank 1 and aborts as soon as its send is done; rank 0 sends
+// rank 1 the same 400 ms later. Rank 1's call waits for rank 0 long after rank 2's abort, takes
+// both messages (checked), and succeeds; the allreduce that ranks 0 and 1 make next fails naming
+// rank 2's abort. (Before the fiftieth session rank 1's idle connection to rank 2 failed as soon
+// as it saw the abort, and with it a call rank 2 had completed: found by a seed of
+// nccl.rank-dies.shm.n3 under TSan.)
+TEST_P(Faults, APeerThatAbortsAfterItsPartFailsOnlyTheNextCall) {
+  const Config config = make_config(GetParam(), 30);
+  auto status = run_ranks(3, 3, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    Communicator& c = **comm;
+    constexpr size_t kCount = 64 << 10;  // floats: 256 KiB
+    std::vector<float> from0(kCount, 0.0f), from2(kCount, 0.0f), mine(kCount, static_cast<float>(r + 1));
+    Status s;
+    if (r == 1) {
+      s = c.group_start();
+      Request a = c.recv(from0.data(), kCount, DataType::kFloat32, 0);
+      Request b = c.recv(from2.data(), kCount, DataType::kFloat32, 2);
+      if (s.ok()) s = c.group_end();
+      if (s.ok()) s = a.wait();
+      if (s.ok()) s = b.wait();
+    } else {
+      if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      s = c.send(mine.data(), kCount, DataType::kFloat32, 1).wait();
+    }
+    if (!s.ok()) {
+      std::fprintf(stderr, "rank %d: the call rank 2 finished before it aborted failed: %s\n", r, s.to_string().c_str());
+      return 30;
+    }
+    if (r == 2) {
+      c.abort("rank 2 is done here");
+      linger();  // alive: the others must hear the abort, not the exit
+      return 0;
+    }
+    if (r == 1 && (from0 != std::vector<float>(kCount, 1.0f) || from2 != std::vector<float>(kCount, 3.0f))) {
+      std::fprintf(stderr, "rank 1: the messages arrived wrong (from rank 0: %g, from rank 2: %g)\n", from0[0], from2[0]);
+      return 31;
+    }
+    const auto t0 = Clock::now();
+    s = c.allreduce(mine.data(), mine.data(), kCount, DataType::kFloat32, RedOp::kSum).wait();
+    return expect_error(s, "rank 2 called abort(): rank 2 is done here", Clock::now() - t0, std::chrono::seconds(5), r);
+  });
+  expect_ranks_exited_zero(status, 3);
+}
+
 // abort() with no reason after another communicator of the process failed: the peers that share
 // only the aborted one hear that failure too, in world ranks. World ranks 3 and 0 form P (3 is
 // its rank 0), 0, 1 and 2 form Q; rank 3 dies, rank 0's next call on P fails naming it, and rank

@@ -725,6 +725,44 @@ TEST_F(ShmAbortTest, ALongAbortReasonKeepsItsCause) {
   EXPECT_LT(s.message().size(), 300u) << s.message();
 }
 
+// A peer that sent a message and then aborted (it finished its call and gave up in a later one):
+// the message is still taken, an idle connection's progress() succeeds, and only a receive with
+// nothing left to take fails, with the peer's reason; check_peer() says so at once. Before the
+// forty-ninth session progress() failed as soon as the abort was seen, failing a call the peer had
+// completed.
+TEST_F(ShmTest, WhatAPeerSentBeforeItAbortedIsStillTaken) {
+  Config cfg = small_config(true, 4096, 64 << 10);
+  start(cfg, cfg, [&](Connection& c, int sock) {
+    const auto payload = pattern(100, 7);
+    auto t = c.post_send(payload.data(), payload.size());
+    Status s = t.ok() ? drive(c, *t, 0) : t.status();
+    if (!s.ok()) child_fail("send: %s", s.to_string().c_str());
+    c.abort("rank 1 gave up");
+    char b = 1;
+    write_all(sock, &b, 1);        // sent, then aborted
+    read_all(sock, &b, 1, 20000);  // stay alive until the parent is done
+    return 0;
+  });
+  char b = 0;
+  ASSERT_TRUE(read_all(sock_, &b, 1, 20000));
+  EXPECT_TRUE(conn().progress().ok()) << "an idle connection failed as soon as its peer aborted";
+  std::vector<uint8_t> in(100);
+  auto r = conn().post_recv(RecvSink{in.data()}, in.size());
+  ASSERT_TRUE(r.ok());
+  Status s = drive(conn(), 0, *r, milliseconds(5000));
+  EXPECT_TRUE(s.ok()) << "the message sent before the abort was lost: " << s.to_string();
+  EXPECT_EQ(mismatch(in.data(), in.size(), 7), -1);
+  char more[8];
+  r = conn().post_recv(RecvSink{more}, sizeof more);
+  ASSERT_TRUE(r.ok());
+  s = drive(conn(), 0, *r, milliseconds(5000));
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.to_string();
+  EXPECT_EQ(s.message(), "rank 1 aborted: rank 1 gave up");
+  EXPECT_EQ(conn().check_peer().message(), "rank 1 aborted: rank 1 gave up");
+  b = 1;
+  ASSERT_TRUE(write_all(sock_, &b, 1));
+}
+
 // Notes (Connection::post_note) sit beside the stream: none until the peer posts one, then the
 // latest, whole, while messages keep flowing.
 TEST_F(ShmTest, NotesShowThePeersLatest) {

@@ -650,6 +650,38 @@ TEST(TransportTcpFailure, AbortReasonReachesThePeer) {
   }));
 }
 
+// A peer that sent a message and then aborted (it finished its call and gave up in a later one),
+// over two sockets: the message is still taken, an idle connection's progress() succeeds once the
+// notice is in, and only a receive with nothing left to take fails, with the peer's reason;
+// check_peer() says so at once. Before the forty-ninth session progress() failed as soon as a
+// lane read the notice (as shm's did: transport_shm_test's twin says how that was found).
+TEST(TransportTcpFailure, WhatAPeerSentBeforeItAbortedIsStillTaken) {
+  Config config = test_config(2);
+  expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
+    Connection& c = *p->conn;
+    const std::vector<uint8_t> data = patterned(1, 0, 100);
+    if (rank == 1) {
+      CHILD_OK(wait_for(c, *c.post_send(data.data(), data.size()), 0));
+      c.abort("rank 1 gave up");
+      std::this_thread::sleep_for(milliseconds(1000));  // alive: the notice alone must say it
+      return "";
+    }
+    std::this_thread::sleep_for(milliseconds(300));  // the message and the notice are in
+    for (int i = 0; i < 10; ++i)
+      CHILD_CHECK(c.progress().ok(), "an idle connection failed as soon as its peer aborted");
+    std::vector<uint8_t> in(data.size());
+    Status st = wait_for(c, 0, *c.post_recv(RecvSink{in.data()}, in.size()));
+    CHILD_CHECK(st.ok() && in == data, "the message sent before the abort: " + st.to_string());
+    uint8_t more[8];
+    st = wait_for(c, 0, *c.post_recv(RecvSink{more}, sizeof more));
+    CHILD_CHECK(st.code() == StatusCode::kRemoteError && st.message() == "rank 1 aborted: rank 1 gave up", st.to_string());
+    CHILD_CHECK(c.check_peer().message() == "rank 1 aborted: rank 1 gave up", "check_peer");
+    return "";
+  }));
+}
+
 // A reason longer than an abort frame may carry (a failure passed on by many ranks) reaches the
 // peer with its start and its end, where the cause is; before, only its first 4096 bytes.
 TEST(TransportTcpFailure, ALongAbortReasonKeepsItsCause) {

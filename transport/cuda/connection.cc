@@ -118,6 +118,7 @@ class CudaConnection final : public Connection {
     return sends_.empty() && recvs_.empty() && outbound_.empty() && inbound_.empty() && out_.empty();
   }
   void abort(std::string_view reason) override { ctrl_->abort(reason); }
+  bool peer_aborted() const override { return ctrl_->peer_aborted(); }
   void begin_close() override { ctrl_->begin_close(); }
   std::string describe() const override {
     return "cuda to rank " + std::to_string(peer_) + " channel " + std::to_string(channel_) + " (FIFO of " +

@@ -215,6 +215,10 @@ Result<bool> ProxyLink::progress() {
   if (failed_) return false;
   bool moved = false;
   Status s = conn_->progress();
+  // A peer that aborted fails the link at once, idle or not: the proxy does not know which
+  // chunks the peer still owes (the executor's finer rule, src/executor.h), and its walkers must
+  // stop rather than wait for them.
+  if (s.ok() && conn_->peer_aborted()) s = conn_->check_peer();
   if (s.ok()) s = move_sends(&moved);
   if (s.ok()) s = move_recvs(&moved);
   if (s.ok()) pass_dead();

@@ -58,6 +58,7 @@ class StagedConnection final : public Connection {
   uint64_t recvs_done() const override { return recvs_done_; }
   bool idle() const override { return sends_.empty() && recvs_.empty() && host_->idle(); }
   void abort(std::string_view reason) override { host_->abort(reason); }
+  bool peer_aborted() const override { return host_->peer_aborted(); }
   void begin_close() override { host_->begin_close(); }
   std::string describe() const override {
     return host_->describe() + " (device memory staged through host memory, " + std::to_string(kSlots) + " x " +

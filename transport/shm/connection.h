@@ -94,6 +94,7 @@ class ShmConnection final : public Connection {
   Result<uint64_t> post_send(const void* src, size_t bytes) override;
   Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override;
   Status check_peer() override;
+  bool peer_aborted() const override { return peer_info_->aborted.load(std::memory_order_acquire) != 0; }
   void prefer_single_copy(bool exchange) override { exchange_ = exchange; }
   bool has_unclaimed_message() const override;
   Status progress() override;
@@ -161,7 +162,7 @@ class ShmConnection final : public Connection {
   Status stalled();                 // progress() moved nothing with work queued
   Status check_process() const;     // kRemoteError once the peer process has exited
   Status check_joining() const;     // while joining: check_process(), then params_.watch
-  Status peer_aborted() const;      // kRemoteError carrying the peer's reason
+  Status peer_abort_status() const;  // kRemoteError carrying the peer's reason
   Status cma_read(void* dst, uint64_t remote, size_t bytes);
   Route route_for(size_t bytes) const {
     if (bytes == 0) return Route::kEmpty;

@@ -193,6 +193,7 @@ Status TcpConnection::closed_by_peer() {
     bool moved = false;
     WEFT_TRY(progress_recv(lane, &moved));
   }
+  if (!peer_abort_.empty()) return fail(remote_error(peer_abort_));
   return fail(remote_error(who() + ": connection closed by peer"));
 }
 
@@ -351,7 +352,7 @@ Status TcpConnection::deliver_staged(Lane& lane, RecvChunk& c, bool* moved) {
 
 Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
   for (int calls = 0; calls < kMaxSyscallsPerLane; ++calls) {
-    if (lane.eof) return Status();
+    if (lane.eof || lane.aborted) return Status();
     if (!lane.in_frame) {
       // Read the next header (also when nothing is posted, so that an abort notice or a closed
       // peer is noticed promptly), and with it the payload of a small copy chunk waiting for it.
@@ -374,7 +375,12 @@ Status TcpConnection::progress_recv(Lane& lane, bool* moved) {
                                      lane.frame_len - lane.payload_got);
       if (n.ok()) lane.payload_got += *n;
       if (!n.ok() || lane.payload_got == lane.frame_len) {
-        return fail(remote_error(peer_abort_message(peer_, lane.abort_text)));
+        // The notice is the lane's last frame. It fails only work left on this lane
+        // (progress()): what the peer finished before it aborted (its part of a call it then
+        // left for a later one) still completes here.
+        lane.aborted = true;
+        peer_abort_ = peer_abort_message(peer_, lane.abort_text);
+        return Status();
       }
       if (*n == 0) return Status();
       continue;
@@ -460,6 +466,8 @@ Status TcpConnection::progress() {
     for (Lane& lane : lanes_) WEFT_TRY(progress_recv(lane, &moved));
     if (!moved) break;
   }
+  for (const Lane& lane : lanes_)
+    if (lane.aborted && (!lane.recvs.empty() || !lane.sends.empty())) return fail(remote_error(peer_abort_));
   for (Lane& lane : lanes_) WEFT_TRY(progress_send(lane));
   retire_ops();
   // A peer may close once it has sent everything; a closed lane is an error only while it still
@@ -468,6 +476,11 @@ Status TcpConnection::progress() {
     if (lane.eof && (!lane.recvs.empty() || !lane.sends.empty())) return closed_by_peer();
   }
   return Status();
+}
+
+Status TcpConnection::check_peer() {
+  WEFT_TRY(progress());
+  return peer_abort_.empty() ? Status() : fail(remote_error(peer_abort_));
 }
 
 bool TcpConnection::poll_fds(std::vector<struct pollfd>& out) const {

@@ -94,6 +94,10 @@ class TcpConnection final : public Connection {
   Result<uint64_t> post_send(const void* src, size_t bytes) override;
   Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override;
   Status progress() override;
+  // progress(), then the peer's abort notice where one came (progress() alone fails on it only
+  // while work is left on the lane that carried it).
+  Status check_peer() override;
+  bool peer_aborted() const override { return !peer_abort_.empty(); }
   uint64_t sends_done() const override { return sends_done_; }
   uint64_t recvs_done() const override { return recvs_done_; }
   bool idle() const override { return send_ops_.empty() && recv_ops_.empty(); }
@@ -148,6 +152,7 @@ class TcpConnection final : public Connection {
     std::string abort_text;
     Note note{};  // a NOTE frame's payload as it arrives
     bool eof = false;
+    bool aborted = false;  // the peer's abort notice is in: nothing more comes on this lane
     // Reduce staging: slot[0, slot_filled) holds message bytes [slot_base, slot_base+filled).
     uint8_t* slot = nullptr;
     size_t slot_filled = 0;
@@ -194,6 +199,9 @@ class TcpConnection final : public Connection {
   bool has_note_ = false;
   Status error_;  // sticky
   bool aborted_ = false;
+  // The peer's abort notice, worded by peer_abort_message(), once a lane has read it; empty
+  // before. The error of work left on a lane that has it (progress()), and of check_peer().
+  std::string peer_abort_;
   std::optional<Deadline> close_deadline_;  // set by begin_close()
 };
 
