@@ -434,10 +434,8 @@ TEST_P(DeviceKernelFaults, PeerKilledMidCallStopsEveryKernel) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, DeviceKernelFaults, ::testing::Values("shm", "tcp"));
 
-// The same on the emulated GPU's buffers, on the host executor (its own ctest, WEFT_EMULATE_GPU=1),
-// over tcp, whose device links are staged through host memory. Not over shm, where the links are
-// the cuda transport's: there rank 1's call still fails (the cuda connection's control link, whose
-// next record's receive is always posted, fails once the peer aborted and sends no more records).
+// The same on the emulated GPU's buffers, on the host executor (its own ctest, WEFT_EMULATE_GPU=1):
+// over shm the cuda transport's links, over tcp links staged through host memory.
 class DeviceBufferFaults : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeviceBufferFaults, APeerThatAbortsAfterItsPartFailsOnlyTheNextCall) {
@@ -445,7 +443,7 @@ TEST_P(DeviceBufferFaults, APeerThatAbortsAfterItsPartFailsOnlyTheNextCall) {
   peer_aborts_after_its_part(GetParam(), true);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, DeviceBufferFaults, ::testing::Values("tcp"));
+INSTANTIATE_TEST_SUITE_P(Transports, DeviceBufferFaults, ::testing::Values("shm", "tcp"));
 
 }  // namespace
 }  // namespace weft

@@ -119,6 +119,11 @@ class CudaConnection final : public Connection {
   }
   void abort(std::string_view reason) override { ctrl_->abort(reason); }
   bool peer_aborted() const override { return ctrl_->peer_aborted(); }
+  Status check_peer() override {
+    WEFT_TRY(progress());
+    if (!peer_gone_.ok()) return peer_gone_;
+    return ctrl_->peer_aborted() ? ctrl_->check_peer() : Status();
+  }
   void begin_close() override { ctrl_->begin_close(); }
   std::string describe() const override {
     return "cuda to rank " + std::to_string(peer_) + " channel " + std::to_string(channel_) + " (FIFO of " +
@@ -165,6 +170,7 @@ class CudaConnection final : public Connection {
   }
 
   Status send_record(const Record& r) {
+    if (!peer_gone_.ok()) return Status();  // it reads no more records
     out_.push_back(Outgoing{r, 0});
     auto t = ctrl_->post_send(&out_.back().rec, sizeof(Record));
     WEFT_TRY(t);
@@ -201,12 +207,31 @@ class CudaConnection final : public Connection {
     return internal_error(describe() + ": a malformed record (stream out of step)");
   }
 
+  // This side needs a record from the peer: a receive not wholly announced, or a send not wholly
+  // issued (a free slot comes with the peer's acknowledgement).
+  bool waits_for_peer() const { return receiving_ < recvs_.size() || issuing_ < sends_.size(); }
+
+  // The control connection's progress(). A peer that aborted sends no more records: those it sent
+  // before are still taken, and then the standing receive for its next one fails the control
+  // connection. That fails this connection only where it waits for the peer; otherwise the peer
+  // is gone (peer_gone_) and this side finishes its own copies without it, sending it nothing
+  // more, until it waits for the peer again. (The peer may have finished its part of a call and
+  // aborted in a later one: src/executor.h.)
+  Status progress_control() {
+    if (!peer_gone_.ok()) return waits_for_peer() ? peer_gone_ : Status();
+    Status s = ctrl_->progress();
+    if (s.ok() || !ctrl_->peer_aborted() || waits_for_peer()) return s;
+    peer_gone_ = s;
+    out_.clear();  // the failed control connection sends none of them
+    return Status();
+  }
+
   Status step() {
-    WEFT_TRY(ctrl_->progress());
-    while (ctrl_->recvs_done() >= in_ticket_) {
+    WEFT_TRY(progress_control());
+    while (peer_gone_.ok() && ctrl_->recvs_done() >= in_ticket_) {
       WEFT_TRY(take_record());
       WEFT_TRY(post_control_recv());
-      WEFT_TRY(ctrl_->progress());
+      WEFT_TRY(progress_control());
     }
     WEFT_TRY(issue_sends());
     WEFT_TRY(announce_chunks());
@@ -333,7 +358,7 @@ class CudaConnection final : public Connection {
   void close() {
     if (peer_mapped_) cuda::ipc_close(peer_fifo_);
     peer_fifo_ = nullptr;
-    if (!failed_.ok() || fifo_ == nullptr || !peer_mapped_) return;
+    if (!failed_.ok() || !peer_gone_.ok() || fifo_ == nullptr || !peer_mapped_) return;
     Record r;
     r.kind = Kind::kClose;
     if (!send_record(r).ok()) return;
@@ -350,6 +375,7 @@ class CudaConnection final : public Connection {
   const int64_t pid_;
   const std::chrono::milliseconds close_wait_;
   Status failed_;
+  Status peer_gone_;  // the peer aborted and the control connection failed (progress_control)
   char* fifo_ = nullptr;       // this side's receive FIFO (device memory it owns)
   char* peer_fifo_ = nullptr;  // the peer's FIFO, once its record came
   bool peer_mapped_ = false;   // peer_fifo_ is an IPC mapping (the peer is another process)
