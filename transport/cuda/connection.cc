@@ -71,6 +71,7 @@ class CudaConnection final : public Connection {
     while (peer_fifo_ == nullptr) {
       WEFT_TRY(step());
       if (peer_fifo_ != nullptr) break;
+      WEFT_TRY(peer_gone_);  // it aborted before it announced its FIFO
       if (deadline.expired())
         return timeout_error(describe() + ": rank " + std::to_string(peer_) + " did not announce its FIFO in time");
       backoff.pause();
@@ -213,14 +214,14 @@ class CudaConnection final : public Connection {
 
   // The control connection's progress(). A peer that aborted sends no more records: those it sent
   // before are still taken, and then the standing receive for its next one fails the control
-  // connection. That fails this connection only where it waits for the peer; otherwise the peer
-  // is gone (peer_gone_) and this side finishes its own copies without it, sending it nothing
-  // more, until it waits for the peer again. (The peer may have finished its part of a call and
-  // aborted in a later one: src/executor.h.)
+  // connection. The peer is then gone (peer_gone_): this side finishes its own copies and the
+  // receives the records already in announce, sends it nothing more, and fails (step()) once it
+  // waits for the peer. (The peer may have finished its part of a call and aborted in a later
+  // one: src/executor.h.)
   Status progress_control() {
-    if (!peer_gone_.ok()) return waits_for_peer() ? peer_gone_ : Status();
+    if (!peer_gone_.ok()) return Status();
     Status s = ctrl_->progress();
-    if (s.ok() || !ctrl_->peer_aborted() || waits_for_peer()) return s;
+    if (s.ok() || !ctrl_->peer_aborted()) return s;
     peer_gone_ = s;
     out_.clear();  // the failed control connection sends none of them
     return Status();
@@ -238,7 +239,7 @@ class CudaConnection final : public Connection {
     WEFT_TRY(issue_recvs());
     WEFT_TRY(finish_chunks());
     while (!out_.empty() && ctrl_->sends_done() >= out_.front().ticket) out_.pop_front();
-    return Status();
+    return !peer_gone_.ok() && waits_for_peer() ? peer_gone_ : Status();
   }
 
   // Copies the sends' chunks into free slots of the peer's FIFO, in order.
