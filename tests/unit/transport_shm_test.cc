@@ -728,7 +728,7 @@ TEST_F(ShmAbortTest, ALongAbortReasonKeepsItsCause) {
 // A peer that sent a message and then aborted (it finished its call and gave up in a later one):
 // the message is still taken, an idle connection's progress() succeeds, and only a receive with
 // nothing left to take fails, with the peer's reason; check_peer() says so at once. Before the
-// forty-ninth session progress() failed as soon as the abort was seen, failing a call the peer had
+// fiftieth session progress() failed as soon as the abort was seen, failing a call the peer had
 // completed.
 TEST_F(ShmTest, WhatAPeerSentBeforeItAbortedIsStillTaken) {
   Config cfg = small_config(true, 4096, 64 << 10);

@@ -653,7 +653,7 @@ TEST(TransportTcpFailure, AbortReasonReachesThePeer) {
 // A peer that sent a message and then aborted (it finished its call and gave up in a later one),
 // over two sockets: the message is still taken, an idle connection's progress() succeeds once the
 // notice is in, and only a receive with nothing left to take fails, with the peer's reason;
-// check_peer() says so at once. Before the forty-ninth session progress() failed as soon as a
+// check_peer() says so at once. Before the fiftieth session progress() failed as soon as a
 // lane read the notice (as shm's did: transport_shm_test's twin says how that was found).
 TEST(TransportTcpFailure, WhatAPeerSentBeforeItAbortedIsStillTaken) {
   Config config = test_config(2);
