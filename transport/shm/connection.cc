@@ -613,13 +613,10 @@ Status ShmConnection::progress() {
   // taken) and aborted in a later one: what it did before is still ours to take, as a dead
   // peer's is (stalled()), and its abort is the error only once nothing more moves. (Failing at
   // once failed a call its peers had completed: nccl.rank-dies.shm.n3, seed 320, under TSan.)
+  // The flag is read before the pumps: it is stored after the peer's last publishes, so those
+  // are visible to them.
+  const bool peer_gave_up = peer_aborted();
   bool moved = false;
-  if (peer_aborted()) {
-    Status s = pump_sends(&moved);
-    if (s.ok()) s = pump_recvs(&moved);
-    if (!s.ok()) return fail(std::move(s));
-    return moved || idle() ? Status() : fail(peer_abort_status());
-  }
   if (!sends_.empty()) {
     Status s = pump_sends(&moved);
     if (!s.ok()) return fail(std::move(s));
@@ -629,7 +626,7 @@ Status ShmConnection::progress() {
     if (!s.ok()) return fail(std::move(s));
   }
   if (!moved && !idle()) {
-    Status s = stalled();
+    Status s = peer_gave_up ? peer_abort_status() : stalled();
     if (!s.ok()) return fail(std::move(s));
   }
   return Status();
