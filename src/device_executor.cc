@@ -206,7 +206,10 @@ void DeviceExecutor::watch_mapped_links() {
     if (s.ok() || !kernel_in_flight()) continue;
     log_.warn("rank " + std::to_string(rank_) + ": the device executor's link to rank " + std::to_string(l->peer()) +
               " lost its peer (" + s.message() + "): this rank's kernels stop");
-    stop_kernels(device_walk::dead_word(device_walk::kLinkFailed, rank_, l->peer()));
+    // A peer that failed marked the link before it went (its error waits for that: tell_peers),
+    // and that word names the rank that failed first; a peer that left no word is the one to blame.
+    const uint64_t theirs = l->peer_dead_word();
+    stop_kernels(theirs != 0 ? theirs : device_walk::dead_word(device_walk::kLinkFailed, rank_, l->peer()));
   }
 }
 
@@ -254,6 +257,18 @@ void DeviceExecutor::mark_links() {
   }
 }
 
+void DeviceExecutor::tell_peers() {
+  std::unique_lock<std::mutex> lock(proxy_mu_);
+  if ((proxy_links_.empty() && watched_.empty()) || peers_told_ || tell_gave_up_ || proxy_stop_) return;
+  proxy_work_ = true;
+  proxy_cv_.notify_one();
+  if (!told_cv_.wait_for(lock, kTellPeers, [&] { return peers_told_ || proxy_stop_; })) {
+    tell_gave_up_ = true;
+    log_.warn("rank " + std::to_string(rank_) + ": the device executor's proxy did not pass this rank's failure on to " +
+              "every peer within " + std::to_string(kTellPeers.count()) + " s; the call's error is returned anyway");
+  }
+}
+
 void DeviceExecutor::wake_proxy() {
   {
     std::lock_guard<std::mutex> lock(proxy_mu_);
@@ -278,20 +293,25 @@ void DeviceExecutor::proxy_loop() {
       next_watch = now + kIdleLook;
     }
     mark_links();
-    bool moved = false, busy = false;
+    bool moved = false, busy = false, telling = false;
     for (transport::ProxyLink* l : links) {
       auto r = l->progress();
       if (!r.ok()) log_.warn("rank " + std::to_string(rank_) + ": the device executor's proxy to rank " +
                              std::to_string(l->peer()) + " stopped: " + r.status().message());
       moved = moved || (r.ok() && *r);
       busy = busy || l->busy();
+      telling = telling || l->telling();
     }
     if (moved) backoff.reset();
-    else if (busy) backoff.pause();
+    else if (busy || telling) backoff.pause();
     lock.lock();
+    if (proxy_marked_ && !telling && !peers_told_) {
+      peers_told_ = true;
+      told_cv_.notify_all();
+    }
     // Nothing planned is left to carry: sleep until a plan arrives, or for kIdleLook, to pass on a
     // dead word a kernel marked on a link with nothing planned.
-    if (!busy && !moved) proxy_cv_.wait_for(lock, kIdleLook, [&] { return proxy_work_ || proxy_stop_; });
+    if (!busy && !moved && !telling) proxy_cv_.wait_for(lock, kIdleLook, [&] { return proxy_work_ || proxy_stop_; });
   }
 }
 
@@ -585,7 +605,13 @@ void DeviceExecutor::report_slow_call() const {
             (links.empty() ? " (no link of it is carried by the proxy)" : "; its proxy's links" + links));
 }
 
-Status DeviceExecutor::error() const {
+Status DeviceExecutor::error() {
+  Status s = describe_error();
+  if (!s.ok()) tell_peers();
+  return s;
+}
+
+Status DeviceExecutor::describe_error() const {
   // A failure counts once its walker has written all of it (`ready`, after a fence).
   if (__atomic_load_n(&error_->ready, __ATOMIC_ACQUIRE) == 0) return Status();
   const volatile cuda::WalkerError* e = error_;

@@ -108,7 +108,10 @@ class DeviceExecutor {
   Status wait_last();
   // Logs that the last call still runs, with the state of each link the proxy carries.
   void report_slow_call() const;
-  Status error() const;
+  // The last call's failure, if any. A failure is returned once the proxy has passed it on to the
+  // peers of its links (tell_peers): the caller may exit at once, and a peer that learnt of it
+  // only from the closed connection would blame this rank instead of the rank that failed first.
+  Status error();
   void abort();
   // The communicator failed on the host (a run's error): this rank's kernels stop, now and
   // later, and pass it on to their peers'.
@@ -161,6 +164,14 @@ class DeviceExecutor {
   // WalkerLink to watch.
   void start_proxy(transport::DeviceLink* link, bool carried);
   void wake_proxy();
+  // Wakes the proxy and waits, bounded by kTellPeers, until it has marked its links dead and the
+  // words are out (peers_told_): a ProxyLink's written to its connection (ProxyLink::telling), a
+  // mapped link's in device memory and in a note on its control connection (mark_links returns
+  // once they are). At once where it has no links to other ranks, or gave up waiting before.
+  void tell_peers();
+  static constexpr auto kTellPeers = std::chrono::seconds(1);
+  // error()'s status, without waiting.
+  Status describe_error() const;
   // Waits (bounded by the timeout) until the proxy has carried everything planned, then stops it.
   void stop_proxy();
   // Stops this rank's kernels, now and later (WalkerCall::abort: 1, or a dead word), unless
@@ -168,7 +179,8 @@ class DeviceExecutor {
   void stop_kernels(uint64_t why);
   // The proxy thread, now and then: each mapped link's peer process still there (its control
   // connection's check_peer); a peer gone while a kernel of this rank may run stops this rank's
-  // kernels, naming it. With none running, the next pass looks again: a peer that destroyed its
+  // kernels, naming it (or, where it left its dead word as a note, the rank that word names).
+  // With none running, the next pass looks again: a peer that destroyed its
   // communicator first, at a program's end, is no failure of this rank's.
   void watch_mapped_links();
   // Whether a kernel of this executor may still be running (the last launch's end not yet
@@ -208,6 +220,11 @@ class DeviceExecutor {
   std::vector<transport::WalkerLink*> watched_;  // mapped links to other ranks (of this process too)
   bool proxy_work_ = false;  // a plan arrived since the proxy last looked
   bool proxy_stop_ = false;
+  // Set by the proxy once its links are marked dead and their words passed on (tell_peers waits
+  // on told_cv_), or by tell_peers that waited kTellPeers in vain.
+  std::condition_variable told_cv_;
+  bool peers_told_ = false;
+  bool tell_gave_up_ = false;
   // When the proxy thread last began a pass (steady clock, ns; 0: not yet): a slow call's report
   // says whether the thread still runs.
   std::atomic<int64_t> proxy_pass_ns_{0};

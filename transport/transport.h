@@ -116,6 +116,9 @@ class Connection {
     return false;
   }
   virtual const Note* last_note() const { return nullptr; }
+  // Whether this side's latest note is still on its way out (tcp: queued behind the stream's
+  // frames, not yet written to the socket); false where notes are shared state (shm).
+  virtual bool note_pending() const { return false; }
   // For an owner about to destroy several connections: starts closing, so that what the
   // destructors wait for overlaps (tcp: the peer to hold what was sent, at most one linger for
   // all of them instead of one each). Nothing may be posted afterwards; destroy it next.

@@ -1,10 +1,30 @@
 #include "transport/cuda/device_link.h"
 
+#include <cstring>
 #include <string>
 
 #include "src/backoff.h"
 
 namespace weft::transport {
+namespace {
+// A note that carries a dead word: this magic, then the word.
+constexpr uint64_t kDeadNoteMagic = 0x4441454454464557ull;  // "WEFTDEAD"
+}  // namespace
+
+Note dead_note(uint64_t word) {
+  Note note{};
+  std::memcpy(note.data(), &kDeadNoteMagic, sizeof kDeadNoteMagic);
+  std::memcpy(note.data() + sizeof kDeadNoteMagic, &word, sizeof word);
+  return note;
+}
+
+uint64_t dead_word_in(const Note* note) {
+  if (note == nullptr) return 0;
+  uint64_t magic = 0, word = 0;
+  std::memcpy(&magic, note->data(), sizeof magic);
+  std::memcpy(&word, note->data() + sizeof magic, sizeof word);
+  return magic == kDeadNoteMagic ? word : 0;
+}
 
 Status swap_records(Connection& conn, int peer, const void* out, void* in, size_t bytes, Deadline deadline) {
   RecvSink sink;

@@ -51,6 +51,14 @@ class DeviceLink {
   const uint32_t slot_count_;
 };
 
+// A link's dead word passed to the peer beside the device memory (Connection::post_note on the
+// link's host connection): the note that carries `word`, and the word a note carries (0 where
+// `note` is null or carries none). A ProxyLink's peer learns of a failure only so; a
+// WalkerLink's peer reads the word in device memory, and the note where this rank's process is
+// gone (DeviceExecutor::watch_mapped_links).
+Note dead_note(uint64_t word);
+uint64_t dead_word_in(const Note* note);
+
 // Sends `bytes` of `out` to `peer` over `conn` and receives as many from it into `in`, by
 // `deadline` (a link's announcements when it is made).
 Status swap_records(Connection& conn, int peer, const void* out, void* in, size_t bytes, Deadline deadline);

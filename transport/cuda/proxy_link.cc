@@ -11,8 +11,6 @@ namespace weft::transport {
 namespace {
 
 constexpr size_t kLaneCounters = device_walk::kLaneCounterBytes;
-// A note that carries a dead word: this magic, then the word.
-constexpr uint64_t kDeadNoteMagic = 0x4441454454464557ull;  // "WEFTDEAD"
 
 struct Geometry {
   uint64_t magic = 0x4f5250544645574bull;
@@ -126,6 +124,11 @@ bool ProxyLink::busy() const {
   return !in_.stopped && (!out_.todo.empty() || !out_.flight.empty() || !in_.todo.empty() || !in_.flight.empty());
 }
 
+bool ProxyLink::telling() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !failed_ && load_acquire(dead_) != 0 && (!dead_sent_ || conn_->note_pending());
+}
+
 void ProxyLink::mark_dead(uint64_t word) {
   uint64_t none = 0;
   std::atomic_ref<uint64_t>(*dead_).compare_exchange_strong(none, word);
@@ -192,22 +195,15 @@ Status ProxyLink::move_recvs(bool* moved) {
 void ProxyLink::pass_dead() {
   const uint64_t mine = load_acquire(dead_);
   if (mine != 0 && !dead_sent_) {
-    Note note{};
-    std::memcpy(note.data(), &kDeadNoteMagic, sizeof kDeadNoteMagic);
-    std::memcpy(note.data() + sizeof kDeadNoteMagic, &mine, sizeof mine);
-    (void)conn_->post_note(note);
+    (void)conn_->post_note(dead_note(mine));
     dead_sent_ = true;
   }
   take_dead();
 }
 
 void ProxyLink::take_dead() {
-  const Note* theirs = conn_->last_note();
-  if (theirs == nullptr) return;
-  uint64_t magic = 0, word = 0;
-  std::memcpy(&magic, theirs->data(), sizeof magic);
-  std::memcpy(&word, theirs->data() + sizeof magic, sizeof word);
-  if (magic == kDeadNoteMagic && word != 0 && load_acquire(dead_) == 0) store_release(dead_, word);
+  const uint64_t word = dead_word_in(conn_->last_note());
+  if (word != 0 && load_acquire(dead_) == 0) store_release(dead_, word);
 }
 
 Result<bool> ProxyLink::progress() {

@@ -62,6 +62,10 @@ class ProxyLink : public DeviceLink {
             const uint8_t* header = nullptr);
   // Whether planned chunks are not yet all carried (or a marked dead word not yet passed on).
   bool busy() const;
+  // Whether the dead word is marked and not yet out to the peer: not yet posted, or posted and
+  // still queued on the connection behind the chunks ahead of it (a failed rank's error waits for
+  // it, bounded: DeviceExecutor::tell_peers).
+  bool telling() const;
   // Marks the dead word with `word` unless it is marked already; the proxy passes it on.
   void mark_dead(uint64_t word);
   // Moves what can move now, never blocking: true if anything moved. A failure of the connection

@@ -85,6 +85,7 @@ Status WalkerLink::start(Deadline deadline) {
 
 Status WalkerLink::mark_dead(uint64_t word, cuda::Stream side) {
   if (!check_peer().ok()) return Status();
+  if (control_ != nullptr) (void)control_->post_note(dead_note(word));
   return cuda::mark_word(dead(), word, side).status();
 }
 

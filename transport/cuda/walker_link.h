@@ -55,9 +55,13 @@ class WalkerLink : public DeviceLink {
   // From the host, while kernels may run: writes `word` into the link's dead word where it still
   // reads 0 (cuda::mark_word through `side`: the first word stays, as with the walkers' stores),
   // so that the peer's kernels stop at their next wait on the link, whether or not a kernel of
-  // this rank uses it. Nothing where the peer's process is gone (check_peer fails): nobody is
-  // left to tell. For the watcher, as check_peer.
+  // this rank uses it; and leaves it as a note on the control connection (dead_note), which the
+  // peer reads if this process is gone by then. Nothing where the peer's process is gone
+  // (check_peer fails): nobody is left to tell. For the watcher, as check_peer.
   Status mark_dead(uint64_t word, cuda::Stream side);
+  // The dead word the peer left as a note (0: none), for a watcher that found the peer gone: it
+  // names the rank that failed first where the peer failed before it went.
+  uint64_t peer_dead_word() const { return control_ != nullptr ? dead_word_in(control_->last_note()) : 0; }
 
  private:
   WalkerLink(std::unique_ptr<Connection> control, int rank, int peer, size_t slot_bytes, uint32_t slot_count,

@@ -106,6 +106,7 @@ class TcpConnection final : public Connection {
   bool poll_fds(std::vector<struct pollfd>& out) const override;
   bool post_note(const Note& note) override;
   const Note* last_note() const override { return has_note_ ? &note_in_ : nullptr; }
+  bool note_pending() const override { return !notes_out_.empty(); }
   void begin_close() override;
 
   // How long the destructor waits for the peer to take what this side sent (see the file
