@@ -74,6 +74,8 @@ cudaStream_t st(Stream s) { return static_cast<cudaStream_t>(s); }
 
 bool available() { return driver().device_present; }
 
+bool emulated_build() { return false; }
+
 bool is_device_pointer(const void* p) {
   if (p == nullptr || !available()) return false;
   cudaPointerAttributes a{};

@@ -31,6 +31,9 @@ using Event = void*;
 
 // True when weft was built with CUDA and a device is present and usable.
 bool available();
+// True in a build without CUDA, whose GPUs are the emulated ones (WEFT_EMULATE_GPU): what the
+// tests written for the emulated GPU ask, as a build with CUDA ignores the variable.
+bool emulated_build();
 // True for device memory (cudaMalloc, cudaMallocAsync pools, cuMem*) and managed memory.
 // Host memory, pinned or not, and any pointer when !available(): false.
 bool is_device_pointer(const void* p);

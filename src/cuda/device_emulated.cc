@@ -373,6 +373,8 @@ using cuda::WalkerCall;
 
 bool cuda::available() { return emulating(); }
 
+bool cuda::emulated_build() { return true; }
+
 bool cuda::is_device_pointer(const void* p) {
   if (p == nullptr || !emulating()) return false;
   const auto k = kind_of(p);

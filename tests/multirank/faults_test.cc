@@ -402,7 +402,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));
 class DeviceKernelFaults : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeviceKernelFaults, PeerKilledMidCallStopsEveryKernel) {
-  if (std::getenv("WEFT_EMULATE_GPU") == nullptr) GTEST_SKIP() << "needs the emulated GPU (WEFT_EMULATE_GPU=1)";
+  if (!on_emulated_gpu()) GTEST_SKIP() << "needs the emulated GPU (a build without CUDA, WEFT_EMULATE_GPU=1)";
   Config config = make_config(GetParam(), 20);
   config.device_kernel = true;
   auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
@@ -439,7 +439,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, DeviceKernelFaults, ::testing::Values("shm"
 class DeviceBufferFaults : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeviceBufferFaults, APeerThatAbortsAfterItsPartFailsOnlyTheNextCall) {
-  if (std::getenv("WEFT_EMULATE_GPU") == nullptr) GTEST_SKIP() << "needs the emulated GPU (WEFT_EMULATE_GPU=1)";
+  if (!on_emulated_gpu()) GTEST_SKIP() << "needs the emulated GPU (a build without CUDA, WEFT_EMULATE_GPU=1)";
   peer_aborts_after_its_part(GetParam(), true);
 }
 

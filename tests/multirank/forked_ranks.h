@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include "src/cuda/device.h"
 #include "tests/unit/forked_processes.h"
 #include "weft/communicator.h"
 
@@ -34,6 +36,11 @@ inline Config make_config(const std::string& transport, int timeout_s) {
   c.timeout = std::chrono::seconds(timeout_s);
   return c;
 }
+
+// Whether a test written for the emulated GPU can run: a build without CUDA, under
+// WEFT_EMULATE_GPU. A build with CUDA ignores the variable, and there the ranks would fail on a
+// machine without a GPU instead of skipping.
+inline bool on_emulated_gpu() { return std::getenv("WEFT_EMULATE_GPU") != nullptr && cuda::emulated_build(); }
 
 namespace detail {
 // A child's ends of run_ranks()'s two linger pipes: it reads `release` (EOF once the parent lets
