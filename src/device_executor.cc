@@ -300,7 +300,7 @@ void DeviceExecutor::proxy_loop() {
                              std::to_string(l->peer()) + " stopped: " + r.status().message());
       moved = moved || (r.ok() && *r);
       busy = busy || l->busy();
-      telling = telling || l->telling();
+      telling = telling || (proxy_marked_ && l->telling());  // only once this rank failed or stopped
     }
     if (moved) backoff.reset();
     else if (busy || telling) backoff.pause();
