@@ -887,11 +887,13 @@ Status CommState::failed(Status s) {
 }
 
 Status CommState::async_error() {
+  // The kernels' failure is read outside queue_mu_: error() may wait (up to a second, once) for
+  // the proxy to pass it on to the peers (DeviceExecutor::tell_peers), and a thread queuing a
+  // call would wait with it. kernel_failed() reads it the same way.
+  Status kernel;
+  if (has_kernel_executor_.load(std::memory_order_acquire)) kernel = kernel_executor_->error();
   std::lock_guard<std::mutex> lock(queue_mu_);
-  if (async_error_.ok() && kernel_executor_) {
-    const Status kernel = kernel_executor_->error();
-    if (!kernel.ok()) async_error_ = with_world_ranks(kernel);
-  }
+  if (async_error_.ok() && !kernel.ok()) async_error_ = with_world_ranks(kernel);
   if (!async_error_.ok()) return async_error_;
   if (aborted_.load(std::memory_order_acquire)) return remote_error("communicator was aborted (" + abort_reason_ + ")");
   return Status();

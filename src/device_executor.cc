@@ -194,14 +194,25 @@ void DeviceExecutor::start_proxy(transport::DeviceLink* link, bool carried) {
   if (!proxy_.joinable()) proxy_ = std::thread([this] { proxy_loop(); });
 }
 
-void DeviceExecutor::watch_mapped_links() {
+void DeviceExecutor::watch_links() {
   std::vector<transport::WalkerLink*> links;
+  std::vector<transport::ProxyLink*> carried;
   {
     std::lock_guard<std::mutex> lock(proxy_mu_);
     links = watched_;
+    carried = proxy_links_;
+  }
+  const auto stopped = [&] { return std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_relaxed) != 0; };
+  for (transport::ProxyLink* l : carried) {
+    if (stopped()) return;
+    const uint64_t theirs = l->peer_dead_word();
+    if (theirs == 0 || !kernel_in_flight()) continue;
+    log_.warn("rank " + std::to_string(rank_) + ": the device executor's link to rank " + std::to_string(l->peer()) +
+              " says its peer failed or stopped: this rank's kernels stop");
+    stop_kernels(theirs);
   }
   for (transport::WalkerLink* l : links) {
-    if (std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_relaxed) != 0) return;  // stopped already
+    if (stopped()) return;
     const Status s = l->check_peer();
     if (s.ok() || !kernel_in_flight()) continue;
     log_.warn("rank " + std::to_string(rank_) + ": the device executor's link to rank " + std::to_string(l->peer()) +
@@ -289,7 +300,7 @@ void DeviceExecutor::proxy_loop() {
     const auto now = std::chrono::steady_clock::now();
     proxy_pass_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
     if (now >= next_watch) {
-      watch_mapped_links();
+      watch_links();
       next_watch = now + kIdleLook;
     }
     mark_links();
@@ -634,7 +645,15 @@ Status DeviceExecutor::describe_error() const {
   return timeout_error(call + what_stopped(rank_, true, static_cast<int>(outcome), peer, timeout_));
 }
 
-void DeviceExecutor::abort() { stop_kernels(1); }
+void DeviceExecutor::abort() {
+  stop_kernels(1);
+  tell_peers();
+}
+
+void DeviceExecutor::comm_failed() {
+  stop_kernels(device_walk::dead_word(device_walk::kCommFailed, rank_, -1));
+  tell_peers();
+}
 
 void DeviceExecutor::stop_kernels(uint64_t why) {
   if (abort_flag_ == nullptr) return;

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -36,6 +37,47 @@ std::chrono::nanoseconds thread_cpu_time() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+// A rank that must stay alive, its connections open and no call made, while others check what
+// they heard of it (that it failed, not that its connections closed) stays until each of them
+// has said it is done, and at most kStay, past their 5 s bound (before, it slept all of kStay:
+// six seconds a test). A checking rank says it by making a file per staying rank, named for the
+// run (a hash of WEFT_UNIQUE_ID, which weft-run gives each run), its rank and the staying rank's;
+// the staying rank removes the files it was waiting for. Not through weft: the staying rank's
+// connections are what the test is about.
+constexpr auto kStay = std::chrono::seconds(6);
+
+std::string done_path(int checker, int stayer) {
+  const char* id = std::getenv("WEFT_UNIQUE_ID");
+  return "/tmp/weft-test-" + std::to_string(std::hash<std::string>{}(id != nullptr ? id : "")) + "." +
+         std::to_string(checker) + "-done-for-" + std::to_string(stayer);
+}
+
+// Says done to `stayers` when it goes out of scope: whether the checks after it passed or not.
+class SayDone {
+ public:
+  SayDone(int me, std::vector<int> stayers) : me_(me), stayers_(std::move(stayers)) {}
+  ~SayDone() {
+    for (int stayer : stayers_)
+      if (FILE* f = std::fopen(done_path(me_, stayer).c_str(), "w")) std::fclose(f);
+  }
+  SayDone(const SayDone&) = delete;
+  SayDone& operator=(const SayDone&) = delete;
+
+ private:
+  int me_;
+  std::vector<int> stayers_;
+};
+
+void stay_until_done(int me, const std::vector<int>& checkers) {
+  const auto until = std::chrono::steady_clock::now() + kStay;
+  for (int checker : checkers) {
+    const std::string path = done_path(checker, me);
+    while (access(path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    unlink(path.c_str());
+  }
 }
 
 // What every test here needs: 3 ranks, and a timeout well above the tests' bounds (5-8 s), so
@@ -274,10 +316,10 @@ TEST(DeviceKernel, AHostFailureStopsTheKernels) {
   }
 }
 
-// Rank 0 does `rank0`, which fails or stops it, then stays alive 6 s, its connections open, past
-// the others' bound, so that they must learn of it from its marks, not from a closed connection.
-// Ranks 1 and 2 queue an allreduce 300 ms later, which waits for rank 0: it must fail within 5 s
-// naming `named`.
+// Rank 0 does `rank0`, which fails or stops it, then stays alive, its connections open, until
+// the others are done (stay_until_done), so that they must learn of it from its marks, not from
+// a closed connection. Ranks 1 and 2 queue an allreduce 300 ms later, which waits for rank 0: it
+// must fail within 5 s naming `named`.
 void rank0_fails_and_stays(const std::function<void(Communicator&, LateRank&)>& rank0, const std::string& named) {
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));
@@ -285,9 +327,10 @@ void rank0_fails_and_stays(const std::function<void(Communicator&, LateRank&)>& 
   ASSERT_NO_FATAL_FAILURE(call.setup(c));
   if (c.rank() == 0) {
     ASSERT_NO_FATAL_FAILURE(rank0(c, call));
-    std::this_thread::sleep_for(std::chrono::seconds(6));
+    stay_until_done(0, {1, 2});
     return;
   }
+  const SayDone done(c.rank(), {0});
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_NO_FATAL_FAILURE(call.queue(c, -1));
   const auto [took, async] = call.finish(c);
@@ -299,9 +342,26 @@ void rank0_fails_and_stays(const std::function<void(Communicator&, LateRank&)>& 
 // Rank 0 aborts while no kernel of it runs. Its proxy thread marks every link of it dead (over
 // shm, mapped links: the dead word in device memory, written from the host; over tcp, the proxy's
 // links: it tells the peers), so ranks 1 and 2, whose allreduce comes later and waits for rank 0,
-// stop at once naming rank 0's abort: not at the timeout, nor when rank 0 exits (it stays 6 s).
+// stop at once naming rank 0's abort: not at the timeout, nor when rank 0 exits (it stays until
+// they are done).
 TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesItsPeers) {
   rank0_fails_and_stays([](Communicator& c, LateRank&) { c.abort(); }, "rank 0 was aborted");
+}
+
+// Rank 0's part in the tests below: an allreduce launched on a stream that is not one fails,
+// and so does the next call, the communicator broken.
+void launch_on_not_a_stream(Communicator& c, LateRank& call) {
+  int not_a_stream = 0;
+  float* f = call.data();
+  Status s;
+  {
+    StreamScope scope(&not_a_stream);
+    s = c.allreduce(f, f + LateRank::kCount, LateRank::kCount, DataType::kFloat32, RedOp::kSum).wait();
+  }
+  ASSERT_FALSE(s.ok()) << "a launch on a stream that is not one succeeded";
+  EXPECT_NE(s.message().find("not a stream"), std::string::npos) << s.to_string();
+  Status next = c.allreduce(f, f + LateRank::kCount, LateRank::kCount, DataType::kFloat32, RedOp::kSum).wait();
+  EXPECT_NE(next.message().find("unusable after an earlier error"), std::string::npos) << next.to_string();
 }
 
 // Rank 0's launch of an allreduce fails after the call has taken its chunk numbers on the links
@@ -311,21 +371,7 @@ TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesItsPeers) {
 // wait for rank 0, stop at once naming it, not at their timeout (before, they waited the 20 s,
 // and rank 0's next call ran on the links out of step, which they took for a different call).
 TEST(DeviceKernel, ALaunchThatFailsStopsThePeers) {
-  rank0_fails_and_stays(
-      [](Communicator& c, LateRank& call) {
-        int not_a_stream = 0;
-        float* f = call.data();
-        Status s;
-        {
-          StreamScope scope(&not_a_stream);
-          s = c.allreduce(f, f + LateRank::kCount, LateRank::kCount, DataType::kFloat32, RedOp::kSum).wait();
-        }
-        ASSERT_FALSE(s.ok()) << "a launch on a stream that is not one succeeded";
-        EXPECT_NE(s.message().find("not a stream"), std::string::npos) << s.to_string();
-        Status next = c.allreduce(f, f + LateRank::kCount, LateRank::kCount, DataType::kFloat32, RedOp::kSum).wait();
-        EXPECT_NE(next.message().find("unusable after an earlier error"), std::string::npos) << next.to_string();
-      },
-      "rank 0's communicator failed on the host");
+  rank0_fails_and_stays(launch_on_not_a_stream, "rank 0's communicator failed on the host");
 }
 
 // Ranks 0 and 1 exchange messages whose sizes differ (1000 floats each way from rank 0, 2000 from
@@ -334,7 +380,7 @@ TEST(DeviceKernel, ALaunchThatFailsStopsThePeers) {
 // proxy thread marked that link dead after the failure (mark_links), so rank 2 stops at once
 // naming the failed call's mismatch, not at its timeout. With `rank0_exits`, rank 0 leaves the
 // process (_exit, no destructor) the moment its call returns the failure, as a program that
-// gives up on an error may; else every rank stays alive past the bound.
+// gives up on an error may; else ranks 0 and 1 stay alive until rank 2 is done (stay_until_done).
 void failed_call_reaches_a_bystander(bool rank0_exits) {
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));
@@ -361,8 +407,9 @@ void failed_call_reaches_a_bystander(bool rank0_exits) {
       std::fflush(stderr);
       _exit(s.ok() ? 1 : 0);
     }
-    std::this_thread::sleep_for(std::chrono::seconds(6) - (std::chrono::steady_clock::now() - start));
+    stay_until_done(me, {2});
   } else {
+    const SayDone done(2, rank0_exits ? std::vector<int>{1} : std::vector<int>{0, 1});
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     Status s = exchange(0, 1000);
     ASSERT_FALSE(s.ok()) << "rank 2: an exchange with rank 0, which never made it, succeeded";
@@ -380,6 +427,48 @@ TEST(DeviceKernel, AFailedCallReachesAPeerThatWasNotInIt) { failed_call_reaches_
 // the link, and rank 2 blamed it).
 TEST(DeviceKernel, AFailedRankThatExitsAtOnceStillReachesAPeerThatWasNotInIt) {
   failed_call_reaches_a_bystander(true);
+}
+
+// Rank 2's kernel waits in a receive from rank 1 (alive until rank 2 is done, and never
+// sending) when rank 0, on no link of that call, fails (its launch on a stream that is not one)
+// and leaves the process at once. Rank 2's walkers never wait on their link to rank 0, so its
+// dead word there is not what stops them: the proxy thread's watch of the links
+// (DeviceExecutor::watch_links) finds rank 0 failed while a kernel runs and stops the kernels
+// with the word rank 0 left as a note on the link's connection (over shm the mapped link's
+// control connection, over tcp the proxy's), so the receive fails within 5 s naming rank 0's
+// failure. Before, over shm the watch blamed the connection to rank 0 (it read no note, and
+// rank 0 often exited before its proxy had passed the failure on); over tcp the kernel waited
+// for rank 1 until rank 1 left, and blamed it.
+TEST(DeviceKernel, AFailedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
+  Communicator& c = world();
+  ASSERT_NO_FATAL_FAILURE(require_setting(c));
+  const int me = c.rank();
+  LateRank call;
+  ASSERT_NO_FATAL_FAILURE(call.setup(c));
+  float* f = call.data();
+  // A first message from rank 1 to rank 2 joins the link the receive below waits on.
+  if (me == 1) {
+    ASSERT_TRUE(c.send(f, LateRank::kCount, DataType::kFloat32, 2).wait().ok());
+  } else if (me == 2) {
+    ASSERT_TRUE(c.recv(f, LateRank::kCount, DataType::kFloat32, 1).wait().ok());
+  }
+  if (me == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 2's kernel is waiting by then
+    ASSERT_NO_FATAL_FAILURE(launch_on_not_a_stream(c, call));
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  if (me == 1) {
+    stay_until_done(1, {2});
+    return;
+  }
+  const SayDone done(2, {1});
+  const auto start = std::chrono::steady_clock::now();
+  Status s = c.recv(f, LateRank::kCount, DataType::kFloat32, 1).wait();
+  ASSERT_FALSE(s.ok()) << "rank 2: a receive rank 1 never sent to succeeded";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << s.to_string();
+  EXPECT_NE(s.message().find("rank 0's communicator failed on the host"), std::string::npos) << s.to_string();
 }
 
 // Rank 2 joins its first device call after the timeout (run with WEFT_TIMEOUT=3): ranks 0 and 1

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -190,9 +191,9 @@ TEST_P(Faults, AbortWithAReasonTellsThePeersWhy) {
 
 // A rank that did its part of a call and then aborted fails the next call, not that one: in a
 // group, rank 2 sends 256 KiB to rank 1 and aborts as soon as its send is done; rank 0 sends
-// rank 1 the same 400 ms later (after a first round on time). Rank 1's call waits for rank 0 long after rank 2's abort, takes
-// both messages (checked), and succeeds; the allreduce that ranks 0 and 1 make next fails naming
-// rank 2's abort. (Before the fiftieth session rank 1's idle connection to rank 2 failed as soon
+// rank 1 the same 400 ms later (after a first round on time). Rank 1's call waits for rank 0
+// long after rank 2's abort, takes both messages (checked), and succeeds; the allreduce that
+// ranks 0 and 1 make next fails naming rank 2's abort. (Before the fiftieth session rank 1's idle connection to rank 2 failed as soon
 // as it saw the abort, and with it a call rank 2 had completed: found by a seed of
 // nccl.rank-dies.shm.n3 under TSan.) `device`: the buffers are the emulated GPU's, on the host
 // executor.
@@ -206,6 +207,7 @@ void peer_aborts_after_its_part(const std::string& transport, bool device) {
     std::vector<float> host(3 * kCount);
     auto dev = device ? cuda::device_alloc(host.size() * sizeof(float)) : Result<void*>(host.data());
     if (!dev.ok()) return 22;
+    const std::unique_ptr<void, void (*)(void*)> owned(device ? *dev : nullptr, cuda::device_free);
     // Emulated device memory is host memory: written and read here directly.
     float* from0 = static_cast<float*>(*dev);
     float* from2 = from0 + kCount;
@@ -402,7 +404,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));
 class DeviceKernelFaults : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeviceKernelFaults, PeerKilledMidCallStopsEveryKernel) {
-  if (!on_emulated_gpu()) GTEST_SKIP() << "needs the emulated GPU (a build without CUDA, WEFT_EMULATE_GPU=1)";
+  WEFT_SKIP_UNLESS_EMULATED_GPU();
   Config config = make_config(GetParam(), 20);
   config.device_kernel = true;
   auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
@@ -439,7 +441,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, DeviceKernelFaults, ::testing::Values("shm"
 class DeviceBufferFaults : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeviceBufferFaults, APeerThatAbortsAfterItsPartFailsOnlyTheNextCall) {
-  if (!on_emulated_gpu()) GTEST_SKIP() << "needs the emulated GPU (a build without CUDA, WEFT_EMULATE_GPU=1)";
+  WEFT_SKIP_UNLESS_EMULATED_GPU();
   peer_aborts_after_its_part(GetParam(), true);
 }
 

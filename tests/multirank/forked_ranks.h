@@ -42,6 +42,11 @@ inline Config make_config(const std::string& transport, int timeout_s) {
 // machine without a GPU instead of skipping.
 inline bool on_emulated_gpu() { return std::getenv("WEFT_EMULATE_GPU") != nullptr && cuda::emulated_build(); }
 
+// The first line of a test written for the emulated GPU: skips it elsewhere, saying why.
+#define WEFT_SKIP_UNLESS_EMULATED_GPU() \
+  if (!::weft::on_emulated_gpu()) \
+  GTEST_SKIP() << "runs on the emulated GPU only (a build without CUDA, WEFT_EMULATE_GPU=1)"
+
 namespace detail {
 // A child's ends of run_ranks()'s two linger pipes: it reads `release` (EOF once the parent lets
 // lingering ranks go) and writes a byte to `lingering` when it starts to linger.

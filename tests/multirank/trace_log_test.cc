@@ -85,7 +85,7 @@ TEST_P(TraceLog, EachCallsProgramOnce) {
 // Two calls of one shape on device buffers under a stream: the first makes its device links
 // before it is queued (CommState::prepare_device), the second finds them made.
 TEST_P(TraceLog, EachDeviceCallsProgramOnce) {
-  if (!on_emulated_gpu()) GTEST_SKIP() << "runs on the emulated GPU (a build without CUDA, WEFT_EMULATE_GPU=1)";
+  WEFT_SKIP_UNLESS_EMULATED_GPU();
   Config config = trace_config(GetParam());
   config.cuda_stream_order = true;
   auto status = run_ranks(2, 2, config, [&](int r, Result<std::unique_ptr<Communicator>>& comm) {
