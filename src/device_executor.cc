@@ -194,25 +194,14 @@ void DeviceExecutor::start_proxy(transport::DeviceLink* link, bool carried) {
   if (!proxy_.joinable()) proxy_ = std::thread([this] { proxy_loop(); });
 }
 
-void DeviceExecutor::watch_links() {
+void DeviceExecutor::watch_mapped_links() {
   std::vector<transport::WalkerLink*> links;
-  std::vector<transport::ProxyLink*> carried;
   {
     std::lock_guard<std::mutex> lock(proxy_mu_);
     links = watched_;
-    carried = proxy_links_;
-  }
-  const auto stopped = [&] { return std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_relaxed) != 0; };
-  for (transport::ProxyLink* l : carried) {
-    if (stopped()) return;
-    const uint64_t theirs = l->peer_dead_word();
-    if (theirs == 0 || !kernel_in_flight()) continue;
-    log_.warn("rank " + std::to_string(rank_) + ": the device executor's link to rank " + std::to_string(l->peer()) +
-              " says its peer failed or stopped: this rank's kernels stop");
-    stop_kernels(theirs);
   }
   for (transport::WalkerLink* l : links) {
-    if (stopped()) return;
+    if (std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_relaxed) != 0) return;  // stopped already
     const Status s = l->check_peer();
     if (s.ok() || !kernel_in_flight()) continue;
     log_.warn("rank " + std::to_string(rank_) + ": the device executor's link to rank " + std::to_string(l->peer()) +
@@ -300,7 +289,7 @@ void DeviceExecutor::proxy_loop() {
     const auto now = std::chrono::steady_clock::now();
     proxy_pass_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
     if (now >= next_watch) {
-      watch_links();
+      watch_mapped_links();
       next_watch = now + kIdleLook;
     }
     mark_links();

@@ -159,7 +159,7 @@ class DeviceExecutor {
   void plan_proxies(const DeviceProgram& host, const cuda::WalkerCall& call, uint32_t lanes);
   // The proxy thread: carries the ProxyLinks' chunks while any has some to carry, else sleeps
   // until plan_proxies() wakes it, the executor stops it, or kIdleLook passes; every kIdleLook
-  // it also watches the links' peers (watch_links).
+  // it also watches the mapped links' peers (watch_mapped_links).
   void proxy_loop();
   // Hands a new link to the proxy thread (started on the first): a ProxyLink to carry, a
   // WalkerLink to watch.
@@ -178,17 +178,12 @@ class DeviceExecutor {
   // Stops this rank's kernels, now and later (WalkerCall::abort: 1, or a dead word), unless
   // already stopped.
   void stop_kernels(uint64_t why);
-  // The proxy thread, now and then, while a kernel of this rank may run: a peer that failed or
-  // stopped, or is gone, stops this rank's kernels, not only the walkers that wait on its link
-  // (who may never wait there: a kernel waiting on another rank would wait for the timeout, and
-  // then blame that rank). Each mapped link's peer process must still be there (its control
-  // connection's check_peer): one gone is named (or, where it left its dead word as a note, the
-  // rank that word names). A proxy link's peer that sent its dead word (ProxyLink::peer_dead_word)
-  // stops them with that word; one whose connection only closed does not: a peer whose
-  // communicator was destroyed first, at a program's end, may close while this rank's last kernel
-  // still runs on other links (a mapped link's peer waits for this rank's goodbye instead). With
-  // no kernel running, the next pass looks again: a peer gone then is no failure of this rank's.
-  void watch_links();
+  // The proxy thread, now and then: each mapped link's peer process still there (its control
+  // connection's check_peer); a peer gone while a kernel of this rank may run stops this rank's
+  // kernels, naming it (or, where it left its dead word as a note, the rank that word names).
+  // With none running, the next pass looks again: a peer that destroyed its
+  // communicator first, at a program's end, is no failure of this rank's.
+  void watch_mapped_links();
   // Whether a kernel of this executor may still be running (the last launch's end not yet
   // passed, or not known). Any thread: at worst it says no for a launch being made, whose kernel
   // the watch's next pass sees.

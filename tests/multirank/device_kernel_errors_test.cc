@@ -432,13 +432,12 @@ TEST(DeviceKernel, AFailedRankThatExitsAtOnceStillReachesAPeerThatWasNotInIt) {
 // Rank 2's kernel waits in a receive from rank 1 (alive until rank 2 is done, and never
 // sending) when rank 0, on no link of that call, fails (its launch on a stream that is not one)
 // and leaves the process at once. Rank 2's walkers never wait on their link to rank 0, so its
-// dead word there is not what stops them: the proxy thread's watch of the links
-// (DeviceExecutor::watch_links) finds rank 0 failed while a kernel runs and stops the kernels
-// with the word rank 0 left as a note on the link's connection (over shm the mapped link's
-// control connection, over tcp the proxy's), so the receive fails within 5 s naming rank 0's
-// failure. Before, over shm the watch blamed the connection to rank 0 (it read no note, and
-// rank 0 often exited before its proxy had passed the failure on); over tcp the kernel waited
-// for rank 1 until rank 1 left, and blamed it.
+// dead word there is not what stops them: the proxy thread's watch of the mapped links finds
+// rank 0 gone while a kernel runs and stops the kernels with the word rank 0 left as a note on
+// the link's control connection (WalkerLink::peer_dead_word), so the receive fails within 5 s
+// naming rank 0's failure, not "this rank's connection to rank 0 failed". Over shm only: the
+// watch is of links that map each other's memory. (Over tcp rank 2 waits until rank 1 leaves,
+// and names it: a proxy link marks only its own walkers' wait dead.)
 TEST(DeviceKernel, AFailedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));

@@ -134,11 +134,6 @@ void ProxyLink::mark_dead(uint64_t word) {
   std::atomic_ref<uint64_t>(*dead_).compare_exchange_strong(none, word);
 }
 
-uint64_t ProxyLink::peer_dead_word() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return dead_word_in(conn_->last_note());
-}
-
 Status ProxyLink::move_sends(bool* moved) {
   Way& w = out_;
   while (!w.todo.empty()) {

@@ -68,9 +68,6 @@ class ProxyLink : public DeviceLink {
   bool telling() const;
   // Marks the dead word with `word` unless it is marked already; the proxy passes it on.
   void mark_dead(uint64_t word);
-  // The dead word the peer sent as a note (0: none): it failed or stopped, and names the rank
-  // that failed first. A connection that only closed (a peer's communicator destroyed) sends none.
-  uint64_t peer_dead_word() const;
   // Moves what can move now, never blocking: true if anything moved. A failure of the connection
   // marks the dead word and is returned once (later calls return false).
   Result<bool> progress();
