@@ -193,10 +193,10 @@ TEST_P(Faults, AbortWithAReasonTellsThePeersWhy) {
 // group, rank 2 sends 256 KiB to rank 1 and aborts as soon as its send is done; rank 0 sends
 // rank 1 the same 400 ms later (after a first round on time). Rank 1's call waits for rank 0
 // long after rank 2's abort, takes both messages (checked), and succeeds; the allreduce that
-// ranks 0 and 1 make next fails naming rank 2's abort. (Before the fiftieth session rank 1's idle connection to rank 2 failed as soon
-// as it saw the abort, and with it a call rank 2 had completed: found by a seed of
-// nccl.rank-dies.shm.n3 under TSan.) `device`: the buffers are the emulated GPU's, on the host
-// executor.
+// ranks 0 and 1 make next fails naming rank 2's abort. (Before the fiftieth session rank 1's
+// idle connection to rank 2 failed as soon as it saw the abort, and with it a call rank 2 had
+// completed: found by a seed of nccl.rank-dies.shm.n3 under TSan.) `device`: the buffers are the
+// emulated GPU's, on the host executor.
 void peer_aborts_after_its_part(const std::string& transport, bool device) {
   Config config = make_config(transport, 30);
   config.device_kernel = false;
