@@ -194,14 +194,15 @@ void DeviceExecutor::start_proxy(transport::DeviceLink* link, bool carried) {
   if (!proxy_.joinable()) proxy_ = std::thread([this] { proxy_loop(); });
 }
 
-void DeviceExecutor::watch_mapped_links() {
-  std::vector<transport::WalkerLink*> links;
+void DeviceExecutor::watch_links(const std::vector<transport::ProxyLink*>& carried) {
+  std::vector<transport::WalkerLink*> mapped;
   {
     std::lock_guard<std::mutex> lock(proxy_mu_);
-    links = watched_;
+    mapped = watched_;
   }
-  for (transport::WalkerLink* l : links) {
-    if (std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_relaxed) != 0) return;  // stopped already
+  auto stopped = [&] { return std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_relaxed) != 0; };
+  for (transport::WalkerLink* l : mapped) {
+    if (stopped()) return;
     const Status s = l->check_peer();
     if (s.ok() || !kernel_in_flight()) continue;
     log_.warn("rank " + std::to_string(rank_) + ": the device executor's link to rank " + std::to_string(l->peer()) +
@@ -210,6 +211,18 @@ void DeviceExecutor::watch_mapped_links() {
     // and that word names the rank that failed first; a peer that left no word is the one to blame.
     const uint64_t theirs = l->peer_dead_word();
     stop_kernels(theirs != 0 ? theirs : device_walk::dead_word(device_walk::kLinkFailed, rank_, l->peer()));
+  }
+  // A carried link's peer counts only where it failed (its word came) and then went: one that
+  // failed a later call after its part of this one, and stays, must not stop this call (the
+  // link's own walkers stop on the word); one gone without a word closed at its program's end,
+  // or its connection's failure stops the walkers that wait on it (ProxyLink::progress).
+  for (transport::ProxyLink* l : carried) {
+    if (stopped()) return;
+    const uint64_t theirs = l->peer_gone_word();
+    if (theirs == 0 || !kernel_in_flight()) continue;
+    log_.warn("rank " + std::to_string(rank_) + ": the device executor's proxy to rank " + std::to_string(l->peer()) +
+              " lost its peer, which had failed (" + l->describe() + "): this rank's kernels stop");
+    stop_kernels(theirs);
   }
 }
 
@@ -289,7 +302,7 @@ void DeviceExecutor::proxy_loop() {
     const auto now = std::chrono::steady_clock::now();
     proxy_pass_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
     if (now >= next_watch) {
-      watch_mapped_links();
+      watch_links(links);
       next_watch = now + kIdleLook;
     }
     mark_links();

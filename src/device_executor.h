@@ -159,7 +159,7 @@ class DeviceExecutor {
   void plan_proxies(const DeviceProgram& host, const cuda::WalkerCall& call, uint32_t lanes);
   // The proxy thread: carries the ProxyLinks' chunks while any has some to carry, else sleeps
   // until plan_proxies() wakes it, the executor stops it, or kIdleLook passes; every kIdleLook
-  // it also watches the mapped links' peers (watch_mapped_links).
+  // it also watches the links' peers (watch_links).
   void proxy_loop();
   // Hands a new link to the proxy thread (started on the first): a ProxyLink to carry, a
   // WalkerLink to watch.
@@ -182,8 +182,10 @@ class DeviceExecutor {
   // connection's check_peer); a peer gone while a kernel of this rank may run stops this rank's
   // kernels, naming it (or, where it left its dead word as a note, the rank that word names).
   // With none running, the next pass looks again: a peer that destroyed its
-  // communicator first, at a program's end, is no failure of this rank's.
-  void watch_mapped_links();
+  // communicator first, at a program's end, is no failure of this rank's. Of the `carried`
+  // links, a peer that left its dead word and then went (ProxyLink::peer_gone_word) stops them
+  // the same way, naming what that word names.
+  void watch_links(const std::vector<transport::ProxyLink*>& carried);
   // Whether a kernel of this executor may still be running (the last launch's end not yet
   // passed, or not known). Any thread: at worst it says no for a launch being made, whose kernel
   // the watch's next pass sees.

@@ -102,6 +102,12 @@ class Connection {
   // Whether the peer's abort notice has reached this connection (tcp: once progress() has read up
   // to it). Reads shared state or a flag only: no system call, and the connection does not fail.
   virtual bool peer_aborted() const { return false; }
+  // Whether the peer has closed its end or its process is gone, as far as this side has seen
+  // (tcp: a lane read the end of its stream, which progress() reports only while work is left on
+  // the lane, so an idle connection does not fail; shm: the peer's closed flag, or its process
+  // gone). False for a peer whose abort notice came instead (peer_aborted()). For an owner that
+  // watches an idle connection's peer (src/device_executor.h): a system call at most.
+  virtual bool peer_closed() const { return false; }
   // With no receive posted: whether the peer has sent a message here that no receive claimed
   // yet (a caller outside the connection, src/mailbox.h, learns so that the peer runs another
   // call). Transports that cannot tell cheaply say false.

@@ -432,12 +432,12 @@ TEST(DeviceKernel, AFailedRankThatExitsAtOnceStillReachesAPeerThatWasNotInIt) {
 // Rank 2's kernel waits in a receive from rank 1 (alive until rank 2 is done, and never
 // sending) when rank 0, on no link of that call, fails (its launch on a stream that is not one)
 // and leaves the process at once. Rank 2's walkers never wait on their link to rank 0, so its
-// dead word there is not what stops them: the proxy thread's watch of the mapped links finds
-// rank 0 gone while a kernel runs and stops the kernels with the word rank 0 left as a note on
-// the link's control connection (WalkerLink::peer_dead_word), so the receive fails within 5 s
-// naming rank 0's failure, not "this rank's connection to rank 0 failed". Over shm only: the
-// watch is of links that map each other's memory. (Over tcp rank 2 waits until rank 1 leaves,
-// and names it: a proxy link marks only its own walkers' wait dead.)
+// dead word there is not what stops them: the proxy thread's watch finds rank 0 gone while a
+// kernel runs and stops the kernels with the word rank 0 left as a note, so the receive fails
+// within 5 s naming rank 0's failure, not "this rank's connection to rank 0 failed" (over shm,
+// the mapped link's control connection: WalkerLink::peer_dead_word), nor rank 1 when it leaves
+// at last (over tcp, the proxy's link, whose peer counts only once it failed and then went:
+// ProxyLink::peer_gone_word).
 TEST(DeviceKernel, AFailedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));

@@ -759,6 +759,7 @@ TEST_F(ShmTest, WhatAPeerSentBeforeItAbortedIsStillTaken) {
   EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.to_string();
   EXPECT_EQ(s.message(), "rank 1 aborted: rank 1 gave up");
   EXPECT_EQ(conn().check_peer().message(), "rank 1 aborted: rank 1 gave up");
+  EXPECT_FALSE(conn().peer_closed()) << "a peer that aborted is not one that closed";
   b = 1;
   ASSERT_TRUE(write_all(sock_, &b, 1));
 }
@@ -792,6 +793,32 @@ TEST_F(ShmTest, NotesShowThePeersLatest) {
   ASSERT_NE(conn().last_note(), nullptr);
   EXPECT_EQ(*conn().last_note(), note_of(2));
   ASSERT_TRUE(write_all(sock_, &b, 1));
+}
+
+// A peer that leaves with nothing pending, its note posted: peer_closed() says no while it is
+// there and yes once its process is gone, the note still readable (the device executor's watch
+// acts on the two together: ProxyLink::peer_gone_word), and the idle connection does not fail.
+TEST_F(ShmTest, AnIdlePeerThatLeftIsSeenAsClosed) {
+  Config cfg = small_config(false, 4096, 64 << 10);
+  Note note{};
+  note.fill(9);
+  start(cfg, cfg, [&](Connection& c, int sock) {
+    if (!c.post_note(note)) child_fail("post_note refused");
+    char b = 1;
+    write_all(sock, &b, 1);
+    read_all(sock, &b, 1, 20000);  // the parent has looked while this process is there
+    return 0;                      // leaves without closing (_exit): the process is gone
+  });
+  char b = 0;
+  ASSERT_TRUE(read_all(sock_, &b, 1));
+  EXPECT_TRUE(conn().progress().ok());
+  EXPECT_FALSE(conn().peer_closed()) << "the peer is still there";
+  ASSERT_TRUE(write_all(sock_, &b, 1));
+  EXPECT_EQ(wait_child(), 0);
+  EXPECT_TRUE(conn().peer_closed()) << "the peer's process is gone";
+  EXPECT_TRUE(conn().progress().ok()) << "an idle connection failed when its peer left";
+  ASSERT_NE(conn().last_note(), nullptr);
+  EXPECT_EQ(*conn().last_note(), note);
 }
 
 TEST_F(ShmTest, SendBufferFreedBeforeTheCmaReadIsARemoteError) {
@@ -838,6 +865,7 @@ TEST_F(ShmTest, PeerClosingWithWorkPendingIsAnError) {
   EXPECT_EQ(conn().recvs_done(), 1u);
   EXPECT_EQ(s.code(), StatusCode::kRemoteError);
   EXPECT_NE(s.message().find("closed the connection"), std::string::npos) << s.message();
+  EXPECT_TRUE(conn().peer_closed()) << "the peer's closed flag, its process still there";
   char b = 1;
   ASSERT_TRUE(write_all(sock_, &b, 1));
 }

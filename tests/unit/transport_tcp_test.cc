@@ -650,6 +650,40 @@ TEST(TransportTcpFailure, AbortReasonReachesThePeer) {
   }));
 }
 
+// A peer that leaves with nothing pending, its note sent: the idle connection's progress() keeps
+// succeeding (a close after everything was sent is no error), peer_closed() says no while the
+// peer is there and yes once the end of the stream is read, and the note is still there (the
+// device executor's watch acts on the two together: ProxyLink::peer_gone_word).
+TEST(TransportTcpFailure, AnIdlePeerThatLeftIsSeenAsClosed) {
+  Config config = test_config(2);
+  Note note{};
+  note.fill(9);
+  expect_all_ok(run_ranks(2, config, [&](int rank, const UniqueId& id) -> std::string {
+    auto p = set_up_pair(id, rank, config);
+    CHILD_CHECK(p.ok(), p.status().to_string());
+    Connection& c = *p->conn;
+    uint8_t go = 0;
+    if (rank == 1) {
+      CHILD_CHECK(c.post_note(note), "post_note refused");
+      CHILD_OK(wait_for(c, 0, *c.post_recv(RecvSink{&go}, 1)));  // rank 0 has looked meanwhile
+      return "";  // exits: the kernel closes its sockets
+    }
+    const Deadline deadline = Deadline::after(milliseconds(5000));
+    while (c.last_note() == nullptr && !deadline.expired()) CHILD_OK(c.progress());
+    CHILD_CHECK(c.last_note() != nullptr, "no note arrived");
+    CHILD_CHECK(!c.peer_closed(), "closed while the peer is there");
+    CHILD_OK(wait_for(c, *c.post_send(&go, 1), 0));
+    while (!c.peer_closed() && !deadline.expired()) {
+      CHILD_OK(c.progress());
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    CHILD_CHECK(c.peer_closed(), "the peer left, not seen within 5 s");
+    CHILD_OK(c.progress());
+    CHILD_CHECK(*c.last_note() == note, "the note");
+    return "";
+  }));
+}
+
 // A peer that sent a message and then aborted (it finished its call and gave up in a later one),
 // over two sockets: the message is still taken, an idle connection's progress() succeeds once the
 // notice is in, and only a receive with nothing left to take fails, with the peer's reason;
@@ -678,6 +712,7 @@ TEST(TransportTcpFailure, WhatAPeerSentBeforeItAbortedIsStillTaken) {
     st = wait_for(c, 0, *c.post_recv(RecvSink{more}, sizeof more));
     CHILD_CHECK(st.code() == StatusCode::kRemoteError && st.message() == "rank 1 aborted: rank 1 gave up", st.to_string());
     CHILD_CHECK(c.check_peer().message() == "rank 1 aborted: rank 1 gave up", "check_peer");
+    CHILD_CHECK(!c.peer_closed(), "a peer that aborted, still there, seen as closed");
     return "";
   }));
 }

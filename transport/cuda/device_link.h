@@ -55,7 +55,7 @@ class DeviceLink {
 // link's host connection): the note that carries `word`, and the word a note carries (0 where
 // `note` is null or carries none). A ProxyLink's peer learns of a failure only so; a
 // WalkerLink's peer reads the word in device memory, and the note where this rank's process is
-// gone (DeviceExecutor::watch_mapped_links).
+// gone (DeviceExecutor::watch_links).
 Note dead_note(uint64_t word);
 uint64_t dead_word_in(const Note* note);
 

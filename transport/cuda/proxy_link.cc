@@ -206,6 +206,12 @@ void ProxyLink::take_dead() {
   if (word != 0 && load_acquire(dead_) == 0) store_release(dead_, word);
 }
 
+uint64_t ProxyLink::peer_gone_word() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t word = dead_word_in(conn_->last_note());
+  return word != 0 && conn_->peer_closed() ? word : 0;
+}
+
 Result<bool> ProxyLink::progress() {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_) return false;

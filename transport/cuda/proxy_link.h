@@ -71,6 +71,12 @@ class ProxyLink : public DeviceLink {
   // Moves what can move now, never blocking: true if anything moved. A failure of the connection
   // marks the dead word and is returned once (later calls return false).
   Result<bool> progress();
+  // The dead word the peer left as a note (dead_word_in), once it has closed the connection or
+  // left the process (Connection::peer_closed); 0 while it is there, or where it left none (a
+  // peer that destroyed its communicator at a program's end). For the executor's watch: a failed
+  // peer that went while no kernel of this rank waits on this link stops the kernels there too.
+  // From the proxy's thread, as progress().
+  uint64_t peer_gone_word() const;
   std::string describe() const { return conn_->describe(); }
   // What each way has carried and what it waits for (a slow call's report names it).
   std::string state() const;

@@ -642,6 +642,11 @@ Status ShmConnection::check_peer() {
   return s.ok() ? s : fail(std::move(s));
 }
 
+bool ShmConnection::peer_closed() const {
+  if (peer_info_ == nullptr || peer_aborted()) return false;
+  return peer_info_->closed.load(std::memory_order_acquire) != 0 || !check_process().ok();
+}
+
 bool ShmConnection::has_unclaimed_message() const {
   if (!recvs_.empty()) return false;
   const SlotRecord& next = rx_slots_[slots_received_ & (kSlots - 1)];

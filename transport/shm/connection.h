@@ -95,6 +95,7 @@ class ShmConnection final : public Connection {
   Result<uint64_t> post_recv(const RecvSink& sink, size_t bytes) override;
   Status check_peer() override;
   bool peer_aborted() const override { return peer_info_->aborted.load(std::memory_order_acquire) != 0; }
+  bool peer_closed() const override;
   void prefer_single_copy(bool exchange) override { exchange_ = exchange; }
   bool has_unclaimed_message() const override;
   Status progress() override;

@@ -483,6 +483,11 @@ Status TcpConnection::check_peer() {
   return peer_abort_.empty() ? Status() : fail(remote_error(peer_abort_));
 }
 
+bool TcpConnection::peer_closed() const {
+  // A peer closes every lane at once; a lane that read its abort notice reads no further.
+  return std::any_of(lanes_.begin(), lanes_.end(), [](const Lane& lane) { return lane.eof; });
+}
+
 bool TcpConnection::poll_fds(std::vector<struct pollfd>& out) const {
   for (const Lane& lane : lanes_) {
     if (!lane.socket.valid()) continue;

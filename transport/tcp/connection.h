@@ -98,6 +98,7 @@ class TcpConnection final : public Connection {
   // while work is left on the lane that carried it).
   Status check_peer() override;
   bool peer_aborted() const override { return !peer_abort_.empty(); }
+  bool peer_closed() const override;
   uint64_t sends_done() const override { return sends_done_; }
   uint64_t recvs_done() const override { return recvs_done_; }
   bool idle() const override { return send_ops_.empty() && recv_ops_.empty(); }
