@@ -430,15 +430,16 @@ TEST(DeviceKernel, AFailedRankThatExitsAtOnceStillReachesAPeerThatWasNotInIt) {
 }
 
 // Rank 2's kernel waits in a receive from rank 1 (alive until rank 2 is done, and never
-// sending) when rank 0, on no link of that call, fails (its launch on a stream that is not one)
-// and leaves the process at once. Rank 2's walkers never wait on their link to rank 0, so its
+// sending) when rank 0, on no link of that call, fails or stops (`rank0`: a launch on a stream
+// that is not one, or an abort) and leaves the process at once. Rank 2's walkers never wait on their link to rank 0, so its
 // dead word there is not what stops them: the proxy thread's watch finds rank 0 gone while a
 // kernel runs and stops the kernels with the word rank 0 left as a note, so the receive fails
 // within 5 s naming rank 0's failure, not "this rank's connection to rank 0 failed" (over shm,
 // the mapped link's control connection: WalkerLink::peer_dead_word), nor rank 1 when it leaves
 // at last (over tcp, the proxy's link, whose peer counts only once it failed and then went:
-// ProxyLink::peer_gone_word).
-TEST(DeviceKernel, AFailedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
+// ProxyLink::peer_gone_word). Rank 2's error must contain `named`.
+void peer_named_where_no_kernel_waits_on_its_link(const std::function<void(Communicator&, LateRank&)>& rank0,
+                                                  const std::string& named) {
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));
   const int me = c.rank();
@@ -453,7 +454,7 @@ TEST(DeviceKernel, AFailedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
   }
   if (me == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 2's kernel is waiting by then
-    ASSERT_NO_FATAL_FAILURE(launch_on_not_a_stream(c, call));
+    ASSERT_NO_FATAL_FAILURE(rank0(c, call));
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(::testing::Test::HasFailure() ? 1 : 0);
@@ -467,7 +468,16 @@ TEST(DeviceKernel, AFailedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
   Status s = c.recv(f, LateRank::kCount, DataType::kFloat32, 1).wait();
   ASSERT_FALSE(s.ok()) << "rank 2: a receive rank 1 never sent to succeeded";
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << s.to_string();
-  EXPECT_NE(s.message().find("rank 0's communicator failed on the host"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find(named), std::string::npos) << s.to_string();
+}
+
+TEST(DeviceKernel, AFailedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
+  peer_named_where_no_kernel_waits_on_its_link(launch_on_not_a_stream, "rank 0's communicator failed on the host");
+}
+
+// The same where rank 0 aborts (ncclCommAbort) and leaves the process at once.
+TEST(DeviceKernel, AnAbortedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
+  peer_named_where_no_kernel_waits_on_its_link([](Communicator& c, LateRank&) { c.abort(); }, "rank 0 was aborted");
 }
 
 // Rank 2 joins its first device call after the timeout (run with WEFT_TIMEOUT=3): ranks 0 and 1
