@@ -194,12 +194,8 @@ void DeviceExecutor::start_proxy(transport::DeviceLink* link, bool carried) {
   if (!proxy_.joinable()) proxy_ = std::thread([this] { proxy_loop(); });
 }
 
-void DeviceExecutor::watch_links(const std::vector<transport::ProxyLink*>& carried) {
-  std::vector<transport::WalkerLink*> mapped;
-  {
-    std::lock_guard<std::mutex> lock(proxy_mu_);
-    mapped = watched_;
-  }
+void DeviceExecutor::watch_links(const std::vector<transport::WalkerLink*>& mapped,
+                                 const std::vector<transport::ProxyLink*>& carried) {
   auto stopped = [&] { return std::atomic_ref<uint64_t>(*abort_flag_).load(std::memory_order_relaxed) != 0; };
   for (transport::WalkerLink* l : mapped) {
     if (stopped()) return;
@@ -292,17 +288,20 @@ void DeviceExecutor::wake_proxy() {
 
 void DeviceExecutor::proxy_loop() {
   Backoff backoff(true);
-  std::vector<transport::ProxyLink*> links;  // proxy_links_ as of this pass (its storage reused)
+  // proxy_links_ and watched_ as of this pass (their storage reused).
+  std::vector<transport::ProxyLink*> links;
+  std::vector<transport::WalkerLink*> mapped;
   auto next_watch = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(proxy_mu_);
   while (!proxy_stop_) {
     proxy_work_ = false;
     links.assign(proxy_links_.begin(), proxy_links_.end());
+    mapped.assign(watched_.begin(), watched_.end());
     lock.unlock();
     const auto now = std::chrono::steady_clock::now();
     proxy_pass_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
     if (now >= next_watch) {
-      watch_links(links);
+      watch_links(mapped, links);
       next_watch = now + kIdleLook;
     }
     mark_links();

@@ -178,14 +178,15 @@ class DeviceExecutor {
   // Stops this rank's kernels, now and later (WalkerCall::abort: 1, or a dead word), unless
   // already stopped.
   void stop_kernels(uint64_t why);
-  // The proxy thread, now and then: each mapped link's peer process still there (its control
+  // The proxy thread, now and then: each `mapped` link's peer process still there (its control
   // connection's check_peer); a peer gone while a kernel of this rank may run stops this rank's
   // kernels, naming it (or, where it left its dead word as a note, the rank that word names).
   // With none running, the next pass looks again: a peer that destroyed its
   // communicator first, at a program's end, is no failure of this rank's. Of the `carried`
   // links, a peer that left its dead word and then went (ProxyLink::peer_gone_word) stops them
   // the same way, naming what that word names.
-  void watch_links(const std::vector<transport::ProxyLink*>& carried);
+  void watch_links(const std::vector<transport::WalkerLink*>& mapped,
+                   const std::vector<transport::ProxyLink*>& carried);
   // Whether a kernel of this executor may still be running (the last launch's end not yet
   // passed, or not known). Any thread: at worst it says no for a launch being made, whose kernel
   // the watch's next pass sees.

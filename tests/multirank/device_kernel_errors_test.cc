@@ -80,6 +80,14 @@ void stay_until_done(int me, const std::vector<int>& checkers) {
   }
 }
 
+// Leaves the process at once, as a program that gives up on an error may: no destructor runs,
+// so the communicator's connections close only as the process goes.
+[[noreturn]] void leave_now(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(code);
+}
+
 // What every test here needs: 3 ranks, and a timeout well above the tests' bounds (5-8 s), so
 // that a failure which reaches a rank only at its timeout breaks the bound.
 void require_setting(const Communicator& c) {
@@ -316,6 +324,9 @@ TEST(DeviceKernel, AHostFailureStopsTheKernels) {
   }
 }
 
+// Rank 0's part in the abort tests below.
+void abort_it(Communicator& c, LateRank&) { c.abort(); }
+
 // Rank 0 does `rank0`, which fails or stops it, then stays alive, its connections open, until
 // the others are done (stay_until_done), so that they must learn of it from its marks, not from
 // a closed connection. Ranks 1 and 2 queue an allreduce 300 ms later, which waits for rank 0: it
@@ -345,7 +356,7 @@ void rank0_fails_and_stays(const std::function<void(Communicator&, LateRank&)>& 
 // stop at once naming rank 0's abort: not at the timeout, nor when rank 0 exits (it stays until
 // they are done).
 TEST(DeviceKernel, AnAbortWithNoKernelRunningReachesItsPeers) {
-  rank0_fails_and_stays([](Communicator& c, LateRank&) { c.abort(); }, "rank 0 was aborted");
+  rank0_fails_and_stays(abort_it, "rank 0 was aborted");
 }
 
 // Rank 0's part in the tests below: an allreduce launched on a stream that is not one fails,
@@ -379,7 +390,7 @@ TEST(DeviceKernel, ALaunchThatFailsStopsThePeers) {
 // with rank 0 alone, over a link the failed call did not use, which rank 0 never joins: rank 0's
 // proxy thread marked that link dead after the failure (mark_links), so rank 2 stops at once
 // naming the failed call's mismatch, not at its timeout. With `rank0_exits`, rank 0 leaves the
-// process (_exit, no destructor) the moment its call returns the failure, as a program that
+// process (leave_now) the moment its call returns the failure, as a program that
 // gives up on an error may; else ranks 0 and 1 stay alive until rank 2 is done (stay_until_done).
 void failed_call_reaches_a_bystander(bool rank0_exits) {
   Communicator& c = world();
@@ -402,11 +413,7 @@ void failed_call_reaches_a_bystander(bool rank0_exits) {
   if (me < 2) {
     Status s = exchange(1 - me, me == 0 ? 1000 : 2000);
     EXPECT_FALSE(s.ok()) << "rank " << me << ": an exchange whose sizes differ succeeded";
-    if (me == 0 && rank0_exits) {
-      std::fflush(stdout);
-      std::fflush(stderr);
-      _exit(s.ok() ? 1 : 0);
-    }
+    if (me == 0 && rank0_exits) leave_now(s.ok() ? 1 : 0);
     stay_until_done(me, {2});
   } else {
     const SayDone done(2, rank0_exits ? std::vector<int>{1} : std::vector<int>{0, 1});
@@ -431,13 +438,13 @@ TEST(DeviceKernel, AFailedRankThatExitsAtOnceStillReachesAPeerThatWasNotInIt) {
 
 // Rank 2's kernel waits in a receive from rank 1 (alive until rank 2 is done, and never
 // sending) when rank 0, on no link of that call, fails or stops (`rank0`: a launch on a stream
-// that is not one, or an abort) and leaves the process at once. Rank 2's walkers never wait on their link to rank 0, so its
-// dead word there is not what stops them: the proxy thread's watch finds rank 0 gone while a
-// kernel runs and stops the kernels with the word rank 0 left as a note, so the receive fails
-// within 5 s naming rank 0's failure, not "this rank's connection to rank 0 failed" (over shm,
-// the mapped link's control connection: WalkerLink::peer_dead_word), nor rank 1 when it leaves
-// at last (over tcp, the proxy's link, whose peer counts only once it failed and then went:
-// ProxyLink::peer_gone_word). Rank 2's error must contain `named`.
+// that is not one, or an abort) and leaves the process at once. Rank 2's walkers never wait on
+// their link to rank 0, so its dead word there is not what stops them: the proxy thread's watch
+// finds rank 0 gone while a kernel runs and stops the kernels with the word rank 0 left as a
+// note, so the receive fails within 5 s naming rank 0's failure, not "this rank's connection to
+// rank 0 failed" (over shm, the mapped link's control connection: WalkerLink::peer_dead_word),
+// nor rank 1 when it leaves at last (over tcp, the proxy's link, whose peer counts only once it
+// failed and then went: ProxyLink::peer_gone_word). Rank 2's error must contain `named`.
 void peer_named_where_no_kernel_waits_on_its_link(const std::function<void(Communicator&, LateRank&)>& rank0,
                                                   const std::string& named) {
   Communicator& c = world();
@@ -455,9 +462,7 @@ void peer_named_where_no_kernel_waits_on_its_link(const std::function<void(Commu
   if (me == 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 2's kernel is waiting by then
     ASSERT_NO_FATAL_FAILURE(rank0(c, call));
-    std::fflush(stdout);
-    std::fflush(stderr);
-    _exit(::testing::Test::HasFailure() ? 1 : 0);
+    leave_now(::testing::Test::HasFailure() ? 1 : 0);
   }
   if (me == 1) {
     stay_until_done(1, {2});
@@ -477,7 +482,7 @@ TEST(DeviceKernel, AFailedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
 
 // The same where rank 0 aborts (ncclCommAbort) and leaves the process at once.
 TEST(DeviceKernel, AnAbortedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
-  peer_named_where_no_kernel_waits_on_its_link([](Communicator& c, LateRank&) { c.abort(); }, "rank 0 was aborted");
+  peer_named_where_no_kernel_waits_on_its_link(abort_it, "rank 0 was aborted");
 }
 
 // Rank 2 joins its first device call after the timeout (run with WEFT_TIMEOUT=3): ranks 0 and 1
