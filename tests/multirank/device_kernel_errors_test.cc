@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -42,25 +43,63 @@ std::chrono::nanoseconds thread_cpu_time() {
 // A rank that must stay alive, its connections open and no call made, while others check what
 // they heard of it (that it failed, not that its connections closed) stays until each of them
 // has said it is done, and at most kStay, past their 5 s bound (before, it slept all of kStay:
-// six seconds a test). A checking rank says it by making a file per staying rank, named for the
-// run (a hash of WEFT_UNIQUE_ID, which weft-run gives each run), its rank and the staying rank's;
-// the staying rank removes the files it was waiting for. Not through weft: the staying rank's
-// connections are what the test is about.
+// six seconds a test). Not through weft: the staying rank's connections are what the test is
+// about. Through files named for the run (a hash of WEFT_UNIQUE_ID, which weft-run gives each
+// run) and the ranks: the staying rank marks that it stays (Stay, made before the test's calls,
+// so that a checker finds the mark), a checking rank makes a file per staying rank when it is
+// done (SayDone), and neither file outlives the run: the staying rank removes its mark, then the
+// checkers' files, as it goes; a checker whose file came after that (too late: past kStay) finds
+// the mark gone and removes its file itself.
 constexpr auto kStay = std::chrono::seconds(6);
 
-std::string done_path(int checker, int stayer) {
+std::string run_path(const std::string& what) {
   const char* id = std::getenv("WEFT_UNIQUE_ID");
-  return "/tmp/weft-test-" + std::to_string(std::hash<std::string>{}(id != nullptr ? id : "")) + "." +
-         std::to_string(checker) + "-done-for-" + std::to_string(stayer);
+  return "/tmp/weft-test-" + std::to_string(std::hash<std::string>{}(id != nullptr ? id : "")) + "." + what;
+}
+std::string done_path(int checker, int stayer) {
+  return run_path(std::to_string(checker) + "-done-for-" + std::to_string(stayer));
+}
+std::string staying_path(int stayer) { return run_path(std::to_string(stayer) + "-stays"); }
+
+void touch(const std::string& path) {
+  if (FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
 }
 
-// Says done to `stayers` when it goes out of scope: whether the checks after it passed or not.
+// The staying rank's side: stays in until_done(), and removes both kinds of files when it goes
+// out of scope (whether the test's checks passed or not).
+class Stay {
+ public:
+  Stay(int me, std::vector<int> checkers) : me_(me), checkers_(std::move(checkers)) { touch(staying_path(me_)); }
+  ~Stay() {
+    unlink(staying_path(me_).c_str());
+    for (int checker : checkers_) unlink(done_path(checker, me_).c_str());
+  }
+  Stay(const Stay&) = delete;
+  Stay& operator=(const Stay&) = delete;
+
+  void until_done() const {
+    const auto until = std::chrono::steady_clock::now() + kStay;
+    for (int checker : checkers_)
+      while (access(done_path(checker, me_).c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
+ private:
+  int me_;
+  std::vector<int> checkers_;
+};
+
+// The checking rank's side: says done to `stayers` when it goes out of scope, whether the checks
+// after it passed or not.
 class SayDone {
  public:
   SayDone(int me, std::vector<int> stayers) : me_(me), stayers_(std::move(stayers)) {}
   ~SayDone() {
-    for (int stayer : stayers_)
-      if (FILE* f = std::fopen(done_path(me_, stayer).c_str(), "w")) std::fclose(f);
+    for (int stayer : stayers_) {
+      const std::string path = done_path(me_, stayer);
+      touch(path);
+      if (access(staying_path(stayer).c_str(), F_OK) != 0) unlink(path.c_str());  // it has gone
+    }
   }
   SayDone(const SayDone&) = delete;
   SayDone& operator=(const SayDone&) = delete;
@@ -69,16 +108,6 @@ class SayDone {
   int me_;
   std::vector<int> stayers_;
 };
-
-void stay_until_done(int me, const std::vector<int>& checkers) {
-  const auto until = std::chrono::steady_clock::now() + kStay;
-  for (int checker : checkers) {
-    const std::string path = done_path(checker, me);
-    while (access(path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    unlink(path.c_str());
-  }
-}
 
 // Leaves the process at once, as a program that gives up on an error may: no destructor runs,
 // so the communicator's connections close only as the process goes.
@@ -328,17 +357,19 @@ TEST(DeviceKernel, AHostFailureStopsTheKernels) {
 void abort_it(Communicator& c, LateRank&) { c.abort(); }
 
 // Rank 0 does `rank0`, which fails or stops it, then stays alive, its connections open, until
-// the others are done (stay_until_done), so that they must learn of it from its marks, not from
+// the others are done (Stay), so that they must learn of it from its marks, not from
 // a closed connection. Ranks 1 and 2 queue an allreduce 300 ms later, which waits for rank 0: it
 // must fail within 5 s naming `named`.
 void rank0_fails_and_stays(const std::function<void(Communicator&, LateRank&)>& rank0, const std::string& named) {
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));
+  std::optional<Stay> stay;
+  if (c.rank() == 0) stay.emplace(0, std::vector<int>{1, 2});
   LateRank call;
   ASSERT_NO_FATAL_FAILURE(call.setup(c));
   if (c.rank() == 0) {
     ASSERT_NO_FATAL_FAILURE(rank0(c, call));
-    stay_until_done(0, {1, 2});
+    stay->until_done();
     return;
   }
   const SayDone done(c.rank(), {0});
@@ -391,11 +422,13 @@ TEST(DeviceKernel, ALaunchThatFailsStopsThePeers) {
 // proxy thread marked that link dead after the failure (mark_links), so rank 2 stops at once
 // naming the failed call's mismatch, not at its timeout. With `rank0_exits`, rank 0 leaves the
 // process (leave_now) the moment its call returns the failure, as a program that
-// gives up on an error may; else ranks 0 and 1 stay alive until rank 2 is done (stay_until_done).
+// gives up on an error may; else ranks 0 and 1 stay alive until rank 2 is done (Stay).
 void failed_call_reaches_a_bystander(bool rank0_exits) {
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));
   const int me = c.rank();
+  std::optional<Stay> stay;
+  if (me < 2 && !(me == 0 && rank0_exits)) stay.emplace(me, std::vector<int>{2});
   LateRank call;  // its setup alone: the buffer and an agreeing call
   ASSERT_NO_FATAL_FAILURE(call.setup(c));
   float* f = call.data();
@@ -414,7 +447,7 @@ void failed_call_reaches_a_bystander(bool rank0_exits) {
     Status s = exchange(1 - me, me == 0 ? 1000 : 2000);
     EXPECT_FALSE(s.ok()) << "rank " << me << ": an exchange whose sizes differ succeeded";
     if (me == 0 && rank0_exits) leave_now(s.ok() ? 1 : 0);
-    stay_until_done(me, {2});
+    stay->until_done();
   } else {
     const SayDone done(2, rank0_exits ? std::vector<int>{1} : std::vector<int>{0, 1});
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -450,6 +483,8 @@ void peer_named_where_no_kernel_waits_on_its_link(const std::function<void(Commu
   Communicator& c = world();
   ASSERT_NO_FATAL_FAILURE(require_setting(c));
   const int me = c.rank();
+  std::optional<Stay> stay;
+  if (me == 1) stay.emplace(1, std::vector<int>{2});
   LateRank call;
   ASSERT_NO_FATAL_FAILURE(call.setup(c));
   float* f = call.data();
@@ -465,7 +500,7 @@ void peer_named_where_no_kernel_waits_on_its_link(const std::function<void(Commu
     leave_now(::testing::Test::HasFailure() ? 1 : 0);
   }
   if (me == 1) {
-    stay_until_done(1, {2});
+    stay->until_done();
     return;
   }
   const SayDone done(2, {1});
