@@ -76,9 +76,6 @@ Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Con
   WEFT_TRY(flag);
   e->abort_flag_ = static_cast<uint64_t*>(*flag);
   *e->abort_flag_ = 0;
-  auto ev = cuda::event_create();
-  WEFT_TRY(ev);
-  e->last_ = *ev;
   return e;
 }
 
@@ -99,7 +96,8 @@ DeviceExecutor::~DeviceExecutor() {
     cuda::device_free(t.device);
     cuda::event_destroy(t.used);
   }
-  cuda::event_destroy(last_);
+  for (cuda::Event end : ends_)
+    if (end != nullptr) cuda::event_destroy(end);
   if (side_ != nullptr) cuda::stream_destroy(side_);
   cuda::host_free(error_);
   cuda::host_free(abort_flag_);
@@ -200,12 +198,14 @@ void DeviceExecutor::watch_links(const std::vector<transport::WalkerLink*>& mapp
   for (transport::WalkerLink* l : mapped) {
     if (stopped()) return;
     const Status s = l->check_peer();
-    if (s.ok() || !kernel_in_flight()) continue;
+    if (s.ok()) continue;
+    // A peer that failed marked the link before it went (its error waits for that: tell_peers),
+    // and that word names the rank that failed first; a peer that left no word is the one to
+    // blame, where a kernel that uses its link may run.
+    const uint64_t theirs = l->peer_dead_word();
+    if (theirs != 0 ? !kernel_in_flight() : !launch_may_run(l->last_launch.load(std::memory_order_relaxed))) continue;
     log_.warn("rank " + std::to_string(rank_) + ": the device executor's link to rank " + std::to_string(l->peer()) +
               " lost its peer (" + s.message() + "): this rank's kernels stop");
-    // A peer that failed marked the link before it went (its error waits for that: tell_peers),
-    // and that word names the rank that failed first; a peer that left no word is the one to blame.
-    const uint64_t theirs = l->peer_dead_word();
     stop_kernels(theirs != 0 ? theirs : device_walk::dead_word(device_walk::kLinkFailed, rank_, l->peer()));
   }
   // A carried link's peer counts only where it failed (its word came) and then went: one that
@@ -222,10 +222,11 @@ void DeviceExecutor::watch_links(const std::vector<transport::WalkerLink*>& mapp
   }
 }
 
-bool DeviceExecutor::kernel_in_flight() const {
-  if (!launched_.load(std::memory_order_acquire)) return false;
+bool DeviceExecutor::launch_may_run(uint64_t n) const {
+  if (n == 0) return false;
+  if (n > launches_.load(std::memory_order_acquire)) return true;  // being launched
   cuda::DeviceGuard guard(device_);
-  const auto done = cuda::event_done(last_);
+  const auto done = cuda::event_done(ends_[n % kLaunchEnds]);  // launch n's end, or a later one's
   return !done.ok() || !*done;
 }
 
@@ -404,6 +405,7 @@ Status DeviceExecutor::fill_queues(const DeviceProgram& host, const std::vector<
     uint64_t& next = dq.is_send ? link.sent : link.received;
     f.first_chunk = next;
     next += chunks[q];
+    link.last_launch.store(launches_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   return Status();
 }
@@ -438,12 +440,18 @@ Status DeviceExecutor::enqueue(cuda::WalkerCall& call, size_t tmp_bytes, uint32_
   call.abort = abort_flag_;
   call.error = error_;
   call.timeout_ns = static_cast<uint64_t>(timeout_.count()) * 1'000'000;
-  call.seq = launches_ + 1;
-  if (launched_.load(std::memory_order_relaxed)) WEFT_TRY(cuda::stream_wait_event(stream, last_));
+  const uint64_t n = launches_.load(std::memory_order_relaxed) + 1;
+  call.seq = n;
+  cuda::Event& end = ends_[n % kLaunchEnds];
+  if (end == nullptr) {
+    auto e = cuda::event_create();
+    WEFT_TRY(e);
+    end = *e;
+  }
+  if (n > 1) WEFT_TRY(cuda::stream_wait_event(stream, ends_[(n - 1) % kLaunchEnds]));
   WEFT_TRY(cuda::launch_walker(call, stream, static_cast<unsigned>(threads_)));
-  WEFT_TRY(cuda::event_record(last_, stream));
-  launched_.store(true, std::memory_order_release);
-  ++launches_;
+  WEFT_TRY(cuda::event_record(end, stream));
+  launches_.store(n, std::memory_order_release);
   return Status();
 }
 
@@ -583,8 +591,9 @@ Status DeviceExecutor::wait_last() {
   // Yields, then naps: a thread that only yields can keep a CPU from the very peer (or, with an
   // emulated GPU, the walker threads) it waits for (Backoff says more).
   Backoff backoff(true);
-  while (launched_.load(std::memory_order_relaxed)) {
-    auto done = cuda::event_done(last_);
+  const uint64_t last = launches_.load(std::memory_order_relaxed);
+  while (last > 0) {
+    auto done = cuda::event_done(ends_[last % kLaunchEnds]);
     WEFT_TRY(done);
     if (*done) break;
     if (!reported && slow.expired()) {
@@ -592,7 +601,7 @@ Status DeviceExecutor::wait_last() {
       report_slow_call();
     }
     if (deadline.expired())
-      return timeout_error("rank " + std::to_string(rank_) + ": device call " + std::to_string(launches_) +
+      return timeout_error("rank " + std::to_string(rank_) + ": device call " + std::to_string(last) +
                            " (the device executor's) did not finish within " + std::to_string(2 * timeout_.count()) +
                            " ms");
     backoff.pause();
@@ -612,7 +621,7 @@ void DeviceExecutor::report_slow_call() const {
     links += "; the proxy thread last looked " +
              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(ago).count()) + " ms ago";
   }
-  log_.warn("rank " + std::to_string(rank_) + ": device call " + std::to_string(launches_) + " (the device executor's) " +
+  log_.warn("rank " + std::to_string(rank_) + ": device call " + std::to_string(launches_.load()) + " (the device executor's) " +
             "still runs after " + std::to_string((timeout_ / 4).count()) + " ms" +
             (links.empty() ? " (no link of it is carried by the proxy)" : "; its proxy's links" + links));
 }

@@ -32,6 +32,7 @@
 // WalkerLinks' control connections and dead words.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -179,18 +180,24 @@ class DeviceExecutor {
   // already stopped.
   void stop_kernels(uint64_t why);
   // The proxy thread, now and then: each `mapped` link's peer process still there (its control
-  // connection's check_peer); a peer gone while a kernel of this rank may run stops this rank's
-  // kernels, naming it (or, where it left its dead word as a note, the rank that word names).
-  // With none running, the next pass looks again: a peer that destroyed its
-  // communicator first, at a program's end, is no failure of this rank's. Of the `carried`
-  // links, a peer that left its dead word and then went (ProxyLink::peer_gone_word) stops them
-  // the same way, naming what that word names.
+  // connection's check_peer). A peer that failed, left its dead word as a note and went stops
+  // this rank's kernels while one may run, naming the rank that word names: its failure breaks
+  // the communicator. A peer gone without a word (killed, or a program that ended without
+  // destroying its communicator) stops them, naming it, only while a kernel that uses its link
+  // may run (DeviceLink::last_launch): that one would wait on it in vain, and on a GPU read
+  // memory that went with its process; a call it is not in goes on. Of the `carried` links, a
+  // peer that left its dead word and then went (ProxyLink::peer_gone_word) stops them as a
+  // failed mapped peer does; one gone without a word fails the walkers that wait on its
+  // connection (ProxyLink::progress).
   void watch_links(const std::vector<transport::WalkerLink*>& mapped,
                    const std::vector<transport::ProxyLink*>& carried);
   // Whether a kernel of this executor may still be running (the last launch's end not yet
   // passed, or not known). Any thread: at worst it says no for a launch being made, whose kernel
   // the watch's next pass sees.
-  bool kernel_in_flight() const;
+  bool kernel_in_flight() const { return launch_may_run(launches_.load(std::memory_order_acquire)); }
+  // Whether launch `n` (1, 2, ...; 0: none) may still run: its end not yet recorded (it took its
+  // links' chunks and is being launched), or not yet passed, or not known. Any thread.
+  bool launch_may_run(uint64_t n) const;
   // The proxy thread (and stop_proxy, once it has stopped): once this rank has failed or stopped
   // (a kernel's error, the abort word), marks every link to another rank dead with why, so that
   // each peer learns of it at its next wait on the link, whether or not a kernel of this rank was
@@ -243,10 +250,15 @@ class DeviceExecutor {
   std::vector<void*> retired_;
   cuda::WalkerError* error_ = nullptr;  // pinned host memory the kernels write
   uint64_t* abort_flag_ = nullptr;      // pinned host memory the kernels read (WalkerCall::abort)
-  cuda::Event last_ = nullptr;          // the end of the last launch
-  std::atomic<bool> launched_{false};   // last_ recorded (the proxy thread reads it too)
-  uint64_t seq_ = 0;                    // collectives launched (their headers' number)
-  uint64_t launches_ = 0;               // kernels launched (each one's token for the done flags)
+  // The end of launch n (its event) is ends_[n % kLaunchEnds] until launch n + kLaunchEnds
+  // records its own there (each made on first use). Launches run one after another, so a later
+  // launch's end that has passed says launch n's has too (launch_may_run).
+  static constexpr size_t kLaunchEnds = 64;
+  std::array<cuda::Event, kLaunchEnds> ends_{};
+  uint64_t seq_ = 0;  // collectives launched (their headers' number)
+  // Kernels launched (each one's number, 1, 2, ..., is its token for the done flags), stored once
+  // the launch's end is recorded; the proxy thread reads it too.
+  std::atomic<uint64_t> launches_{0};
   std::vector<GroupTable> tables_;  // made on the first group
   size_t next_table_ = 0;
   bool groups_logged_ = false;

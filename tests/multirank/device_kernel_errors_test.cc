@@ -520,6 +520,32 @@ TEST(DeviceKernel, AnAbortedPeerIsNamedWhereNoKernelWaitsOnItsLink) {
   peer_named_where_no_kernel_waits_on_its_link(abort_it, "rank 0 was aborted");
 }
 
+// Rank 0 leaves the process (leave_now, its communicator not destroyed, as a program that is done
+// may) while rank 2's kernel waits in a receive from rank 1, a call rank 0 is not in; rank 1
+// sends 1.5 s later, after rank 0 has gone. Nothing of rank 0 is needed: both calls succeed.
+TEST(DeviceKernel, APeerThatLeavesStopsNoCallItIsNotIn) {
+  Communicator& c = world();
+  ASSERT_NO_FATAL_FAILURE(require_setting(c));
+  const int me = c.rank();
+  LateRank call;
+  ASSERT_NO_FATAL_FAILURE(call.setup(c));  // every link made
+  float* f = call.data();
+  if (me == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 2's kernel waits by then
+    leave_now(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  for (size_t i = 0; i < LateRank::kCount; ++i) f[i] = me == 1 ? static_cast<float>(i) : -1.0f;
+  if (me == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const Status s = c.send(f, LateRank::kCount, DataType::kFloat32, 2).wait();
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return;
+  }
+  const Status s = c.recv(f, LateRank::kCount, DataType::kFloat32, 1).wait();
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  for (size_t i = 0; i < LateRank::kCount; ++i) ASSERT_EQ(f[i], static_cast<float>(i)) << "element " << i;
+}
+
 // Rank 2 joins its first device call after the timeout (run with WEFT_TIMEOUT=3): ranks 0 and 1
 // cannot make their links to it, and that breaks the communicator, as a failed run does: each
 // link spent its control connection, and a peer may have made its end. So every later call fails

@@ -7,6 +7,7 @@
 // Thread-safety: the executor's caller thread; what a kind adds says otherwise.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -41,6 +42,9 @@ class DeviceLink {
   // send/recv calls queued each way (a group's header carries its number on this link).
   uint64_t sent = 0, received = 0;
   uint64_t groups_sent = 0, groups_received = 0;
+  // The number of the executor's last launch whose kernel uses the link (0: none yet), set as the
+  // call takes its chunks here; the executor's proxy thread reads it (DeviceExecutor::watch_links).
+  std::atomic<uint64_t> last_launch{0};
 
  protected:
   DeviceLink(int peer, size_t slot_bytes, uint32_t slot_count)
