@@ -396,17 +396,22 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
   // present different secrets and the root refuses them.
   const uint64_t count = st.count_shrink();
   const uint64_t salt = fnv1a(gone.data(), gone.size() * sizeof(int), fnv1a(&count, sizeof count));
+  // This communicator's ranks, as the context below names them, with their world ranks where it
+  // was itself split or shrunk (the new communicator's ranks are in its error's own legend).
+  const auto parent_rank = [&](int r) {
+    const int world = st.world_rank(r);
+    return "rank " + std::to_string(r) + (world != r ? " (world rank " + std::to_string(world) + ")" : "");
+  };
   const std::string what = "shrink of " + std::to_string(n) + " ranks to " + std::to_string(kept.size()) +
-                           " (the rendezvous is at rank " + std::to_string(kept.front()) + ", the lowest kept)";
+                           " (the rendezvous is at " + parent_rank(kept.front()) + ", the lowest kept)";
   auto id = st.bootstrap().subgroup_id(kept, salt, st.config());
-  if (!id.ok()) return id.status().with_context(what);
+  if (!id.ok()) return st.with_world_ranks(id.status()).with_context(what);
   auto comm = init_child(st, *id, kept, config);
   if (comm.ok()) return comm;
   const int new_rank = static_cast<int>(std::find(kept.begin(), kept.end(), st.rank()) - kept.begin());
   // A root that refused this rank's secret, or ranks that never came: what differing lists give.
   const bool mismatch = comm.status().code() == StatusCode::kRemoteError || comm.status().code() == StatusCode::kTimeout;
-  return comm.status().with_context(what + ", rank " + std::to_string(st.rank()) + " as new rank " +
-                                    std::to_string(new_rank) +
+  return comm.status().with_context(what + ", " + parent_rank(st.rank()) + " as new rank " + std::to_string(new_rank) +
                                     (mismatch ? " (do all kept ranks pass the same exclude list?)" : ""));
 }
 

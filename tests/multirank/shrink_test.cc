@@ -4,7 +4,8 @@
 // shm and tcp. Also: a second shrink of the same communicator, the errors: an excluded rank that
 // calls, bad lists, and ranks whose lists differ (an error on each, not a hang), and an error on
 // a communicator split and shrunk from the world, which names world ranks too, as does one whose
-// init fails. Ranks are forked (tests/multirank/forked_ranks.h).
+// init fails, and the shrink of a split that fails, in its context. Ranks are forked
+// (tests/multirank/forked_ranks.h).
 #include <signal.h>
 
 #include <chrono>
@@ -222,6 +223,41 @@ TEST_P(Shrink, AnInitThatFailsNamesWorldRanks) {
     const std::string own = "[the new communicator's rank " + std::to_string(r - 1) + " is world rank " + std::to_string(r);
     if (int rc = expect_error(small.status(), own, Clock::duration(), std::chrono::seconds(8), r); rc != 0) return rc;
     return expect_error(small.status(), ", rank 2 is world rank 3]", Clock::duration(), std::chrono::seconds(8), r);
+  });
+  expect_ranks_exited_zero(status, 4);
+}
+
+// A shrink of a communicator that is itself a split names that communicator's ranks in its
+// context with their world ranks too: world ranks 1-3 split off (as ranks 0-2), its rank 1 (world
+// rank 2) shrinks it without its rank 0, and its rank 2 (world rank 3) never calls, so the shrink
+// fails at the timeout. Before, the context named the split's ranks alone, beside a legend of the
+// new communicator's ranks in world ranks.
+TEST_P(Shrink, AShrinkOfASplitNamesItsRanksAsWorldRanksToo) {
+  const Config config = make_config(GetParam(), 3);
+  auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    auto split = (*comm)->split(r == 0 ? Communicator::kNoColor : 1, r);
+    if (!split.ok()) {
+      std::fprintf(stderr, "rank %d: split failed: %s\n", r, split.status().to_string().c_str());
+      return 21;
+    }
+    if (r != 2) {
+      linger();
+      return 0;
+    }
+    const int without_0[] = {0};
+    const auto t0 = Clock::now();
+    auto small = (*split)->shrink(without_0);
+    if (small.ok()) {
+      std::fprintf(stderr, "rank 2: shrink without its split's rank 2 calling succeeded\n");
+      return 50;
+    }
+    const std::string context = "shrink of 3 ranks to 2 (the rendezvous is at rank 1 (world rank 2), the lowest kept), "
+                                "rank 1 (world rank 2) as new rank 0";
+    if (int rc = expect_error(small.status(), context, Clock::now() - t0, std::chrono::seconds(8), r); rc != 0)
+      return rc;
+    return expect_error(small.status(), "[the new communicator's rank 0 is world rank 2, rank 1 is world rank 3]",
+                        Clock::duration(), std::chrono::seconds(8), r);
   });
   expect_ranks_exited_zero(status, 4);
 }
