@@ -84,8 +84,11 @@ Result<std::vector<std::vector<uint8_t>>> allgather_blobs(Bootstrap& bs, const s
 
 // The settings that decide which program each rank runs, one "NAME=value" line each: a rank
 // whose settings differ would run another program and leave its peers waiting, so init compares
-// them (the measured table by its entries, which may sit under different paths).
-std::string program_settings(const Config& c, const algorithms::TuneTable& table) {
+// them (the measured table by its entries, which may sit under different paths; the tuner's
+// model by the cluster description of the topology file, where it holds one: an NCCL XML file
+// describes one machine, and may differ from machine to machine).
+std::string program_settings(const Config& c, const algorithms::TuneTable& table,
+                             const std::optional<topology::Cluster>& cluster) {
   std::string entries;
   for (const algorithms::TuneEntry& e : table.entries())
     entries += std::string(algorithms::collective_name(e.coll)) + " " + std::to_string(e.nranks) + " " +
@@ -98,7 +101,8 @@ std::string program_settings(const Config& c, const algorithms::TuneTable& table
   return "WEFT_ALGO=" + c.algo + "\nWEFT_SLICE_BYTES=" + (c.slice_bytes == 0 ? "(unset)" : std::to_string(c.slice_bytes)) +
          "\nWEFT_TRANSPORT=" + c.transport + "\nWEFT_TORUS=" + c.torus + "\nWEFT_TUNE_FILE table=" + tuned +
          "\nWEFT_CUDA_FIFO_BYTES (or NCCL_BUFFSIZE)=" + std::to_string(c.cuda_fifo_bytes) +
-         "\nWEFT_STAGE_FIFO_BYTES (or NCCL_BUFFSIZE)=" + std::to_string(c.stage_fifo_bytes);
+         "\nWEFT_STAGE_FIFO_BYTES (or NCCL_BUFFSIZE)=" + std::to_string(c.stage_fifo_bytes) +
+         "\nWEFT_TOPO_FILE (or NCCL_TOPO_FILE) cluster description=" + (cluster ? cluster->describe() : "(none)");
 }
 
 // The first line where `theirs` differs from `mine`, as (mine, theirs); empty when they agree.
@@ -225,7 +229,7 @@ Status CommState::init(const UniqueId& id) {
     WEFT_TRY(t);
     table = std::move(*t);
   }
-  const std::string settings = program_settings(config_, table);
+  const std::string settings = program_settings(config_, table, topo.cluster);
 
   std::vector<uint8_t> card;
   put_blob(card, std::vector<uint8_t>(ctx.node.begin(), ctx.node.end()));

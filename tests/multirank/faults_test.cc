@@ -6,6 +6,7 @@
 // Ranks are forked (tests/multirank/forked_ranks.h), not started by weft-run, which would stop
 // the survivors as soon as one rank dies.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "src/call_stream.h"
 #include "src/cuda/device.h"
 #include "tests/multirank/forked_ranks.h"
+#include "topology/cluster.h"
 #include "weft/communicator.h"
 
 namespace weft {
@@ -390,6 +392,28 @@ TEST_P(Faults, DeviceFifoSizesThatDifferBetweenRanksFailInit) {
       },
       "rank 1 has WEFT_STAGE_FIFO_BYTES (or NCCL_BUFFSIZE)=65536 but rank 0 has WEFT_STAGE_FIFO_BYTES (or "
       "NCCL_BUFFSIZE)=16777216");
+}
+
+// A cluster description in the topology file replaces the tuner's model, so a rank that has one
+// where the others have none (or another one) would pick other algorithms: init refuses it too,
+// naming the description. Before, the first call whose pick differed failed, blaming WEFT_ALGO.
+TEST_P(Faults, ClusterDescriptionsThatDifferBetweenRanksFailInit) {
+  const std::string text = "shm:3 intra=0.1GB/s,500us";
+  auto cluster = topology::Cluster::parse(text);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().to_string();
+  const std::string path = "/tmp/weft-faults-cluster-" + std::to_string(getpid()) + ".txt";
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fprintf(f, "%s\n", text.c_str());
+  std::fclose(f);
+  const std::string line = "WEFT_TOPO_FILE (or NCCL_TOPO_FILE) cluster description=";
+  expect_init_refused(
+      GetParam(),
+      [&](int r, Config& c) {
+        if (r == 1) c.topo_file = path;
+      },
+      "rank 1 has " + line + cluster->describe() + " but rank 0 has " + line + "(none)");
+  std::remove(path.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));
