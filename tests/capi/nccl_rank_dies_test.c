@@ -14,7 +14,8 @@
  *   PyTorch's shrink does), carry on with checked steps on the shrunk one, and destroy both
  *   promptly.
  * Under weft-run, 3 or more ranks. Seeded: WEFT_SEQ_SEED (default 1) picks the dead rank, its step
- * and how it dies, and every step; WEFT_SEQ_STEPS (default 60) bounds the steps. Blocking or not
+ * and how it dies, and every step; WEFT_SEQ_STEPS (default 60) is the steps before the survivors
+ * stop unless the death is still to come (see the loop). Blocking or not
  * as NCCL_COMM_BLOCKING says. Written against nccl.h only; exits non-zero on any failed check. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -186,7 +187,12 @@ int main(void) {
   ncclResult_t failed = ncclSuccess;
   double failed_at = 0, step_took = 0;
   int step_no = 0;
-  for (; step_no < steps && failed == ncclSuccess && failures == 0; ++step_no) {
+  /* Until a call fails, past `steps` too, up to kMoreSteps more: a death with calls in flight
+   * comes up to 20 ms after its step starts, and the steps left by then may take less (seed 2002:
+   * every rank had made its last step before the victim's killer fired, and no call failed).
+   * Every rank knows a death is planned, so all keep stepping together until it comes. */
+  enum { kMoreSteps = 100000 };
+  for (; step_no < steps + kMoreSteps && failed == ncclSuccess && failures == 0; ++step_no) {
     if (me == victim && step_no == at) {
       pthread_t killer;
       if (!in_flight || pthread_create(&killer, NULL, die_soon, (void*)(intptr_t)delay_us) != 0) die();
