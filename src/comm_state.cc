@@ -149,7 +149,8 @@ CommState::CommState(int rank, int nranks, const Config& config)
       peer_seq_(2 * static_cast<size_t>(nranks), 0) {}
 
 Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int rank, int nranks,
-                                                     const Config& config) {
+                                                     const Config& config,
+                                                     const Bootstrap::MemberWatch& watch) {
   if (nranks < 1) return invalid_argument("nranks is " + std::to_string(nranks) + "; it must be at least 1");
   if (rank < 0 || rank >= nranks)
     return invalid_argument("rank " + std::to_string(rank) + " is out of range for " + std::to_string(nranks) + " ranks");
@@ -163,13 +164,13 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
   }
   if (!id.valid()) return invalid_argument("the UniqueId was not made by weft (bad magic)");
   std::unique_ptr<CommState> state(new CommState(rank, nranks, config));
-  Status s = state->init(id);
+  Status s = state->init(id, watch);
   if (!s.ok()) return s.with_context("rank " + std::to_string(rank) + ": init");
   state->worker_ = std::thread([p = state.get()] { p->worker_loop(); });
   return state;
 }
 
-Status CommState::init(const UniqueId& id) {
+Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch) {
   const Deadline deadline = Deadline::after(config_.timeout);
   auto filter = algorithms::AlgoFilter::parse(config_.algo, Config::variable("WEFT_ALGO", "NCCL_ALGO"));
   WEFT_TRY(filter);
@@ -198,7 +199,7 @@ Status CommState::init(const UniqueId& id) {
     WEFT_TRY(t);
     topo = std::move(*t);
   }
-  auto bs = Bootstrap::create(id, rank_, nranks_, config_, deadline);
+  auto bs = Bootstrap::create(id, rank_, nranks_, config_, deadline, watch);
   WEFT_TRY(bs);
   bootstrap_ = std::move(*bs);
 
@@ -259,6 +260,7 @@ Status CommState::init(const UniqueId& id) {
     }
   }
   put_blob(card, std::vector<uint8_t>(out_of_reach.begin(), out_of_reach.end()));
+  put_blob(card, ProcessId::self().encode());
   auto cards = allgather_blobs(*bootstrap_, card, deadline);
   WEFT_TRY(cards);
   std::vector<std::vector<uint8_t>> shm_cards(static_cast<size_t>(nranks_)), tcp_cards(static_cast<size_t>(nranks_));
@@ -266,14 +268,17 @@ Status CommState::init(const UniqueId& id) {
   std::vector<std::vector<uint8_t>> cpus_of(static_cast<size_t>(nranks_));
   std::vector<std::string> gpus(static_cast<size_t>(nranks_)), gpus_out(static_cast<size_t>(nranks_));
   nodes_.resize(static_cast<size_t>(nranks_));
+  processes_.resize(static_cast<size_t>(nranks_));
   for (size_t r = 0; r < static_cast<size_t>(nranks_); ++r) {
     size_t pos = 0;
-    std::vector<uint8_t> node, theirs, bus, sms_of, out;
+    std::vector<uint8_t> node, theirs, bus, sms_of, out, process;
     if (!take_blob((*cards)[r], pos, node) || !take_blob((*cards)[r], pos, shm_cards[r]) ||
         !take_blob((*cards)[r], pos, tcp_cards[r]) || !take_blob((*cards)[r], pos, theirs) ||
         !take_blob((*cards)[r], pos, cpus_of[r]) || !take_blob((*cards)[r], pos, bus) ||
-        !take_blob((*cards)[r], pos, sms_of) || !take_blob((*cards)[r], pos, out))
+        !take_blob((*cards)[r], pos, sms_of) || !take_blob((*cards)[r], pos, out) ||
+        !take_blob((*cards)[r], pos, process) || !ProcessId::decode(process))
       return internal_error("rank " + std::to_string(r) + " sent a malformed card");
+    processes_[r] = *ProcessId::decode(process);
     nodes_[r].assign(node.begin(), node.end());
     settings_of[r].assign(theirs.begin(), theirs.end());
     gpus[r].assign(bus.begin(), bus.end());

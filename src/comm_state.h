@@ -39,6 +39,7 @@
 #include "src/mailbox.h"
 #include "src/net/bootstrap.h"
 #include "src/operation.h"
+#include "src/process_watch.h"
 #include "src/scratch.h"
 #include "transport/cuda/connection.h"
 #include "transport/cuda/staged.h"
@@ -51,8 +52,10 @@ namespace weft {
 
 class CommState : public ConnectionSource {
  public:
+  // `watch`: the ranks known to have exited while the bootstrap waits (Bootstrap::create).
   static Result<std::unique_ptr<CommState>> create(const UniqueId& id, int rank, int nranks,
-                                                   const Config& config);
+                                                   const Config& config,
+                                                   const Bootstrap::MemberWatch& watch = {});
   ~CommState() override;
 
   int rank() const { return rank_; }
@@ -74,6 +77,8 @@ class CommState : public ConnectionSource {
   Bootstrap& bootstrap() { return *bootstrap_; }
   // The node identity of each rank.
   const std::vector<std::string>& nodes() const { return nodes_; }
+  // Each rank's process (src/process_watch.h), for watching it from this host.
+  const ProcessId& process(int rank) const { return processes_[static_cast<size_t>(rank)]; }
   // Where the ranks sit (nodes from the identities above, the torus from WEFT_TORUS).
   const algorithms::Layout& layout() const { return layout_; }
   // What this communicator runs `a` with, on device buffers or host ones: the tuner's algorithm
@@ -158,7 +163,7 @@ class CommState : public ConnectionSource {
 
  private:
   CommState(int rank, int nranks, const Config& config);
-  Status init(const UniqueId& id);
+  Status init(const UniqueId& id, const Bootstrap::MemberWatch& watch);
   void worker_loop();
   // REQUIRES: exec_mu_ held. Runs the oldest queued operation, if any.
   bool run_next();
@@ -247,6 +252,7 @@ class CommState : public ConnectionSource {
   const Config config_;
   const Logger log_;
   std::vector<std::string> nodes_;
+  std::vector<ProcessId> processes_;
   algorithms::Layout layout_;
   std::optional<algorithms::Tuner> tuner_;  // set once init() knows the layout
   bool oversubscribed_ = false;             // more ranks on this node than CPUs this process may use

@@ -227,27 +227,6 @@ void submit_group(CommState& st, const std::shared_ptr<Operation>& op) {
   st.submit(op);
 }
 
-// The communicator of `parent`'s ranks `members` (in their new order) on `id` (split, shrink):
-// as NCCL's, it works on the parent's GPU whichever thread makes it, WEFT_TORUS, which describes
-// the parent's ranks, is dropped, and its errors, its init's too, say which world rank each rank
-// they name is.
-Result<std::unique_ptr<Communicator>> init_child(const CommState& parent, const UniqueId& id,
-                                                 const std::vector<int>& members, Config config) {
-  config.torus.clear();
-  std::optional<cuda::DeviceGuard> on_gpu;
-  if (parent.gpu() >= 0) on_gpu.emplace(parent.gpu());
-  const int rank = static_cast<int>(std::find(members.begin(), members.end(), parent.rank()) - members.begin());
-  std::vector<int> world;
-  for (int m : members) world.push_back(parent.world_rank(m));
-  auto child = Communicator::init(id, rank, static_cast<int>(members.size()), config);
-  if (!child.ok()) {
-    const std::string& m = child.status().message();
-    return Status(child.status().code(), m + world_rank_legend(m, world, "the new communicator's"));
-  }
-  (*child)->state().set_world_ranks(std::move(world));
-  return child;
-}
-
 Request peer_call(CommState& st, GroupState& g, bool is_send, void* buf, size_t count, DataType type, int peer) {
   const auto name = [&] { return "rank " + std::to_string(st.rank()) + ": " + (is_send ? "send" : "recv"); };
   if (st.aborted()) return Request::completed(remote_error(name() + ": communicator was aborted"));
@@ -307,6 +286,56 @@ Status Communicator::group_end() {
   if (op && !op->peer_ops.empty()) submit_group(*state_, op);
   else if (op) op->submitted = true;
   return Status();
+}
+
+namespace {
+
+// While a communicator of `parent`'s ranks `members` forms, with this rank its rank `me`: those of
+// them whose processes run on this host, as Bootstrap::create asks; none when there are none.
+Bootstrap::MemberWatch watch_members(const CommState& parent, const std::vector<int>& members, int me) {
+  struct Watched {
+    int rank;
+    ProcessWatch process;
+  };
+  auto watched = std::make_shared<std::vector<Watched>>();
+  const uint64_t here = ProcessId::self().host;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const ProcessId& p = parent.process(members[i]);
+    if (static_cast<int>(i) != me && p.watchable_from(here))
+      watched->push_back(Watched{static_cast<int>(i), ProcessWatch(p.pid, p.start)});
+  }
+  if (watched->empty()) return {};
+  return [watched, me]() -> std::optional<Bootstrap::Exited> {
+    for (const Watched& w : *watched)
+      if (w.process.exited())
+        return Bootstrap::Exited{w.rank, "rank " + std::to_string(me) + " saw its process " +
+                                             std::to_string(w.process.pid()) + " on the same host exit"};
+    return std::nullopt;
+  };
+}
+
+}  // namespace
+
+// As NCCL's, the new communicator works on the parent's GPU whichever thread makes it; WEFT_TORUS,
+// which describes the parent's ranks, is dropped; its errors, its init's too, say which world rank
+// each rank they name is; and while it forms, a member whose process exits on a host where
+// another member runs fails it at once on every rank (watch_members), not at the timeout.
+Result<std::unique_ptr<Communicator>> Communicator::init_child(const CommState& parent, const UniqueId& id,
+                                                               const std::vector<int>& members, Config config) {
+  config.torus.clear();
+  std::optional<cuda::DeviceGuard> on_gpu;
+  if (parent.gpu() >= 0) on_gpu.emplace(parent.gpu());
+  const int rank = static_cast<int>(std::find(members.begin(), members.end(), parent.rank()) - members.begin());
+  const int n = static_cast<int>(members.size());
+  std::vector<int> world;
+  for (int m : members) world.push_back(parent.world_rank(m));
+  auto state = CommState::create(id, rank, n, config, watch_members(parent, members, rank));
+  if (!state.ok()) {
+    const std::string& m = state.status().message();
+    return Status(state.status().code(), m + world_rank_legend(m, world, "the new communicator's"));
+  }
+  (*state)->set_world_ranks(std::move(world));
+  return std::unique_ptr<Communicator>(new Communicator(std::move(*state)));
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) { return split(color, key, config()); }
@@ -409,8 +438,10 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
   auto comm = init_child(st, *id, kept, config);
   if (comm.ok()) return comm;
   const int new_rank = static_cast<int>(std::find(kept.begin(), kept.end(), st.rank()) - kept.begin());
-  // A root that refused this rank's secret, or ranks that never came: what differing lists give.
-  const bool mismatch = comm.status().code() == StatusCode::kRemoteError || comm.status().code() == StatusCode::kTimeout;
+  // A root that refused this rank's secret, or ranks that never came: what differing lists give
+  // (a rank that exited or left while it formed is not).
+  const bool mismatch = (comm.status().code() == StatusCode::kRemoteError || comm.status().code() == StatusCode::kTimeout) &&
+                        comm.status().message().find(kBeforeFormed) == std::string::npos;
   return comm.status().with_context(what + ", " + parent_rank(st.rank()) + " as new rank " + std::to_string(new_rank) +
                                     (mismatch ? " (do all kept ranks pass the same exclude list?)" : ""));
 }

@@ -157,6 +157,9 @@ class Communicator {
   explicit Communicator(std::unique_ptr<CommState> state);
   // split() as this rank: by (color, key), or refusing (`refusal` not OK) as refuse_split().
   Result<std::unique_ptr<Communicator>> split_as(int color, int key, const Config& config, const Status& refusal);
+  // The communicator of `parent`'s ranks `members` (in their new order) on `id`: split's, shrink's.
+  static Result<std::unique_ptr<Communicator>> init_child(const CommState& parent, const UniqueId& id,
+                                                          const std::vector<int>& members, Config config);
   std::unique_ptr<CommState> state_;
 };
 

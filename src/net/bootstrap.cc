@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "src/fnv1a.h"
@@ -48,6 +49,24 @@ Deadline extend(Deadline d, std::chrono::milliseconds extra) {
   return Deadline::after(std::chrono::milliseconds(d.remaining_ms()) + extra);
 }
 
+// What a rank whose watch found `e` says, and the root then tells every rank.
+std::string exited_message(const Bootstrap::Exited& e) {
+  return "rank " + std::to_string(e.rank) + " exited " + std::string(kBeforeFormed) + " (" + e.how + ")";
+}
+
+// Connects to the root of `id`, retrying refusals (it may not listen yet) until `deadline`; under
+// a watch, gives up once rank 0, whose process runs the root, is known to have exited.
+Result<Socket> reach_root(const UniqueId& id, Deadline deadline, const Bootstrap::MemberWatch& watch) {
+  net::SocketOptions opts;
+  opts.nodelay = true;
+  for (;;) {
+    const Deadline slice = watch ? Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), 100))) : deadline;
+    auto s = Socket::connect(id.host(), id.port(), slice, opts, /*retry_refused=*/true);
+    if (s.ok() || s.status().code() != StatusCode::kTimeout || deadline.expired()) return s;
+    if (auto gone = watch(); gone && gone->rank == 0) return remote_error(exited_message(*gone));
+  }
+}
+
 class TcpBootstrap final : public Bootstrap {
  public:
   TcpBootstrap(int rank, int nranks, std::string host_ip, std::span<const uint8_t> secret, const Config& config)
@@ -60,6 +79,7 @@ class TcpBootstrap final : public Bootstrap {
 
   Status rendezvous(const UniqueId& id, const Config& config, Socket root, Deadline deadline);
   Status build_ring(const UniqueId& id, Deadline deadline);
+  void set_watch(const MemberWatch& watch) { watch_ = watch; }
 
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
@@ -85,6 +105,12 @@ class TcpBootstrap final : public Bootstrap {
   int next_rank() const { return (rank_ + 1) % nranks_; }
   int prev_rank() const { return (rank_ + nranks_ - 1) % nranks_; }
   Status ring_allgather(const void* mine, void* all, size_t bytes, Deadline deadline, const char* what);
+  // Waits until `fd` is ready for `events`, or `deadline`, asking the member watch every 50 ms:
+  // what it found, if anything (nothing at once without a watch: the caller's own wait follows).
+  std::optional<Exited> wait_watching(int fd, short events, Deadline deadline) const;
+  // After the root's connection failed: what the member watch finds within 500 ms (a process
+  // whose sockets closed may not have finished exiting), if anything.
+  std::optional<Exited> exited_soon() const;
   // Sends `out` to the next rank while receiving `in` from the previous one.
   Status exchange(const uint8_t* out, uint8_t* in, size_t bytes, Deadline deadline,
                   const char* what);
@@ -95,6 +121,7 @@ class TcpBootstrap final : public Bootstrap {
   Logger log_;
   std::array<uint8_t, UniqueId::kSecretBytes> secret_{};
   std::vector<SocketAddress> table_;
+  MemberWatch watch_;  // empty: no rank is watched
   Socket next_;  // to rank+1
   Socket prev_;  // from rank-1
   std::atomic<bool> aborted_{false};
@@ -114,13 +141,23 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   hello.listen = *wire;
   auto bytes = hello.encode();
   Status st = root.send_all(bytes.data(), bytes.size(), deadline);
-  if (!st.ok()) return Status(st.code(), "sending hello to the root at " + root_at + ": " + st.message());
+  if (!st.ok()) {
+    if (auto gone = exited_soon()) return remote_error(exited_message(*gone));
+    return Status(st.code(), "sending hello to the root at " + root_at + ": " + st.message());
+  }
 
   // The root reports missing ranks config.timeout after the first arrival; wait a little longer
   // than our own deadline so that its message (naming the missing ranks) wins the race.
   const auto grace = std::clamp(config.timeout / 10, std::chrono::milliseconds(250),
                                 std::chrono::milliseconds(2000));
   Deadline reply_deadline = extend(deadline, grace);
+  // A rank known to have exited: the root hears of it (and fails the rendezvous on every rank),
+  // unless it was rank 0, whose process ran the root.
+  if (auto gone = wait_watching(root.fd(), POLLIN, reply_deadline)) {
+    const std::string m = exited_message(*gone);
+    const auto report = net::GoneReport::encode(m);
+    if (gone->rank == 0 || !root.send_all(report.data(), report.size(), reply_deadline).ok()) return remote_error(m);
+  }
   std::array<uint8_t, net::ReplyHeader::kBytes> head{};
   st = root.recv_all(head.data(), head.size(), reply_deadline);
   if (st.code() == StatusCode::kTimeout) {
@@ -128,6 +165,9 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
                          root_at + " to gather all " + std::to_string(nranks_) + " ranks");
   }
   if (st.code() == StatusCode::kRemoteError) {
+    // Rank 0's process, where a split's or shrink's root runs, may have died with this rank's
+    // connection in its backlog.
+    if (auto gone = exited_soon()) return remote_error(exited_message(*gone));
     return remote_error("the root at " + root_at + " closed the connection without an answer (" +
                         "the secret was refused: is the UniqueId from this job?)");
   }
@@ -176,6 +216,7 @@ Status TcpBootstrap::build_ring(const UniqueId& id, Deadline deadline) {
 
   // Accept rank-1; refuse anything else.
   while (!prev_.valid()) {
+    if (auto gone = wait_watching(listener_.fd(), POLLIN, deadline)) return remote_error(exited_message(*gone));
     auto in = listener_.accept(deadline);
     if (!in.ok()) {
       if (in.status().code() == StatusCode::kTimeout)
@@ -235,6 +276,25 @@ Status TcpBootstrap::build_ring(const UniqueId& id, Deadline deadline) {
   if (net::get_be32(ack.data()) != kAckMagic || static_cast<int>(net::get_be32(ack.data() + 4)) != next)
     return remote_error("rank " + std::to_string(next) + " sent a malformed ring acknowledgement");
   return Status();
+}
+
+std::optional<Bootstrap::Exited> TcpBootstrap::wait_watching(int fd, short events, Deadline deadline) const {
+  if (!watch_) return std::nullopt;
+  for (;;) {
+    if (auto gone = watch_()) return gone;
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, std::min(deadline.remaining_ms(), 50));
+    if (rc > 0 || (rc < 0 && errno != EINTR) || deadline.expired()) return std::nullopt;
+  }
+}
+
+std::optional<Bootstrap::Exited> TcpBootstrap::exited_soon() const {
+  if (!watch_) return std::nullopt;
+  for (const Deadline until = Deadline::after(std::chrono::milliseconds(500));; ) {
+    if (auto gone = watch_()) return gone;
+    if (until.expired()) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Deadline deadline,
@@ -321,17 +381,15 @@ Result<UniqueId> TcpBootstrap::subgroup_id(std::span<const int> members, uint64_
 }  // namespace
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int rank, int nranks,
-                                                     const Config& config, Deadline deadline) {
+                                                     const Config& config, Deadline deadline,
+                                                     const MemberWatch& watch) {
   if (!id.valid()) return invalid_argument("bootstrap: the UniqueId is not a weft UniqueId");
   if (nranks < 1 || rank < 0 || rank >= nranks) {
     return invalid_argument("bootstrap: rank " + std::to_string(rank) + " is not in [0, " +
                             std::to_string(nranks) + ")");
   }
-  const std::string root_at = id.host() + ":" + std::to_string(id.port());
-  net::SocketOptions opts;
-  opts.nodelay = true;
-  // The root may not be listening yet (serve() on another process): retry refusals.
-  auto root = Socket::connect(id.host(), id.port(), deadline, opts, /*retry_refused=*/true);
+  // The root may not be listening yet (serve() on another process): reach_root retries refusals.
+  auto root = reach_root(id, deadline, watch);
   if (!root.ok()) {
     return Status(root.status().code(), "bootstrap: rank " + std::to_string(rank) +
                                             " could not reach the root: " + root.status().message());
@@ -339,6 +397,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int ran
   auto local = root->local_address();
   WEFT_TRY(local);
   auto boot = std::make_unique<TcpBootstrap>(rank, nranks, local->ip, id.secret(), config);
+  boot->set_watch(watch);
   auto listener = Socket::listen(local->ip, 0);
   if (!listener.ok()) return listener.status().with_context("bootstrap: rank listener");
   boot->listener_ = std::move(listener).value();
@@ -346,6 +405,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int ran
   if (!st.ok()) return st.with_context("bootstrap");
   st = boot->build_ring(id, deadline);
   if (!st.ok()) return st.with_context("bootstrap");
+  boot->set_watch({});  // formed: its watch (and the pidfds it may hold) is done with
   return std::unique_ptr<Bootstrap>(std::move(boot));
 }
 

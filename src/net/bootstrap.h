@@ -3,7 +3,8 @@
 // all-gather and barrier. Every socket presents the UniqueId's secret first; connections that
 // do not are refused (and logged). Every wait takes a Deadline; a timeout names the ranks that
 // were missing, a closed socket names the peer ("bootstrap: rank 2 closed the connection during
-// allgather").
+// allgather"), and a rank known to have exited before all arrived (a MemberWatch's finding, or a
+// rank whose connection to the root closed) fails the rendezvous on every rank at once.
 //
 // The Bootstrap owns its ring sockets (to rank+1, from rank-1) and its listener, which builds the
 // ring and then stays open for subgroup_id(): the rendezvous of a communicator that must form
@@ -15,9 +16,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "src/deadline.h"
 #include "weft/config.h"
@@ -26,18 +30,37 @@
 
 namespace weft {
 
+// Part of every error that says a rank exited, or left the rendezvous, before a communicator
+// formed (as against ranks that never came, or were refused).
+inline constexpr std::string_view kBeforeFormed = "before the communicator formed";
+
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
 
+  // A rank of the communicator being formed that this process knows has exited, and how it
+  // knows ("its process 4242 on this host exited").
+  struct Exited {
+    int rank;
+    std::string how;
+  };
+  // What create() asks, every 50 ms while it waits for other ranks, where it is given one: a rank
+  // known to have exited, if any. For communicators whose root runs in rank 0's process
+  // (split's and shrink's): rank 0's exit fails create() at once on each rank that sees it;
+  // another rank's exit is reported to the root, which fails the rendezvous on every rank with
+  // it (kRemoteError, "rank 2 exited before the communicator formed (rank 0 saw ...)").
+  using MemberWatch = std::function<std::optional<Exited>()>;
+
   // Connects rank `rank` of `nranks` through the root of `id`. Fails with kTimeout naming the
   // ranks that never arrived, kInvalidArgument if ranks disagree on nranks or two claim one rank,
-  // kRemoteError if the secret is refused. The root may start after this call (it retries).
-  // The wait for the root's answer may outlast `deadline` by a grace of up to 2 s
-  // (config.timeout / 10, at least 250 ms), so that the root's message naming the missing ranks
-  // arrives before a local timeout would.
+  // kRemoteError if the secret is refused, or a rank left the rendezvous (its connection to the
+  // root closed) or, under `watch`, exited before all arrived. The root may start after this
+  // call (it retries). The wait for the root's answer may outlast `deadline` by a grace of up
+  // to 2 s (config.timeout / 10, at least 250 ms), so that the root's message naming the missing
+  // ranks arrives before a local timeout would.
   static Result<std::unique_ptr<Bootstrap>> create(const UniqueId& id, int rank, int nranks,
-                                                   const Config& config, Deadline deadline);
+                                                   const Config& config, Deadline deadline,
+                                                   const MemberWatch& watch = {});
 
   virtual int rank() const = 0;
   virtual int nranks() const = 0;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "src/deadline.h"
+#include "src/net/bootstrap.h"
 #include "src/log.h"
 
 namespace weft::net {
@@ -50,6 +51,15 @@ Result<Hello> Hello::decode(std::span<const uint8_t, kBytes> b) {
   p += 4;
   h.listen.port = get_be16(p);
   return h;
+}
+
+std::vector<uint8_t> GoneReport::encode(std::string_view text) {
+  text = text.substr(0, kMaxText);
+  std::vector<uint8_t> b(kHeaderBytes + text.size());
+  put_be32(b.data(), kMagic);
+  put_be32(b.data() + 4, static_cast<uint32_t>(text.size()));
+  std::memcpy(b.data() + kHeaderBytes, text.data(), text.size());
+  return b;
 }
 
 std::array<uint8_t, ReplyHeader::kBytes> encode_reply_header(const ReplyHeader& h) {
@@ -112,6 +122,9 @@ class Root {
   };
 
   void on_hello(Socket socket, const Hello& hello);
+  // An arrived rank's socket became readable before the table went out: its GoneReport, or its
+  // connection closed. Either fails the rendezvous.
+  void on_word_from(Arrived& a);
   // Sends an error to every waiting rank and enters the failed state.
   void fail(StatusCode code, const std::string& message);
   void send_error(Socket& s, StatusCode code, const std::string& message, Deadline deadline);
@@ -249,18 +262,42 @@ void Root::on_hello(Socket socket, const Hello& hello) {
   if (static_cast<int>(arrived_.size()) == expected_) send_table();
 }
 
+void Root::on_word_from(Arrived& a) {
+  const Deadline d = Deadline::after(std::chrono::milliseconds(500));  // a report comes whole
+  std::array<uint8_t, GoneReport::kHeaderBytes> head{};
+  Status st = a.socket.recv_all(head.data(), head.size(), d);
+  if (st.ok() && get_be32(head.data()) == GoneReport::kMagic && get_be32(head.data() + 4) <= GoneReport::kMaxText) {
+    std::string text(get_be32(head.data() + 4), '\0');
+    if (a.socket.recv_all(text.data(), text.size(), d).ok()) {
+      fail(StatusCode::kRemoteError, text);
+      return;
+    }
+  }
+  fail(StatusCode::kRemoteError, "rank " + std::to_string(a.hello.rank) + " left the rendezvous " +
+                                     std::string(kBeforeFormed) +
+                                     " (its connection to the root closed: its process exited, or it stopped waiting)");
+}
+
 void Root::run() {
   deadline_ = Deadline::after(timeout_);
   while (!done_) {
     std::vector<pollfd> fds;
     fds.push_back(pollfd{listener_.fd(), POLLIN, 0});
     for (const Pending& p : pending_) fds.push_back(pollfd{p.socket.fd(), POLLIN, 0});
+    for (const Arrived& a : arrived_) fds.push_back(pollfd{a.socket.fd(), POLLIN, 0});
     int rc = ::poll(fds.data(), fds.size(), std::min(deadline_.remaining_ms(), 1000));
     if (rc < 0 && errno != EINTR) {
       log(LogLevel::kWarn, "poll failed; giving up");
       break;
     }
     if (deadline_.expired()) break;
+    // Arrived ranks first (a hello below may add to them, or answer them all).
+    for (size_t i = 0; i < arrived_.size(); ++i) {
+      if (fds[1 + pending_.size() + i].revents == 0) continue;
+      on_word_from(arrived_[i]);  // fails the rendezvous: arrived_ is empty now
+      break;
+    }
+    if (done_) break;
     // Read hellos (before accepting, so indices still match fds).
     std::vector<Pending> still;
     for (size_t i = 0; i < pending_.size(); ++i) {

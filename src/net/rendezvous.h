@@ -3,7 +3,10 @@
 // A rank connects to the root named by the UniqueId and sends a Hello (the secret, its rank,
 // nranks and its own bootstrap listen address). The root answers every rank once with a Reply:
 // the table of all ranks' listen addresses, or an error (a code and a message naming the
-// offending or missing ranks). All integers are big-endian on the wire.
+// offending or missing ranks). While it waits, a rank may send one GoneReport: a rank it knows
+// has exited (Bootstrap's member watch), which the root then fails the rendezvous with; a rank
+// whose connection closes before the table went out fails it too. All integers are big-endian
+// on the wire.
 //
 // start_root() runs the root in a detached thread that owns everything it touches (the listener,
 // a copy of the secret and config); it never throws into or blocks its host process, and it
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/net/socket.h"
@@ -37,6 +41,15 @@ struct Hello {
   std::array<uint8_t, kBytes> encode() const;
   // kRemoteError when the magic is wrong (not a weft rank).
   static Result<Hello> decode(std::span<const uint8_t, kBytes> bytes);
+};
+
+// A rank that has arrived tells the root another one exited: magic, text bytes, the text (what
+// the root then tells every rank).
+struct GoneReport {
+  static constexpr uint32_t kMagic = 0x57464731;  // "WFG1"
+  static constexpr size_t kHeaderBytes = 8;
+  static constexpr uint32_t kMaxText = 1024;
+  static std::vector<uint8_t> encode(std::string_view text);
 };
 
 // Reply header: magic, status code (0: OK), payload bytes. The payload is nranks WireAddresses

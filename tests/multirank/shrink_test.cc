@@ -4,7 +4,8 @@
 // shm and tcp. Also: a second shrink of the same communicator, the errors: an excluded rank that
 // calls, bad lists, and ranks whose lists differ (an error on each, not a hang), and an error on
 // a communicator split and shrunk from the world, which names world ranks too, as does one whose
-// init fails, and the shrink of a split that fails, in its context. Ranks are forked
+// init fails, and the shrink of a split that fails, in its context; and a kept rank that died
+// before the shrink, named at once instead of at the timeout. Ranks are forked
 // (tests/multirank/forked_ranks.h).
 #include <signal.h>
 
@@ -169,7 +170,8 @@ TEST_P(Shrink, ErrorsNameWorldRanks) {
 
 // Ranks 0 and 1 leave out rank 3, rank 2 leaves out rank 1 (and rank 3 does not call): both
 // lists root at rank 0, but their secrets differ, so rank 2 is refused at once and ranks 0 and 1
-// time out naming the rank they missed, instead of forming a communicator of mismatched ranks.
+// time out naming the rank they missed (alive, as a program that carries on after an error),
+// instead of forming a communicator of mismatched ranks.
 TEST_P(Shrink, RanksWhoseListsDifferGetErrors) {
   const Config config = make_config(GetParam(), 3);
   auto status = run_ranks(4, 4, config, [](int r, Result<std::unique_ptr<Communicator>>& comm) {
@@ -195,6 +197,8 @@ TEST_P(Shrink, RanksWhoseListsDifferGetErrors) {
                    small.status().to_string().c_str());
       return 51;
     }
+    // Alive until 0 and 1 are done: they would find its process gone, rightly, and say so.
+    if (r == 2) linger();
     return rc;
   });
   expect_ranks_exited_zero(status, 4);
@@ -261,6 +265,52 @@ TEST_P(Shrink, AShrinkOfASplitNamesItsRanksAsWorldRanksToo) {
   });
   expect_ranks_exited_zero(status, 4);
 }
+
+// A kept rank that died before the shrink (killed right after init, with nothing in flight that
+// would have told the others): the others, shrinking without rank 3 (which lingers), find out
+// while the new communicator forms, from the dead rank's process on their host (the member watch
+// of Communicator::init_child), within seconds, naming it: not at the timeout, and not asking
+// about the exclude lists. Before, they waited the timeout out ("timed out after 20.0 s waiting
+// for rank 1 of 3").
+void a_kept_rank_died(const std::string& transport, int victim) {
+  const Config config = make_config(transport, 20);
+  auto status = run_ranks(4, 4, config, [victim](int r, Result<std::unique_ptr<Communicator>>& comm) {
+    if (!comm.ok()) return 20;
+    if (r == victim) raise(SIGKILL);
+    if (r == 3) {
+      linger();
+      return 0;
+    }
+    const int without_3[] = {3};
+    const auto t0 = Clock::now();
+    auto small = (*comm)->shrink(without_3);
+    if (small.ok()) {
+      std::fprintf(stderr, "rank %d: a shrink with a dead kept rank succeeded\n", r);
+      return 50;
+    }
+    const std::string named = "rank " + std::to_string(victim) + " exited before the communicator formed";
+    if (int rc = expect_error(small.status(), named, Clock::now() - t0, std::chrono::seconds(5), r); rc != 0) return rc;
+    if (small.status().code() != StatusCode::kRemoteError ||
+        small.status().message().find("same exclude list") != std::string::npos) {
+      std::fprintf(stderr, "rank %d: expected a RemoteError without the lists' hint: %s\n", r,
+                   small.status().to_string().c_str());
+      return 51;
+    }
+    return 0;
+  });
+  ASSERT_EQ(status.size(), 4u);
+  EXPECT_EQ(exit_code(status[static_cast<size_t>(victim)]), 128 + SIGKILL);
+  for (int r = 0; r < 4; ++r) {
+    if (r == victim) continue;
+    EXPECT_EQ(exit_code(status[static_cast<size_t>(r)]), 0) << "rank " << r;
+  }
+}
+
+TEST_P(Shrink, AKeptRankThatDiedIsNamedAtOnce) { a_kept_rank_died(GetParam(), 1); }
+
+// Rank 0's process would have run the new communicator's rendezvous: the others stop trying to
+// reach it.
+TEST_P(Shrink, AKeptRankZeroThatDiedIsNamedAtOnce) { a_kept_rank_died(GetParam(), 0); }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Shrink, ::testing::Values("shm", "tcp"));
 

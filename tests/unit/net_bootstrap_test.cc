@@ -1,5 +1,6 @@
 // UniqueId and Bootstrap: hex round trip, rendezvous + ring among real processes (fork), and the
-// failures a user meets: a wrong secret, missing ranks, ranks that disagree, a peer that aborts.
+// failures a user meets: a wrong secret, missing ranks, ranks that disagree, a peer that aborts,
+// a rank that leaves the rendezvous or is known to have exited (the member watch).
 //
 // Each multi-process test forks its ranks first (run_processes, tests/unit/forked_processes.h);
 // the parent then makes the UniqueId (which starts the root thread) and hands its hex to the
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -275,6 +277,80 @@ TEST(NetBootstrap, DuplicateRankIsAnError) {
   });
   EXPECT_EQ(reports[0], "");
   EXPECT_EQ(reports[1], "");
+}
+
+// A rank that stops waiting after its hello (here its own deadline is shorter) fails the
+// rendezvous on the others at once, naming it, instead of leaving them to the timeout.
+TEST(NetBootstrap, ARankThatLeavesTheRendezvousFailsItAtOnce) {
+  Config config = test_config(milliseconds(10000));
+  auto reports = run_processes(3, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    if (rank == 2) {
+      auto boot = Bootstrap::create(id, 2, 4, config, Deadline::after(milliseconds(300)));
+      CHILD_CHECK(boot.status().code() == StatusCode::kTimeout, "expected Timeout: " + boot.status().to_string());
+      return "";
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto boot = Bootstrap::create(id, rank, 4, config, Deadline::after(config.timeout));
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHILD_CHECK(boot.status().code() == StatusCode::kRemoteError, "expected RemoteError: " + boot.status().to_string());
+    CHILD_CHECK(boot.status().message().find("rank 2 left the rendezvous before the communicator formed") != std::string::npos,
+                boot.status().message());
+    CHILD_CHECK(took < milliseconds(5000), "the others were not told at once: " + boot.status().message());
+    return "";
+  });
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(reports[static_cast<size_t>(i)], "") << "process " << i;
+}
+
+// The member watch (Bootstrap::MemberWatch): rank 1's finds rank 2 exited 300 ms in; it tells the
+// root, which fails the rendezvous with that on rank 0 too, whose own watch has nothing.
+TEST(NetBootstrap, ARankAWatchFindsExitedFailsTheRendezvousEverywhere) {
+  Config config = test_config(milliseconds(10000));
+  auto reports = run_processes(2, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    const auto start = std::chrono::steady_clock::now();
+    Bootstrap::MemberWatch watch;
+    if (rank == 1)
+      watch = [start]() -> std::optional<Bootstrap::Exited> {
+        if (std::chrono::steady_clock::now() - start < milliseconds(300)) return std::nullopt;
+        return Bootstrap::Exited{2, "the test's watch says so"};
+      };
+    auto boot = Bootstrap::create(id, rank, 3, config, Deadline::after(config.timeout), watch);
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHILD_CHECK(boot.status().code() == StatusCode::kRemoteError, "expected RemoteError: " + boot.status().to_string());
+    CHILD_CHECK(boot.status().message().find("rank 2 exited before the communicator formed (the test's watch says so)") !=
+                    std::string::npos,
+                boot.status().message());
+    CHILD_CHECK(took < milliseconds(5000), "not told at once: " + boot.status().message());
+    return "";
+  });
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(reports[static_cast<size_t>(i)], "") << "process " << i;
+}
+
+// A split's or shrink's root runs in its rank 0's process: once the watch finds rank 0 exited, a
+// rank stops trying to reach the root (here nothing listens at its address) instead of retrying
+// to the timeout.
+TEST(NetBootstrap, AWatchThatFindsRankZeroExitedStopsTheWaitForTheRoot) {
+  Config config = test_config(milliseconds(10000));
+  Result<net::SocketAddress> at = internal_error("unset");
+  {
+    auto closed = net::Socket::listen("127.0.0.1", 0);
+    ASSERT_TRUE(closed.ok()) << closed.status().to_string();
+    at = closed->local_address();
+    ASSERT_TRUE(at.ok());
+  }  // closed: nothing listens there now
+  std::vector<uint8_t> secret(UniqueId::kSecretBytes, 7);
+  auto id = UniqueId::for_address(at->ip, at->port, secret);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  const auto start = std::chrono::steady_clock::now();
+  const Bootstrap::MemberWatch watch = [start]() -> std::optional<Bootstrap::Exited> {
+    if (std::chrono::steady_clock::now() - start < milliseconds(300)) return std::nullopt;
+    return Bootstrap::Exited{0, "the test's watch says so"};
+  };
+  auto boot = Bootstrap::create(*id, 1, 2, config, Deadline::after(config.timeout), watch);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(boot.status().code(), StatusCode::kRemoteError) << boot.status().to_string();
+  EXPECT_NE(boot.status().message().find("rank 0 exited before the communicator formed"), std::string::npos)
+      << boot.status().message();
+  EXPECT_LT(took, milliseconds(3000)) << boot.status().message();
 }
 
 TEST(NetBootstrap, BadArgumentsAreRejectedLocally) {

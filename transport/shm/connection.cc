@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -38,15 +37,6 @@ constexpr size_t kPumpBudget = size_t{8} << 20;
 constexpr size_t kCmaChunk = size_t{4} << 20;
 // CMA into a reduce sink: the staging chunk (cache-sized, so the reduce reads it from cache).
 constexpr size_t kStagingBytes = size_t{256} << 10;
-
-int pidfd_open(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  errno = ENOSYS;
-  return -1;
-#endif
-}
 
 // How long a segment may stay without its header before remove_orphans() takes its creator for
 // dead (a live one fills it within microseconds of sizing it).
@@ -133,7 +123,6 @@ ShmConnection::ShmConnection(const Params& params) : params_(params) {
 
 ShmConnection::~ShmConnection() {
   if (self_info_ != nullptr) self_info_->closed.store(1, std::memory_order_release);
-  if (pidfd_ >= 0) ::close(pidfd_);
 }
 
 std::string ShmConnection::describe() const {
@@ -153,34 +142,20 @@ Result<std::unique_ptr<ShmConnection>> ShmConnection::connect(const Params& para
                             " cannot connect to itself (that is the self transport)");
   }
   std::unique_ptr<ShmConnection> conn(new ShmConnection(params));
-  WEFT_TRY(conn->open_pidfd());
+  WEFT_TRY(conn->watch_peer_process());
   WEFT_TRY(conn->join(deadline));
   return conn;
 }
 
-Status ShmConnection::open_pidfd() {
-  errno = 0;
-  pidfd_ = pidfd_open(params_.peer_pid);
-  if (pidfd_ >= 0) return Status();
-  if (errno == ESRCH) {
-    return remote_error(peer_name() + ": process " + std::to_string(params_.peer_pid) +
-                        " exited before the connection was made");
-  }
-  // ENOSYS / EPERM (old kernel, seccomp): fall back to kill(pid, 0) in check_process().
-  return Status();
+Status ShmConnection::watch_peer_process() {
+  peer_process_ = ProcessWatch(params_.peer_pid);
+  if (!peer_process_.exited()) return Status();
+  return remote_error(peer_name() + ": process " + std::to_string(params_.peer_pid) +
+                      " exited before the connection was made");
 }
 
 Status ShmConnection::check_process() const {
-  bool gone = false;
-  if (pidfd_ >= 0) {
-    struct pollfd p {};
-    p.fd = pidfd_;
-    p.events = POLLIN;
-    gone = ::poll(&p, 1, 0) > 0;
-  } else {
-    gone = ::kill(params_.peer_pid, 0) != 0 && errno == ESRCH;
-  }
-  if (!gone) return Status();
+  if (!peer_process_.exited()) return Status();
   return remote_error(peer_name() + ": process " + std::to_string(params_.peer_pid) + " exited");
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "src/deadline.h"
+#include "src/process_watch.h"
 #include "transport/shm/fifo.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
@@ -150,7 +151,7 @@ class ShmConnection final : public Connection {
   };
 
   explicit ShmConnection(const Params& params);
-  Status open_pidfd();
+  Status watch_peer_process();
   Status join(Deadline deadline);
   Status wait_for(const char* what, Deadline deadline, const std::function<bool()>& done);
   Status probe_cma(const SideInfo& peer, CmaProbe* result);
@@ -180,7 +181,7 @@ class ShmConnection final : public Connection {
   SegmentHeader* header_ = nullptr;
   SideInfo* self_info_ = nullptr;
   const SideInfo* peer_info_ = nullptr;
-  int pidfd_ = -1;
+  ProcessWatch peer_process_;
   uint64_t probe_word_ = 0;  // the peer reads this during connect to test CMA
   uint64_t notes_posted_ = 0;
   mutable Note note_in_{};   // last_note()'s copy of the peer's note

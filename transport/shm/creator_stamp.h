@@ -7,25 +7,14 @@
 // Thread-safety: stamp() before the segment's name is shared; reading is safe at any time.
 #pragma once
 
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdint>
 
+#include "src/process_watch.h"
+
 namespace weft::transport::shm {
-
-// Identifies this process's pid namespace (pids are only comparable within one); 0 if unknown.
-inline uint64_t pid_namespace_id() {
-  struct stat st {};
-  if (::stat("/proc/self/ns/pid", &st) != 0) return 0;
-  return static_cast<uint64_t>(st.st_ino);
-}
-
-// Whether no process `pid` exists (in this pid namespace).
-inline bool process_gone(int64_t pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
 struct alignas(64) CreatorStamp {
   static constexpr uint64_t kMagic = 0x77656674'63726561;  // "weftcrea"
