@@ -166,7 +166,7 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   }
   if (st.code() == StatusCode::kRemoteError) {
     // Rank 0's process, where a split's or shrink's root runs, may have died with this rank's
-    // connection in its backlog.
+    // connection in its backlog (or, below, while it answered).
     if (auto gone = exited_soon()) return remote_error(exited_message(*gone));
     return remote_error("the root at " + root_at + " closed the connection without an answer (" +
                         "the secret was refused: is the UniqueId from this job?)");
@@ -176,7 +176,10 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   WEFT_TRY(header);
   std::vector<uint8_t> payload(header->payload_bytes);
   st = root.recv_all(payload.data(), payload.size(), reply_deadline);
-  if (!st.ok()) return Status(st.code(), "reading the root's answer from " + root_at + ": " + st.message());
+  if (!st.ok()) {
+    if (auto gone = exited_soon()) return remote_error(exited_message(*gone));
+    return Status(st.code(), "reading the root's answer from " + root_at + ": " + st.message());
+  }
   if (header->code != 0) {
     StatusCode code = static_cast<StatusCode>(header->code);
     if (header->code > static_cast<uint32_t>(StatusCode::kTimeout)) code = StatusCode::kRemoteError;
