@@ -12,6 +12,7 @@
 #include "src/fnv1a.h"
 #include "src/last_failure.h"
 #include "src/launch_env.h"
+#include "src/net/rendezvous.h"
 #include "src/world_ranks.h"
 
 namespace weft {
@@ -305,12 +306,13 @@ Bootstrap::MemberWatch watch_members(const CommState& parent, const std::vector<
       watched->push_back(Watched{static_cast<int>(i), ProcessWatch(p.pid, p.start)});
   }
   if (watched->empty()) return {};
-  return [watched, me]() -> std::optional<Bootstrap::Exited> {
+  return [watched, me] {
+    std::vector<Bootstrap::Exited> gone;
     for (const Watched& w : *watched)
       if (w.process.exited())
-        return Bootstrap::Exited{w.rank, "rank " + std::to_string(me) + " saw its process " +
-                                             std::to_string(w.process.pid()) + " on the same host exit"};
-    return std::nullopt;
+        gone.push_back(Bootstrap::Exited{w.rank, "rank " + std::to_string(me) + " saw its process " +
+                                                     std::to_string(w.process.pid()) + " on the same host exit"});
+    return gone;
   };
 }
 
@@ -441,7 +443,7 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
   // A root that refused this rank's secret, or ranks that never came: what differing lists give
   // (a rank that exited or left while it formed is not).
   const bool mismatch = (comm.status().code() == StatusCode::kRemoteError || comm.status().code() == StatusCode::kTimeout) &&
-                        comm.status().message().find(kBeforeFormed) == std::string::npos;
+                        comm.status().message().find(net::kBeforeFormed) == std::string::npos;
   return comm.status().with_context(what + ", " + parent_rank(st.rank()) + " as new rank " + std::to_string(new_rank) +
                                     (mismatch ? " (do all kept ranks pass the same exclude list?)" : ""));
 }

@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include <fstream>
+#include "src/process_watch.h"
 
 namespace weft {
 
@@ -10,10 +10,7 @@ std::string node_identity(const Config& config) {
   if (!config.node.empty()) return config.node;
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  std::string boot_id;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, boot_id);
-  return std::string(host) + "/" + boot_id;
+  return std::string(host) + "/" + kernel_boot_id();
 }
 
 }  // namespace weft

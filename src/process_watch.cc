@@ -61,9 +61,7 @@ std::optional<Stat> read_stat(int64_t pid) {
 }
 
 uint64_t host_key() {
-  std::string boot_id;
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::getline(f, boot_id);
+  const std::string boot_id = kernel_boot_id();
   const uint64_t ns = pid_namespace_id();
   if (boot_id.empty() || ns == 0) return 0;
   return fnv1a(&ns, sizeof ns, fnv1a(boot_id));
@@ -80,6 +78,13 @@ uint64_t get_u64(const uint8_t* p) {
 }
 
 }  // namespace
+
+std::string kernel_boot_id() {
+  std::string id;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, id);
+  return id;
+}
 
 uint64_t pid_namespace_id() {
   struct stat st {};
@@ -151,9 +156,11 @@ bool ProcessWatch::exited() const {
   if (gone_at_start_) return true;
   if (pidfd_ >= 0) {
     pollfd p{pidfd_, POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0;  // readable once the process has exited
+    return ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;  // readable once the process has exited
   }
-  return process_gone(pid_);
+  if (process_gone(pid_)) return true;
+  const auto s = read_stat(pid_);  // kill() finds a zombie too
+  return s && (s->state == 'Z' || s->state == 'X');
 }
 
 }  // namespace weft

@@ -13,9 +13,14 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace weft {
+
+// The running kernel's boot id (empty if unknown): part of a node's identity (src/node_id.h) and of
+// ProcessId::host.
+std::string kernel_boot_id();
 
 // Identifies this process's pid namespace (pids are only comparable within one); 0 if unknown.
 uint64_t pid_namespace_id();
@@ -51,7 +56,8 @@ class ProcessWatch {
   ProcessWatch& operator=(const ProcessWatch&) = delete;
 
   int64_t pid() const { return pid_; }
-  // Whether the process has exited (a zombie has). False for a default-made watch.
+  // Whether the process has exited (a zombie has; without pidfds, as /proc says). False for a
+  // default-made watch.
   bool exited() const;
 
  private:

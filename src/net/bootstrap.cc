@@ -49,9 +49,16 @@ Deadline extend(Deadline d, std::chrono::milliseconds extra) {
   return Deadline::after(std::chrono::milliseconds(d.remaining_ms()) + extra);
 }
 
-// What a rank whose watch found `e` says, and the root then tells every rank.
-std::string exited_message(const Bootstrap::Exited& e) {
-  return "rank " + std::to_string(e.rank) + " exited " + std::string(kBeforeFormed) + " (" + e.how + ")";
+// What a rank whose watch found `gone` says, and the root then tells every rank.
+std::string exited_message(const std::vector<Bootstrap::Exited>& gone) {
+  std::string m;
+  for (const Bootstrap::Exited& e : gone)
+    m += (m.empty() ? "" : "; ") + ("rank " + std::to_string(e.rank) + " exited " + std::string(net::kBeforeFormed) + " (" + e.how + ")");
+  return m;
+}
+
+bool names_rank_zero(const std::vector<Bootstrap::Exited>& gone) {
+  return std::any_of(gone.begin(), gone.end(), [](const Bootstrap::Exited& e) { return e.rank == 0; });
 }
 
 // Connects to the root of `id`, retrying refusals (it may not listen yet) until `deadline`; under
@@ -59,11 +66,13 @@ std::string exited_message(const Bootstrap::Exited& e) {
 Result<Socket> reach_root(const UniqueId& id, Deadline deadline, const Bootstrap::MemberWatch& watch) {
   net::SocketOptions opts;
   opts.nodelay = true;
-  for (;;) {
-    const Deadline slice = watch ? Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), 100))) : deadline;
+  // Under a watch, tries in slices that grow from 0.1 s to 1.6 s (a slice ends a connect still in
+  // progress: a far root needs a longer one).
+  for (int slice_ms = 100;; slice_ms = std::min(2 * slice_ms, 1600)) {
+    const Deadline slice = watch ? Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), slice_ms))) : deadline;
     auto s = Socket::connect(id.host(), id.port(), slice, opts, /*retry_refused=*/true);
     if (s.ok() || s.status().code() != StatusCode::kTimeout || deadline.expired()) return s;
-    if (auto gone = watch(); gone && gone->rank == 0) return remote_error(exited_message(*gone));
+    if (const auto gone = watch(); names_rank_zero(gone)) return remote_error(exited_message(gone));
   }
 }
 
@@ -107,10 +116,10 @@ class TcpBootstrap final : public Bootstrap {
   Status ring_allgather(const void* mine, void* all, size_t bytes, Deadline deadline, const char* what);
   // Waits until `fd` is ready for `events`, or `deadline`, asking the member watch every 50 ms:
   // what it found, if anything (nothing at once without a watch: the caller's own wait follows).
-  std::optional<Exited> wait_watching(int fd, short events, Deadline deadline) const;
+  std::vector<Exited> wait_watching(int fd, short events, Deadline deadline) const;
   // After the root's connection failed: what the member watch finds within 500 ms (a process
   // whose sockets closed may not have finished exiting), if anything.
-  std::optional<Exited> exited_soon() const;
+  std::vector<Exited> exited_soon() const;
   // Sends `out` to the next rank while receiving `in` from the previous one.
   Status exchange(const uint8_t* out, uint8_t* in, size_t bytes, Deadline deadline,
                   const char* what);
@@ -142,7 +151,7 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   auto bytes = hello.encode();
   Status st = root.send_all(bytes.data(), bytes.size(), deadline);
   if (!st.ok()) {
-    if (auto gone = exited_soon()) return remote_error(exited_message(*gone));
+    if (const auto gone = exited_soon(); !gone.empty()) return remote_error(exited_message(gone));
     return Status(st.code(), "sending hello to the root at " + root_at + ": " + st.message());
   }
 
@@ -153,21 +162,25 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   Deadline reply_deadline = extend(deadline, grace);
   // A rank known to have exited: the root hears of it (and fails the rendezvous on every rank),
   // unless it was rank 0, whose process ran the root.
-  if (auto gone = wait_watching(root.fd(), POLLIN, reply_deadline)) {
-    const std::string m = exited_message(*gone);
-    const auto report = net::GoneReport::encode(m);
-    if (gone->rank == 0 || !root.send_all(report.data(), report.size(), reply_deadline).ok()) return remote_error(m);
+  if (const auto gone = wait_watching(root.fd(), POLLIN, reply_deadline); !gone.empty()) {
+    const std::string m = exited_message(gone);
+    const auto report = net::WaitReport::encode(net::WaitReport::kExited, m);
+    if (names_rank_zero(gone) || !root.send_all(report.data(), report.size(), reply_deadline).ok()) return remote_error(m);
   }
   std::array<uint8_t, net::ReplyHeader::kBytes> head{};
   st = root.recv_all(head.data(), head.size(), reply_deadline);
   if (st.code() == StatusCode::kTimeout) {
+    // The root then ends the rendezvous for the others too, naming the ranks it still misses,
+    // instead of taking this rank's closed connection for its death.
+    const auto stopped = net::WaitReport::encode(net::WaitReport::kStopped, "");
+    (void)root.send_all(stopped.data(), stopped.size(), Deadline::after(std::chrono::milliseconds(100)));
     return timeout_error("rank " + std::to_string(rank_) + " timed out waiting for the root at " +
                          root_at + " to gather all " + std::to_string(nranks_) + " ranks");
   }
   if (st.code() == StatusCode::kRemoteError) {
     // Rank 0's process, where a split's or shrink's root runs, may have died with this rank's
     // connection in its backlog (or, below, while it answered).
-    if (auto gone = exited_soon()) return remote_error(exited_message(*gone));
+    if (const auto gone = exited_soon(); !gone.empty()) return remote_error(exited_message(gone));
     return remote_error("the root at " + root_at + " closed the connection without an answer (" +
                         "the secret was refused: is the UniqueId from this job?)");
   }
@@ -177,7 +190,7 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   std::vector<uint8_t> payload(header->payload_bytes);
   st = root.recv_all(payload.data(), payload.size(), reply_deadline);
   if (!st.ok()) {
-    if (auto gone = exited_soon()) return remote_error(exited_message(*gone));
+    if (const auto gone = exited_soon(); !gone.empty()) return remote_error(exited_message(gone));
     return Status(st.code(), "reading the root's answer from " + root_at + ": " + st.message());
   }
   if (header->code != 0) {
@@ -219,7 +232,8 @@ Status TcpBootstrap::build_ring(const UniqueId& id, Deadline deadline) {
 
   // Accept rank-1; refuse anything else.
   while (!prev_.valid()) {
-    if (auto gone = wait_watching(listener_.fd(), POLLIN, deadline)) return remote_error(exited_message(*gone));
+    if (const auto gone = wait_watching(listener_.fd(), POLLIN, deadline); !gone.empty())
+      return remote_error(exited_message(gone));
     auto in = listener_.accept(deadline);
     if (!in.ok()) {
       if (in.status().code() == StatusCode::kTimeout)
@@ -281,21 +295,20 @@ Status TcpBootstrap::build_ring(const UniqueId& id, Deadline deadline) {
   return Status();
 }
 
-std::optional<Bootstrap::Exited> TcpBootstrap::wait_watching(int fd, short events, Deadline deadline) const {
-  if (!watch_) return std::nullopt;
+std::vector<Bootstrap::Exited> TcpBootstrap::wait_watching(int fd, short events, Deadline deadline) const {
+  if (!watch_) return {};
   for (;;) {
-    if (auto gone = watch_()) return gone;
+    if (auto gone = watch_(); !gone.empty()) return gone;
     pollfd p{fd, events, 0};
     const int rc = ::poll(&p, 1, std::min(deadline.remaining_ms(), 50));
-    if (rc > 0 || (rc < 0 && errno != EINTR) || deadline.expired()) return std::nullopt;
+    if (rc > 0 || (rc < 0 && errno != EINTR) || deadline.expired()) return {};
   }
 }
 
-std::optional<Bootstrap::Exited> TcpBootstrap::exited_soon() const {
-  if (!watch_) return std::nullopt;
-  for (const Deadline until = Deadline::after(std::chrono::milliseconds(500));; ) {
-    if (auto gone = watch_()) return gone;
-    if (until.expired()) return std::nullopt;
+std::vector<Bootstrap::Exited> TcpBootstrap::exited_soon() const {
+  if (!watch_) return {};
+  for (const Deadline until = Deadline::after(std::chrono::milliseconds(500));;) {
+    if (auto gone = watch_(); !gone.empty() || until.expired()) return gone;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

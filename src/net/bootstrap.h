@@ -18,10 +18,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "src/deadline.h"
 #include "weft/config.h"
@@ -30,26 +30,23 @@
 
 namespace weft {
 
-// Part of every error that says a rank exited, or left the rendezvous, before a communicator
-// formed (as against ranks that never came, or were refused).
-inline constexpr std::string_view kBeforeFormed = "before the communicator formed";
-
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
 
   // A rank of the communicator being formed that this process knows has exited, and how it
-  // knows ("its process 4242 on this host exited").
+  // knows ("rank 2 saw its process 4242 on the same host exit").
   struct Exited {
     int rank;
     std::string how;
   };
-  // What create() asks, every 50 ms while it waits for other ranks, where it is given one: a rank
-  // known to have exited, if any. For communicators whose root runs in rank 0's process
+  // What create() asks, every 50 ms while it waits for other ranks, where it is given one: the
+  // ranks known to have exited, if any. For communicators whose root runs in rank 0's process
   // (split's and shrink's): rank 0's exit fails create() at once on each rank that sees it;
   // another rank's exit is reported to the root, which fails the rendezvous on every rank with
-  // it (kRemoteError, "rank 2 exited before the communicator formed (rank 0 saw ...)").
-  using MemberWatch = std::function<std::optional<Exited>()>;
+  // it (kRemoteError, "rank 2 exited before the communicator formed (rank 0 saw ...)"). Every
+  // rank found is named (which died first, nobody here can tell).
+  using MemberWatch = std::function<std::vector<Exited>()>;
 
   // Connects rank `rank` of `nranks` through the root of `id`. Fails with kTimeout naming the
   // ranks that never arrived, kInvalidArgument if ranks disagree on nranks or two claim one rank,

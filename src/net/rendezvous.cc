@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "src/deadline.h"
-#include "src/net/bootstrap.h"
 #include "src/log.h"
 
 namespace weft::net {
@@ -53,13 +52,21 @@ Result<Hello> Hello::decode(std::span<const uint8_t, kBytes> b) {
   return h;
 }
 
-std::vector<uint8_t> GoneReport::encode(std::string_view text) {
+std::vector<uint8_t> WaitReport::encode(Kind kind, std::string_view text) {
   text = text.substr(0, kMaxText);
   std::vector<uint8_t> b(kHeaderBytes + text.size());
   put_be32(b.data(), kMagic);
-  put_be32(b.data() + 4, static_cast<uint32_t>(text.size()));
+  put_be32(b.data() + 4, kind);
+  put_be32(b.data() + 8, static_cast<uint32_t>(text.size()));
   std::memcpy(b.data() + kHeaderBytes, text.data(), text.size());
   return b;
+}
+
+Result<std::pair<WaitReport::Kind, uint32_t>> WaitReport::decode_header(std::span<const uint8_t, kHeaderBytes> b) {
+  const uint32_t kind = get_be32(b.data() + 4), bytes = get_be32(b.data() + 8);
+  if (get_be32(b.data()) != kMagic || (kind != kExited && kind != kStopped) || bytes > kMaxText)
+    return remote_error("not a weft rendezvous report");
+  return std::pair{static_cast<Kind>(kind), bytes};
 }
 
 std::array<uint8_t, ReplyHeader::kBytes> encode_reply_header(const ReplyHeader& h) {
@@ -122,9 +129,11 @@ class Root {
   };
 
   void on_hello(Socket socket, const Hello& hello);
-  // An arrived rank's socket became readable before the table went out: its GoneReport, or its
+  // An arrived rank's socket became readable before the table went out: its WaitReport, or its
   // connection closed. Either fails the rendezvous.
-  void on_word_from(Arrived& a);
+  void on_word_from(int rank, Socket& s);
+  // "waiting for rank 2 of 3 at 10.0.0.1:41287": the ranks not arrived.
+  std::string missing_ranks() const;
   // Sends an error to every waiting rank and enters the failed state.
   void fail(StatusCode code, const std::string& message);
   void send_error(Socket& s, StatusCode code, const std::string& message, Deadline deadline);
@@ -262,20 +271,32 @@ void Root::on_hello(Socket socket, const Hello& hello) {
   if (static_cast<int>(arrived_.size()) == expected_) send_table();
 }
 
-void Root::on_word_from(Arrived& a) {
+void Root::on_word_from(int rank, Socket& s) {
   const Deadline d = Deadline::after(std::chrono::milliseconds(500));  // a report comes whole
-  std::array<uint8_t, GoneReport::kHeaderBytes> head{};
-  Status st = a.socket.recv_all(head.data(), head.size(), d);
-  if (st.ok() && get_be32(head.data()) == GoneReport::kMagic && get_be32(head.data() + 4) <= GoneReport::kMaxText) {
-    std::string text(get_be32(head.data() + 4), '\0');
-    if (a.socket.recv_all(text.data(), text.size(), d).ok()) {
+  std::array<uint8_t, WaitReport::kHeaderBytes> head{};
+  Result<std::pair<WaitReport::Kind, uint32_t>> report = remote_error("closed");
+  if (s.recv_all(head.data(), head.size(), d).ok()) report = WaitReport::decode_header(head);
+  std::string text(report.ok() ? report->second : 0, '\0');
+  if (report.ok() && s.recv_all(text.data(), text.size(), d).ok()) {
+    if (report->first == WaitReport::kExited) {
       fail(StatusCode::kRemoteError, text);
-      return;
+    } else {
+      fail(StatusCode::kTimeout, "timed out " + missing_ranks() + " (rank " + std::to_string(rank) +
+                                     "'s own wait ran out first)");
     }
+    return;
   }
-  fail(StatusCode::kRemoteError, "rank " + std::to_string(a.hello.rank) + " left the rendezvous " +
-                                     std::string(kBeforeFormed) +
-                                     " (its connection to the root closed: its process exited, or it stopped waiting)");
+  fail(StatusCode::kRemoteError, "rank " + std::to_string(rank) + " left the rendezvous " + std::string(kBeforeFormed) +
+                                     " (its connection to the root closed without a word: its process exited)");
+}
+
+std::string Root::missing_ranks() const {
+  std::vector<bool> seen(static_cast<size_t>(std::max(expected_, 0)), false);
+  for (const Arrived& a : arrived_) seen[static_cast<size_t>(a.hello.rank)] = true;
+  std::vector<int> missing;
+  for (int r = 0; r < expected_; ++r)
+    if (!seen[static_cast<size_t>(r)]) missing.push_back(r);
+  return "waiting for " + ranks_phrase(missing) + " of " + std::to_string(expected_) + " at " + where_.to_string();
 }
 
 void Root::run() {
@@ -294,7 +315,7 @@ void Root::run() {
     // Arrived ranks first (a hello below may add to them, or answer them all).
     for (size_t i = 0; i < arrived_.size(); ++i) {
       if (fds[1 + pending_.size() + i].revents == 0) continue;
-      on_word_from(arrived_[i]);  // fails the rendezvous: arrived_ is empty now
+      on_word_from(arrived_[i].hello.rank, arrived_[i].socket);  // ends the rendezvous: arrived_ is empty now
       break;
     }
     if (done_) break;
@@ -336,14 +357,7 @@ void Root::run() {
     if (!any_arrived_) {
       log(LogLevel::kInfo, "no rank arrived within " + format_seconds(timeout_) + "; exiting");
     } else if (!failed_) {
-      std::vector<bool> seen(static_cast<size_t>(std::max(expected_, 0)), false);
-      for (const Arrived& a : arrived_) seen[static_cast<size_t>(a.hello.rank)] = true;
-      std::vector<int> missing;
-      for (int r = 0; r < expected_; ++r)
-        if (!seen[static_cast<size_t>(r)]) missing.push_back(r);
-      std::string m = "timed out after " + format_seconds(timeout_) + " waiting for " +
-                      ranks_phrase(missing) + " of " + std::to_string(expected_) + " at " +
-                      where_.to_string();
+      const std::string m = "timed out after " + format_seconds(timeout_) + " " + missing_ranks();
       log(LogLevel::kWarn, m);
       send_error_to_arrived(StatusCode::kTimeout, m);
     }

@@ -3,16 +3,18 @@
 // A rank connects to the root named by the UniqueId and sends a Hello (the secret, its rank,
 // nranks and its own bootstrap listen address). The root answers every rank once with a Reply:
 // the table of all ranks' listen addresses, or an error (a code and a message naming the
-// offending or missing ranks). While it waits, a rank may send one GoneReport: a rank it knows
-// has exited (Bootstrap's member watch), which the root then fails the rendezvous with; a rank
-// whose connection closes before the table went out fails it too. All integers are big-endian
-// on the wire.
+// offending or missing ranks). While it waits, a rank may send one WaitReport: a rank it knows
+// has exited (Bootstrap's member watch), which the root then fails the rendezvous with, or that
+// its own wait ran out, on which the root fails it as at its own timeout, naming the missing
+// ranks; a rank whose connection closes without a report (it died) fails it too. All integers
+// are big-endian on the wire.
 //
 // start_root() runs the root in a detached thread that owns everything it touches (the listener,
 // a copy of the secret and config); it never throws into or blocks its host process, and it
 // exits after one rendezvous or after its timeout.
 //
-// Internal to weft_net (used by unique_id.cc and bootstrap.cc).
+// Internal to weft_net (used by unique_id.cc and bootstrap.cc; Communicator::shrink reads
+// kBeforeFormed).
 #pragma once
 
 #include <array>
@@ -21,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "src/net/socket.h"
@@ -43,14 +46,21 @@ struct Hello {
   static Result<Hello> decode(std::span<const uint8_t, kBytes> bytes);
 };
 
-// A rank that has arrived tells the root another one exited: magic, text bytes, the text (what
-// the root then tells every rank).
-struct GoneReport {
-  static constexpr uint32_t kMagic = 0x57464731;  // "WFG1"
-  static constexpr size_t kHeaderBytes = 8;
+// What a rank that has arrived may tell the root while it waits: magic, kind, text bytes, the
+// text (kExited: what the root then tells every rank; kStopped: empty).
+struct WaitReport {
+  enum Kind : uint32_t { kExited = 1, kStopped = 2 };
+  static constexpr uint32_t kMagic = 0x57465732;  // "WFW2"
+  static constexpr size_t kHeaderBytes = 12;
   static constexpr uint32_t kMaxText = 1024;
-  static std::vector<uint8_t> encode(std::string_view text);
+  static std::vector<uint8_t> encode(Kind kind, std::string_view text);
+  // The kind and text bytes of a header; kRemoteError when it is not one.
+  static Result<std::pair<Kind, uint32_t>> decode_header(std::span<const uint8_t, kHeaderBytes> bytes);
 };
+
+// Part of every error that says a rank exited, or left the rendezvous, before a communicator
+// formed (as against ranks that never came, or were refused).
+inline constexpr std::string_view kBeforeFormed = "before the communicator formed";
 
 // Reply header: magic, status code (0: OK), payload bytes. The payload is nranks WireAddresses
 // (8 bytes each: ip, port, 2 zero bytes) on success, else the error text.

@@ -110,8 +110,8 @@ TEST_P(Faults, PeerKilledBeforeASplitIsNamedByEveryRank) {
 // where the new communicator formed first, that communicator's next call does, within seconds,
 // never at the timeout; and at least one of them names the killed rank. (A survivor may name the
 // other one instead: each returns, and so exits, at its error, as a program that stops there
-// would, and the other may be waiting on it by then. A rank whose init fails is known to its
-// peers only by its exit or its closed sockets: see the note on issue 6.) Rank 1, or rank 0
+// would, and the other may be waiting on it by then: a rank whose init fails is known to its
+// peers only by its exit or its closed sockets, docs/API.md.) Rank 1, or rank 0
 // (whose process runs the new communicator's rendezvous), of 3, killed from a thread of its own
 // after each of several delays into the split.
 void killed_during_a_split(const std::string& transport, int victim) {

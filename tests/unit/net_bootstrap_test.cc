@@ -1,17 +1,19 @@
 // UniqueId and Bootstrap: hex round trip, rendezvous + ring among real processes (fork), and the
 // failures a user meets: a wrong secret, missing ranks, ranks that disagree, a peer that aborts,
-// a rank that leaves the rendezvous or is known to have exited (the member watch).
+// a rank that dies in the rendezvous, gives up on it first, or is known to have exited (the
+// member watch).
 //
 // Each multi-process test forks its ranks first (run_processes, tests/unit/forked_processes.h);
 // the parent then makes the UniqueId (which starts the root thread) and hands its hex to the
 // children through pipes, so no thread is alive across fork(). A child reports an empty string
 // for success or a description of what went wrong, and _exit()s; every wait is bounded.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstring>
 #include <functional>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -279,9 +281,39 @@ TEST(NetBootstrap, DuplicateRankIsAnError) {
   EXPECT_EQ(reports[1], "");
 }
 
-// A rank that stops waiting after its hello (here its own deadline is shorter) fails the
+// A rank that dies after its hello (its connection to the root closes without a word) fails the
 // rendezvous on the others at once, naming it, instead of leaving them to the timeout.
-TEST(NetBootstrap, ARankThatLeavesTheRendezvousFailsItAtOnce) {
+TEST(NetBootstrap, ARankThatDiesInTheRendezvousFailsItAtOnce) {
+  Config config = test_config(milliseconds(10000));
+  auto reports = run_processes(3, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    if (rank == 2) {
+      // It dies from inside its wait for the root's answer, after its hello: the member watch is
+      // asked there every 50 ms. (No thread of its own: a child of a parent with threads, as
+      // this one's earlier roots, may not start one under TSan.)
+      const auto start = std::chrono::steady_clock::now();
+      const Bootstrap::MemberWatch dies = [start]() -> std::vector<Bootstrap::Exited> {
+        if (std::chrono::steady_clock::now() - start > milliseconds(300)) ::_exit(0);
+        return {};
+      };
+      auto boot = Bootstrap::create(id, 2, 4, config, Deadline::after(config.timeout), dies);
+      return "rank 2 outlived its exit: " + boot.status().to_string();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto boot = Bootstrap::create(id, rank, 4, config, Deadline::after(config.timeout));
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHILD_CHECK(boot.status().code() == StatusCode::kRemoteError, "expected RemoteError: " + boot.status().to_string());
+    CHILD_CHECK(boot.status().message().find("rank 2 left the rendezvous before the communicator formed") != std::string::npos,
+                boot.status().message());
+    CHILD_CHECK(took < milliseconds(5000), "the others were not told at once: " + boot.status().message());
+    return "";
+  });
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(reports[static_cast<size_t>(i)], "") << "process " << i;
+}
+
+// A rank whose own wait runs out first (its deadline is shorter) says so before it goes: the root
+// ends the rendezvous with a timeout naming the rank still missing, not taking the closed
+// connection for a death.
+TEST(NetBootstrap, ARankWhoseWaitRunsOutFirstEndsTheRendezvousWithATimeout) {
   Config config = test_config(milliseconds(10000));
   auto reports = run_processes(3, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
     if (rank == 2) {
@@ -292,8 +324,9 @@ TEST(NetBootstrap, ARankThatLeavesTheRendezvousFailsItAtOnce) {
     const auto start = std::chrono::steady_clock::now();
     auto boot = Bootstrap::create(id, rank, 4, config, Deadline::after(config.timeout));
     const auto took = std::chrono::steady_clock::now() - start;
-    CHILD_CHECK(boot.status().code() == StatusCode::kRemoteError, "expected RemoteError: " + boot.status().to_string());
-    CHILD_CHECK(boot.status().message().find("rank 2 left the rendezvous before the communicator formed") != std::string::npos,
+    CHILD_CHECK(boot.status().code() == StatusCode::kTimeout, "expected Timeout: " + boot.status().to_string());
+    CHILD_CHECK(boot.status().message().find("waiting for rank 3 of 4") != std::string::npos, boot.status().message());
+    CHILD_CHECK(boot.status().message().find("rank 2's own wait ran out first") != std::string::npos,
                 boot.status().message());
     CHILD_CHECK(took < milliseconds(5000), "the others were not told at once: " + boot.status().message());
     return "";
@@ -309,9 +342,9 @@ TEST(NetBootstrap, ARankAWatchFindsExitedFailsTheRendezvousEverywhere) {
     const auto start = std::chrono::steady_clock::now();
     Bootstrap::MemberWatch watch;
     if (rank == 1)
-      watch = [start]() -> std::optional<Bootstrap::Exited> {
-        if (std::chrono::steady_clock::now() - start < milliseconds(300)) return std::nullopt;
-        return Bootstrap::Exited{2, "the test's watch says so"};
+      watch = [start]() -> std::vector<Bootstrap::Exited> {
+        if (std::chrono::steady_clock::now() - start < milliseconds(300)) return {};
+        return {Bootstrap::Exited{2, "the test's watch says so"}};
       };
     auto boot = Bootstrap::create(id, rank, 3, config, Deadline::after(config.timeout), watch);
     const auto took = std::chrono::steady_clock::now() - start;
@@ -341,9 +374,9 @@ TEST(NetBootstrap, AWatchThatFindsRankZeroExitedStopsTheWaitForTheRoot) {
   auto id = UniqueId::for_address(at->ip, at->port, secret);
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   const auto start = std::chrono::steady_clock::now();
-  const Bootstrap::MemberWatch watch = [start]() -> std::optional<Bootstrap::Exited> {
-    if (std::chrono::steady_clock::now() - start < milliseconds(300)) return std::nullopt;
-    return Bootstrap::Exited{0, "the test's watch says so"};
+  const Bootstrap::MemberWatch watch = [start]() -> std::vector<Bootstrap::Exited> {
+    if (std::chrono::steady_clock::now() - start < milliseconds(300)) return {};
+    return {Bootstrap::Exited{0, "the test's watch says so"}};
   };
   auto boot = Bootstrap::create(*id, 1, 2, config, Deadline::after(config.timeout), watch);
   const auto took = std::chrono::steady_clock::now() - start;
