@@ -325,7 +325,9 @@ TEST(NetBootstrap, ARankWhoseWaitRunsOutFirstEndsTheRendezvousWithATimeout) {
     auto boot = Bootstrap::create(id, rank, 4, config, Deadline::after(config.timeout));
     const auto took = std::chrono::steady_clock::now() - start;
     CHILD_CHECK(boot.status().code() == StatusCode::kTimeout, "expected Timeout: " + boot.status().to_string());
-    CHILD_CHECK(boot.status().message().find("waiting for rank 3 of 4") != std::string::npos, boot.status().message());
+    // Rank 3 never comes; the other of ranks 0 and 1 may be named too where it came after rank 2
+    // gave up (1.3 s in: its 300 ms and the grace).
+    CHILD_CHECK(boot.status().message().find("3 of 4") != std::string::npos, boot.status().message());
     CHILD_CHECK(boot.status().message().find("rank 2's own wait ran out first") != std::string::npos,
                 boot.status().message());
     CHILD_CHECK(took < milliseconds(5000), "the others were not told at once: " + boot.status().message());
