@@ -272,13 +272,14 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch) 
   for (size_t r = 0; r < static_cast<size_t>(nranks_); ++r) {
     size_t pos = 0;
     std::vector<uint8_t> node, theirs, bus, sms_of, out, process;
+    std::optional<ProcessId> their_process;
     if (!take_blob((*cards)[r], pos, node) || !take_blob((*cards)[r], pos, shm_cards[r]) ||
         !take_blob((*cards)[r], pos, tcp_cards[r]) || !take_blob((*cards)[r], pos, theirs) ||
         !take_blob((*cards)[r], pos, cpus_of[r]) || !take_blob((*cards)[r], pos, bus) ||
         !take_blob((*cards)[r], pos, sms_of) || !take_blob((*cards)[r], pos, out) ||
-        !take_blob((*cards)[r], pos, process) || !ProcessId::decode(process))
+        !take_blob((*cards)[r], pos, process) || !(their_process = ProcessId::decode(process)))
       return internal_error("rank " + std::to_string(r) + " sent a malformed card");
-    processes_[r] = *ProcessId::decode(process);
+    processes_[r] = *their_process;
     nodes_[r].assign(node.begin(), node.end());
     settings_of[r].assign(theirs.begin(), theirs.end());
     gpus[r].assign(bus.begin(), bus.end());

@@ -117,9 +117,11 @@ class TcpBootstrap final : public Bootstrap {
   // Waits until `fd` is ready for `events`, or `deadline`, asking the member watch every 50 ms:
   // what it found, if anything (nothing at once without a watch: the caller's own wait follows).
   std::vector<Exited> wait_watching(int fd, short events, Deadline deadline) const;
-  // After the root's connection failed: what the member watch finds within 500 ms (a process
-  // whose sockets closed may not have finished exiting), if anything.
-  std::vector<Exited> exited_soon() const;
+  // The root's connection broke with `broken`: the members the watch finds exited within 500 ms
+  // (rank 0's process, where a split's or shrink's root runs, may have died with this rank's
+  // connection in its backlog or while it answered; its sockets close before it has exited), else
+  // `broken` itself.
+  Status root_lost(Status broken) const;
   // Sends `out` to the next rank while receiving `in` from the previous one.
   Status exchange(const uint8_t* out, uint8_t* in, size_t bytes, Deadline deadline,
                   const char* what);
@@ -150,10 +152,7 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   hello.listen = *wire;
   auto bytes = hello.encode();
   Status st = root.send_all(bytes.data(), bytes.size(), deadline);
-  if (!st.ok()) {
-    if (const auto gone = exited_soon(); !gone.empty()) return remote_error(exited_message(gone));
-    return Status(st.code(), "sending hello to the root at " + root_at + ": " + st.message());
-  }
+  if (!st.ok()) return root_lost(Status(st.code(), "sending hello to the root at " + root_at + ": " + st.message()));
 
   // The root reports missing ranks config.timeout after the first arrival; wait a little longer
   // than our own deadline so that its message (naming the missing ranks) wins the race.
@@ -178,21 +177,15 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
                          root_at + " to gather all " + std::to_string(nranks_) + " ranks");
   }
   if (st.code() == StatusCode::kRemoteError) {
-    // Rank 0's process, where a split's or shrink's root runs, may have died with this rank's
-    // connection in its backlog (or, below, while it answered).
-    if (const auto gone = exited_soon(); !gone.empty()) return remote_error(exited_message(gone));
-    return remote_error("the root at " + root_at + " closed the connection without an answer (" +
-                        "the secret was refused: is the UniqueId from this job?)");
+    return root_lost(remote_error("the root at " + root_at + " closed the connection without an answer (" +
+                                  "the secret was refused: is the UniqueId from this job?)"));
   }
   WEFT_TRY(st);
   auto header = net::decode_reply_header(head);
   WEFT_TRY(header);
   std::vector<uint8_t> payload(header->payload_bytes);
   st = root.recv_all(payload.data(), payload.size(), reply_deadline);
-  if (!st.ok()) {
-    if (const auto gone = exited_soon(); !gone.empty()) return remote_error(exited_message(gone));
-    return Status(st.code(), "reading the root's answer from " + root_at + ": " + st.message());
-  }
+  if (!st.ok()) return root_lost(Status(st.code(), "reading the root's answer from " + root_at + ": " + st.message()));
   if (header->code != 0) {
     StatusCode code = static_cast<StatusCode>(header->code);
     if (header->code > static_cast<uint32_t>(StatusCode::kTimeout)) code = StatusCode::kRemoteError;
@@ -305,12 +298,13 @@ std::vector<Bootstrap::Exited> TcpBootstrap::wait_watching(int fd, short events,
   }
 }
 
-std::vector<Bootstrap::Exited> TcpBootstrap::exited_soon() const {
-  if (!watch_) return {};
-  for (const Deadline until = Deadline::after(std::chrono::milliseconds(500));;) {
-    if (auto gone = watch_(); !gone.empty() || until.expired()) return gone;
+Status TcpBootstrap::root_lost(Status broken) const {
+  if (!watch_) return broken;
+  for (const Deadline until = Deadline::after(std::chrono::milliseconds(500)); !until.expired();) {
+    if (const auto gone = watch_(); !gone.empty()) return remote_error(exited_message(gone));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  return broken;
 }
 
 Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Deadline deadline,
