@@ -163,15 +163,25 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
                               "; it must be a multiple of " + Config::kDeviceFifoBounds);
   }
   if (!id.valid()) return invalid_argument("the UniqueId was not made by weft (bad magic)");
+  const Deadline deadline = Deadline::after(config.timeout);
   std::unique_ptr<CommState> state(new CommState(rank, nranks, config));
-  Status s = state->init(id, watch);
+  auto local = state->prepare();
+  if (!local.ok()) {
+    // The others would wait for this rank at the rendezvous until their timeout: the root hears
+    // why instead, and fails it on every rank (Bootstrap::report_failure).
+    const Status told = Bootstrap::report_failure(id, rank, nranks, local.status().message(), deadline);
+    if (!told.ok()) state->log_.info("could not tell the other ranks why this rank's init failed: " + told.message());
+    return local.status().with_context("rank " + std::to_string(rank) + ": init");
+  }
+  Status s = state->init(id, watch, *local, deadline);
+  // Peers still joining this rank hear why (its process may live on): see Bootstrap::fail_init.
+  if (!s.ok() && state->bootstrap_) s = state->bootstrap_->fail_init(s);
   if (!s.ok()) return s.with_context("rank " + std::to_string(rank) + ": init");
   state->worker_ = std::thread([p = state.get()] { p->worker_loop(); });
   return state;
 }
 
-Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch) {
-  const Deadline deadline = Deadline::after(config_.timeout);
+Result<CommState::Local> CommState::prepare() {
   auto filter = algorithms::AlgoFilter::parse(config_.algo, Config::variable("WEFT_ALGO", "NCCL_ALGO"));
   WEFT_TRY(filter);
   if (!config_.torus.empty()) {
@@ -184,9 +194,9 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch) 
                               " but the communicator has " + std::to_string(nranks_) + " ranks");
     layout_.torus = std::move(*dims);
   }
-  const auto level = p2p_level(config_.p2p_level);  // a bad level fails here, before any rank waits
+  const auto level = p2p_level(config_.p2p_level);
   WEFT_TRY(level);
-  topology::TopologyFile topo;
+  Local local{std::move(*filter), *level, {}};
   // As NCCL: an NCCL_TOPO_FILE that cannot be opened is a warning, and the machine is discovered
   // (a job's environment may name a file some of its machines lack); weft's own WEFT_TOPO_FILE,
   // or Config::topo_file, must be there.
@@ -197,8 +207,14 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch) 
   } else if (!config_.topo_file.empty()) {
     auto t = topology::load_topology_file(config_.topo_file);
     WEFT_TRY(t);
-    topo = std::move(*t);
+    local.topo = std::move(*t);
   }
+  return local;
+}
+
+Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch, const Local& local, Deadline deadline) {
+  const auto& level = local.level;
+  const topology::TopologyFile& topo = local.topo;
   auto bs = Bootstrap::create(id, rank_, nranks_, config_, deadline, watch);
   WEFT_TRY(bs);
   bootstrap_ = std::move(*bs);
@@ -252,9 +268,9 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch) 
     // Under a P2P level, the machine that says how far apart its GPUs are: the topology file's,
     // else discovered, where there are GPUs to compare.
     auto gpus_here = cuda::device_count();
-    const bool judge = *level != topology::PathType::kSys && gpu_ >= 0 && gpus_here.ok() && *gpus_here > 1;
+    const bool judge = level != topology::PathType::kSys && gpu_ >= 0 && gpus_here.ok() && *gpus_here > 1;
     const topology::System* machine = !judge ? nullptr : topo.system ? &*topo.system : this_machine();
-    for (const OutOfReach& o : gpus_out_of_reach(gpu_, *level, machine)) {
+    for (const OutOfReach& o : gpus_out_of_reach(gpu_, level, machine)) {
       log_.info("GPU " + o.bus_id + " is out of reach of this rank's GPU (" + gpu.bus_id + "): " + o.why);
       out_of_reach += (out_of_reach.empty() ? "" : ",") + o.bus_id;
     }
@@ -299,7 +315,7 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch) 
                 "are staged through host memory");
   // P2P off (WEFT_P2P_DISABLE, a level of LOC): no other rank's memory is mapped, on the same GPU
   // neither.
-  if (config_.p2p_disable || *level == topology::PathType::kLoc)
+  if (config_.p2p_disable || level == topology::PathType::kLoc)
     for (size_t r = 0; r < gpus_reached_.size(); ++r) gpus_reached_[r] = r == static_cast<size_t>(rank_);
   // Every rank compares every rank with rank 0, so all fail alike, naming the same two.
   for (size_t r = 1; r < static_cast<size_t>(nranks_); ++r) {
@@ -335,7 +351,7 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch) 
                 layout_.describe() + "; the tuner uses this machine's model instead");
     }
   }
-  tuner_.emplace(layout_, *filter, model.ok() ? std::optional<topology::Cluster>(std::move(*model)) : std::nullopt,
+  tuner_.emplace(layout_, local.filter, model.ok() ? std::optional<topology::Cluster>(std::move(*model)) : std::nullopt,
                  std::move(table), wants_mailbox());
   // A dump that cannot be written is worth a warning, not a failed communicator (only rank 0
   // writes, and the others would be left waiting).
@@ -359,6 +375,7 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch) 
     mailbox_ = std::move(*mailbox);
     if (!mailbox_) log_.warn("no shared mailbox (a rank could not make or map it): oneshot calls run over the connections");
   }
+  initialized_ = true;
   log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + " (" + std::to_string(my_ranks) +
             " ranks on " + std::to_string(my_cores) + " cores" + (oversubscribed_ ? ", oversubscribed" : "") +
             "), transport " + config_.transport);
@@ -424,6 +441,7 @@ Result<transport::Connection*> CommState::connection(int peer, int channel, Dead
 
 Status CommState::watch_connect(int peer) {
   if (aborted()) return remote_error("this rank's communicator was aborted while it waited for rank " + std::to_string(peer));
+  if (!initialized_) WEFT_TRY(bootstrap_->note());
   // The peer's connections, by channel (the map is ordered by (peer, channel)).
   for (auto it = connections_.lower_bound({peer, std::numeric_limits<int>::min()});
        it != connections_.end() && it->first.first == peer; ++it)

@@ -41,6 +41,7 @@
 #include "src/operation.h"
 #include "src/process_watch.h"
 #include "src/scratch.h"
+#include "topology/topo_file.h"
 #include "transport/cuda/connection.h"
 #include "transport/cuda/staged.h"
 #include "transport/transport.h"
@@ -150,7 +151,7 @@ class CommState : public ConnectionSource {
   transport::Connection* note_connection(int peer) override;
   // The transports' watch while connect() waits for `peer` (Transport::set_peer_watch): an error
   // once this rank aborted, or a connection to the peer on another channel failed (it closed,
-  // died or aborted).
+  // died or aborted), or, during init, a note that some rank's init failed (Bootstrap::note).
   Status watch_connect(int peer);
 
   // Whether this communicator has a mailbox for oneshot (one node, 2..16 ranks, shm allowed):
@@ -163,7 +164,15 @@ class CommState : public ConnectionSource {
 
  private:
   CommState(int rank, int nranks, const Config& config);
-  Status init(const UniqueId& id, const Bootstrap::MemberWatch& watch);
+  // What init() takes from this rank's settings alone (prepare() checks them before any peer
+  // waits on this rank).
+  struct Local {
+    algorithms::AlgoFilter filter;
+    topology::PathType level;  // the P2P level
+    topology::TopologyFile topo;
+  };
+  Result<Local> prepare();
+  Status init(const UniqueId& id, const Bootstrap::MemberWatch& watch, const Local& local, Deadline deadline);
   void worker_loop();
   // REQUIRES: exec_mu_ held. Runs the oldest queued operation, if any.
   bool run_next();
@@ -263,6 +272,7 @@ class CommState : public ConnectionSource {
   // allowed (WEFT_P2P_DISABLE, a P2P level of LOC).
   std::vector<bool> gpus_reached_;
   std::unique_ptr<Bootstrap> bootstrap_;
+  bool initialized_ = false;  // init() succeeded (before: the bootstrap carries failure notes)
   std::unique_ptr<transport::Transport> self_, shm_, tcp_;
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;
   // One node, 2..Mailbox::kMaxRanks ranks, shm allowed: runs the oneshot plans on host memory.

@@ -5,6 +5,10 @@
 // acknowledges it. Rank r then waits for rank r+1's acknowledgement, so create() returns only
 // when both of its ring links are joined. The listener stays open afterwards: a subgroup's root
 // (subgroup_id) listens on it.
+//
+// On the ring, rank r sends frames to rank r+1: a block of an allgather step ([magic WFRD]
+// [bytes]), or a failure note ([magic WFRN][u32 length][text]). Backwards, from rank r+1 to rank
+// r, only a note ever goes. A note goes out only between frames.
 #include "src/net/bootstrap.h"
 
 #include <fcntl.h>
@@ -33,6 +37,9 @@ constexpr uint32_t kRingMagic = 0x57465247;  // "WFRG"
 constexpr uint32_t kAckMagic = 0x5746524b;   // "WFRK"
 constexpr size_t kRingHelloBytes = 4 + UniqueId::kSecretBytes + 4 + 4;
 constexpr size_t kAckBytes = 8;
+constexpr uint32_t kBlockMagic = 0x57465244;  // "WFRD"
+constexpr uint32_t kNoteMagic = 0x5746524e;   // "WFRN"
+constexpr uint32_t kMaxNoteBytes = 4096;
 
 std::array<uint8_t, kRingHelloBytes> ring_hello(std::span<const uint8_t> secret, int rank, int nranks) {
   std::array<uint8_t, kRingHelloBytes> b{};
@@ -106,6 +113,8 @@ class TcpBootstrap final : public Bootstrap {
     next_.shutdown();
     prev_.shutdown();
   }
+  Status fail_init(const Status& why) override;
+  Status note() override;
   Result<UniqueId> subgroup_id(std::span<const int> members, uint64_t salt, const Config& config) override;
 
   Socket listener_;  // open from rendezvous on: the ring's, then subgroups' roots'
@@ -122,9 +131,15 @@ class TcpBootstrap final : public Bootstrap {
   // connection in its backlog or while it answered; its sockets close before it has exited), else
   // `broken` itself.
   Status root_lost(Status broken) const;
-  // Sends `out` to the next rank while receiving `in` from the previous one.
+  // Sends `out` to the next rank while receiving `in` from the previous one (a frame each way),
+  // ending at a note from either.
   Status exchange(const uint8_t* out, uint8_t* in, size_t bytes, Deadline deadline,
                   const char* what);
+  // Reads the rest of a note whose magic was read from `s` (sent by rank `from`): its error.
+  Status read_note(net::Socket& s, int from);
+  // The note rank+1 sent back on next_, if one has come: its error; OK with none (or once
+  // next_ closed, which stops the looking).
+  Status note_from_next();
 
   int rank_;
   int nranks_;
@@ -136,6 +151,9 @@ class TcpBootstrap final : public Bootstrap {
   Socket next_;  // to rank+1
   Socket prev_;  // from rank-1
   std::atomic<bool> aborted_{false};
+  std::string note_;          // the note that came (or that this rank sent), once there is one
+  bool next_mid_frame_ = false;  // next_ stopped in the middle of a frame: no note may follow
+  bool next_closed_ = false;     // next_ said EOF (or sent something not a note) backwards
 };
 
 Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket root,
@@ -309,44 +327,126 @@ Status TcpBootstrap::root_lost(Status broken) const {
 
 Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Deadline deadline,
                               const char* what) {
-  size_t sent = 0, got = 0;
+  std::array<uint8_t, 4> out_magic{}, in_magic{};
+  net::put_be32(out_magic.data(), kBlockMagic);
+  const size_t frame = 4 + bytes;
+  size_t sent = 0, got = 0;  // of the frames
   const std::string next = std::to_string(next_rank()), prev = std::to_string(prev_rank());
-  while (sent < bytes || got < bytes) {
-    if (sent < bytes) {
-      auto n = next_.send_some(out + sent, bytes - sent);
+  // A peer that closed may have said why first.
+  auto closed = [&](const std::string& rank) {
+    if (Status n = note(); !n.ok()) return n;
+    return remote_error("rank " + rank + " closed the connection during " + what);
+  };
+  while (sent < frame || got < frame) {
+    if (sent < frame) {
+      const size_t head = std::min<size_t>(sent, 4);
+      iovec iov[2] = {{out_magic.data() + head, 4 - head}, {const_cast<uint8_t*>(out) + (sent - head), bytes - (sent - head)}};
+      auto n = next_.sendv_some(iov, 2);
       if (!n.ok()) {
-        if (n.status().code() == StatusCode::kRemoteError)
-          return remote_error("rank " + next + " closed the connection during " + what);
+        if (n.status().code() == StatusCode::kRemoteError) return closed(next);
         return n.status().with_context(std::string(what) + ": sending to rank " + next);
       }
       sent += *n;
+      next_mid_frame_ = sent < frame;
     }
-    if (got < bytes) {
-      auto n = prev_.recv_some(in + got, bytes - got);
+    if (got < frame) {
+      auto n = got < 4 ? prev_.recv_some(in_magic.data() + got, 4 - got) : prev_.recv_some(in + (got - 4), frame - got);
       if (!n.ok()) {
-        if (n.status().code() == StatusCode::kRemoteError)
-          return remote_error("rank " + prev + " closed the connection during " + what);
+        if (n.status().code() == StatusCode::kRemoteError) return closed(prev);
         return n.status().with_context(std::string(what) + ": receiving from rank " + prev);
       }
+      const bool magic_done = got < 4 && got + *n == 4;
       got += *n;
+      if (magic_done && net::get_be32(in_magic.data()) == kNoteMagic) return read_note(prev_, prev_rank());
+      if (magic_done && net::get_be32(in_magic.data()) != kBlockMagic)
+        return remote_error("rank " + prev + " sent a malformed frame during " + what + " (another weft build?)");
     }
-    if (sent == bytes && got == bytes) break;
+    if (sent == frame && got == frame) break;
     pollfd fds[2];
     int nfds = 0;
-    if (sent < bytes) fds[nfds++] = pollfd{next_.fd(), POLLOUT, 0};
-    if (got < bytes) fds[nfds++] = pollfd{prev_.fd(), POLLIN, 0};
+    // next_, while this rank still sends to it: room to send, or a note coming back. (Once all
+    // is sent, rank+1 may have all it needs, and a note it sends now is about what came after,
+    // such as the check of the cards that fails every rank alike: this rank gets there too.)
+    const short next_events = static_cast<short>(sent < frame ? POLLOUT | (next_closed_ ? 0 : POLLIN) : 0);
+    if (next_events != 0) fds[nfds++] = pollfd{next_.fd(), next_events, 0};
+    if (got < frame) fds[nfds++] = pollfd{prev_.fd(), POLLIN, 0};
     int rc = ::poll(fds, static_cast<nfds_t>(nfds), deadline.remaining_ms());
     if (rc < 0 && errno != EINTR) return system_error(std::string(what) + ": poll");
+    if (rc > 0 && next_events != 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0)
+      WEFT_TRY(note_from_next());
     if (rc == 0 && deadline.expired()) {
       std::string waiting;
-      if (got < bytes) waiting = "rank " + prev + " (received " + std::to_string(got) + " of " + std::to_string(bytes) + " bytes)";
-      if (sent < bytes) waiting += std::string(waiting.empty() ? "" : " and ") + "rank " + next +
-                                   " (sent " + std::to_string(sent) + " of " + std::to_string(bytes) + " bytes)";
+      if (got < frame) waiting = "rank " + prev + " (received " + std::to_string(got) + " of " + std::to_string(frame) + " bytes)";
+      if (sent < frame) waiting += std::string(waiting.empty() ? "" : " and ") + "rank " + next +
+                                   " (sent " + std::to_string(sent) + " of " + std::to_string(frame) + " bytes)";
       return timeout_error(std::string(what) + " timed out on rank " + std::to_string(rank_) +
                            " waiting for " + waiting);
     }
   }
   return Status();
+}
+
+Status TcpBootstrap::read_note(Socket& s, int from) {
+  const Deadline d = Deadline::after(std::chrono::milliseconds(500));  // a note is sent whole
+  std::array<uint8_t, 4> length{};
+  Status st = s.recv_all(length.data(), length.size(), d);
+  const uint32_t bytes = st.ok() ? net::get_be32(length.data()) : 0;
+  std::string text(std::min(bytes, kMaxNoteBytes), '\0');
+  if (st.ok() && bytes <= kMaxNoteBytes) st = s.recv_all(text.data(), text.size(), d);
+  if (!st.ok() || bytes > kMaxNoteBytes)
+    return remote_error("rank " + std::to_string(from) + " began a note that its init failed, and did not finish it");
+  note_ = std::move(text);
+  return remote_error(note_);
+}
+
+Status TcpBootstrap::note_from_next() {
+  if (next_closed_ || !next_.valid()) return Status();
+  std::array<uint8_t, 4> magic{};
+  auto n = next_.recv_some(magic.data(), magic.size());
+  if (n.ok() && *n == 0) return Status();  // nothing has come
+  const Status whole = n.ok() ? next_.recv_all(magic.data() + *n, magic.size() - *n,
+                                               Deadline::after(std::chrono::milliseconds(500)))
+                              : n.status();
+  if (whole.ok() && net::get_be32(magic.data()) == kNoteMagic) return read_note(next_, next_rank());
+  next_closed_ = true;  // closed, or something not a note: nothing more to look for here
+  return Status();
+}
+
+Status TcpBootstrap::note() {
+  if (!note_.empty()) return remote_error(note_);
+  if (nranks_ == 1 || !prev_.valid()) return Status();
+  WEFT_TRY(note_from_next());
+  // From prev_ a note is taken, a block left for the allgather it belongs to.
+  std::array<uint8_t, 4> magic{};
+  auto n = prev_.peek_some(magic.data(), magic.size());
+  if (!n.ok() || *n < magic.size() || net::get_be32(magic.data()) != kNoteMagic) return Status();
+  (void)prev_.recv_some(magic.data(), magic.size());
+  return read_note(prev_, prev_rank());
+}
+
+Status TcpBootstrap::fail_init(const Status& why) {
+  Status result = why;
+  // A note explains a peer's closing better (where `why` is not the note already).
+  if (Status n = note(); !n.ok() && why.code() == StatusCode::kRemoteError && why.message().find(note_) == std::string::npos)
+    result = n;
+  if (note_.empty()) note_ = "rank " + std::to_string(rank_) + "'s init failed: " + why.message();
+  if (nranks_ > 1 && prev_.valid() && next_.valid()) {
+    std::vector<uint8_t> frame(8);
+    net::put_be32(frame.data(), kNoteMagic);
+    const std::string_view text = std::string_view(note_).substr(0, kMaxNoteBytes);
+    net::put_be32(frame.data() + 4, static_cast<uint32_t>(text.size()));
+    frame.insert(frame.end(), text.begin(), text.end());
+    const Deadline d = Deadline::after(std::chrono::milliseconds(100));
+    (void)prev_.send_all(frame.data(), frame.size(), d);  // backwards: only notes go this way
+    if (!next_mid_frame_) (void)next_.send_all(frame.data(), frame.size(), d);
+    prev_.begin_close_after_delivery();
+    next_.begin_close_after_delivery();
+    const Deadline delivered = Deadline::after(std::chrono::milliseconds(250));
+    prev_.close_after_delivery(delivered);
+    next_.close_after_delivery(delivered);
+  }
+  aborted_.store(true);
+  return result;
 }
 
 Status TcpBootstrap::ring_allgather(const void* mine, void* all, size_t bytes, Deadline deadline,
@@ -389,6 +489,26 @@ Result<UniqueId> TcpBootstrap::subgroup_id(std::span<const int> members, uint64_
 }
 
 }  // namespace
+
+Status Bootstrap::report_failure(const UniqueId& id, int rank, int nranks, const std::string& why, Deadline deadline) {
+  const Deadline soon = Deadline::after(std::chrono::milliseconds(std::min(deadline.remaining_ms(), 2000)));
+  net::SocketOptions opts;
+  opts.nodelay = true;
+  auto root = Socket::connect(id.host(), id.port(), soon, opts, /*retry_refused=*/true);
+  WEFT_TRY(root);
+  net::Hello hello;
+  std::memcpy(hello.secret.data(), id.secret().data(), UniqueId::kSecretBytes);
+  hello.rank = rank;
+  hello.nranks = nranks;
+  hello.failed = true;
+  const auto head = hello.encode();
+  const auto report = net::WaitReport::encode(net::WaitReport::kFailed, "rank " + std::to_string(rank) +
+                                                                            "'s init failed before the rendezvous: " + why);
+  Status st = root->send_all(head.data(), head.size(), soon);
+  if (st.ok()) st = root->send_all(report.data(), report.size(), soon);
+  root->close_after_delivery(Deadline::after(std::chrono::milliseconds(250)));
+  return st;
+}
 
 Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int rank, int nranks,
                                                      const Config& config, Deadline deadline,

@@ -6,6 +6,10 @@
 // allgather"), and a rank known to have exited before all arrived (a MemberWatch's finding, or a
 // rank whose connection to the root closed) fails the rendezvous on every rank at once.
 //
+// A rank whose init fails after the ring formed tells its neighbours why (fail_init), and they
+// pass it on, so every rank's init fails with the reason instead of "rank 3 closed the
+// connection" or a wait until the timeout for a rank that is alive but gave up.
+//
 // The Bootstrap owns its ring sockets (to rank+1, from rank-1) and its listener, which builds the
 // ring and then stays open for subgroup_id(): the rendezvous of a communicator that must form
 // without some of these ranks (Communicator::shrink, whose excluded ranks may be dead).
@@ -59,6 +63,13 @@ class Bootstrap {
                                                    const Config& config, Deadline deadline,
                                                    const MemberWatch& watch = {});
 
+  // For a rank whose init fails before it joins the rendezvous of `id` (its own settings are
+  // wrong): tells the root (reached within 2 s, or by `deadline` if sooner), which fails the
+  // rendezvous on every rank with kRemoteError and "rank 2's init failed before the rendezvous:
+  // <why>", instead of leaving them to wait for this rank until their timeout. An error only
+  // when the root could not be told.
+  static Status report_failure(const UniqueId& id, int rank, int nranks, const std::string& why, Deadline deadline);
+
   virtual int rank() const = 0;
   virtual int nranks() const = 0;
   // This rank's IP address as used to reach the root (what tcp transports should listen on).
@@ -71,6 +82,19 @@ class Bootstrap {
   // Shuts the sockets down so the peers' pending bootstrap calls fail promptly (kRemoteError
   // naming this rank); this rank's later calls fail with kInvalidUsage.
   virtual void abort() = 0;
+
+  // For a communicator's init, once create() has returned: a rank whose init fails (its process
+  // may live on) calls fail_init(why) before it lets the Bootstrap go. It sends its two ring
+  // neighbours a note ("rank 2's init failed: <why>"), so that their waits end at once with
+  // kRemoteError and that text: in allgather and barrier, and wherever they ask note() (the
+  // transports' connects do, through CommState's peer watch). A rank that fails on a note passes
+  // it on unchanged, so it goes round the ring both ways. Returns the error for this rank to
+  // report: `why`, or the note that reached it first where `why` only says a peer closed its
+  // connection (kRemoteError). Then closes the ring, waiting up to 250 ms for delivery.
+  virtual Status fail_init(const Status& why) = 0;
+  // A ring neighbour's note that an init failed (kRemoteError with its text), if one has come;
+  // else OK. Does not wait (beyond reading the rest of a note that has begun to arrive).
+  virtual Status note() = 0;
 
   // The UniqueId of a rendezvous among `members` (ascending, this rank among them) that needs no
   // other rank of this Bootstrap: its root is members[0]'s bootstrap listener, its secret this

@@ -21,7 +21,7 @@ namespace weft::net {
 std::array<uint8_t, Hello::kBytes> Hello::encode() const {
   std::array<uint8_t, kBytes> b{};
   uint8_t* p = b.data();
-  put_be32(p, kMagic);
+  put_be32(p, failed ? kFailedMagic : kMagic);
   p += 4;
   std::memcpy(p, secret.data(), secret.size());
   p += secret.size();
@@ -37,9 +37,10 @@ std::array<uint8_t, Hello::kBytes> Hello::encode() const {
 
 Result<Hello> Hello::decode(std::span<const uint8_t, kBytes> b) {
   const uint8_t* p = b.data();
-  if (get_be32(p) != kMagic) return remote_error("not a weft bootstrap hello (bad magic)");
-  p += 4;
+  if (get_be32(p) != kMagic && get_be32(p) != kFailedMagic) return remote_error("not a weft bootstrap hello (bad magic)");
   Hello h;
+  h.failed = get_be32(p) == kFailedMagic;
+  p += 4;
   std::memcpy(h.secret.data(), p, h.secret.size());
   p += h.secret.size();
   h.rank = static_cast<int32_t>(get_be32(p));
@@ -64,7 +65,7 @@ std::vector<uint8_t> WaitReport::encode(Kind kind, std::string_view text) {
 
 Result<std::pair<WaitReport::Kind, uint32_t>> WaitReport::decode_header(std::span<const uint8_t, kHeaderBytes> b) {
   const uint32_t kind = get_be32(b.data() + 4), bytes = get_be32(b.data() + 8);
-  if (get_be32(b.data()) != kMagic || (kind != kExited && kind != kStopped) || bytes > kMaxText)
+  if (get_be32(b.data()) != kMagic || (kind != kExited && kind != kStopped && kind != kFailed) || bytes > kMaxText)
     return remote_error("not a weft rendezvous report");
   return std::pair{static_cast<Kind>(kind), bytes};
 }
@@ -132,6 +133,8 @@ class Root {
   // An arrived rank's socket became readable before the table went out: its WaitReport, or its
   // connection closed. Either fails the rendezvous.
   void on_word_from(int rank, Socket& s);
+  // A WaitReport from `s`, read whole (within 500 ms): its kind and text.
+  static Result<std::pair<WaitReport::Kind, std::string>> read_report(Socket& s);
   // "waiting for rank 2 of 3 at 10.0.0.1:41287": the ranks not arrived.
   std::string missing_ranks() const;
   // Sends an error to every waiting rank and enters the failed state.
@@ -229,6 +232,18 @@ void Root::on_hello(Socket socket, const Hello& hello) {
     expected_ = hello.nranks;
   }
   most_ranks_ = std::max(most_ranks_, hello.nranks);
+  if (hello.failed) {
+    // A rank whose init failed before it could join: why follows; it wants no answer.
+    ++served_;
+    auto report = read_report(socket);
+    if (!failed_) {
+      fail(StatusCode::kRemoteError, report.ok() ? report->second
+                                                 : "rank " + std::to_string(hello.rank) + "'s init failed before the rendezvous");
+    } else if (served_ >= most_ranks_) {
+      done_ = true;
+    }
+    return;
+  }
   if (failed_) {
     send_error(socket, failure_code_, failure_, Deadline::after(std::chrono::milliseconds(500)));
     if (served_ >= most_ranks_) done_ = true;
@@ -272,22 +287,27 @@ void Root::on_hello(Socket socket, const Hello& hello) {
 }
 
 void Root::on_word_from(int rank, Socket& s) {
+  auto report = read_report(s);
+  if (report.ok() && report->first == WaitReport::kStopped) {
+    fail(StatusCode::kTimeout, "timed out " + missing_ranks() + " (rank " + std::to_string(rank) +
+                                   "'s own wait ran out first)");
+  } else if (report.ok()) {
+    fail(StatusCode::kRemoteError, report->second);
+  } else {
+    fail(StatusCode::kRemoteError, "rank " + std::to_string(rank) + " left the rendezvous " + std::string(kBeforeFormed) +
+                                       " (its connection to the root closed without a word: its process exited)");
+  }
+}
+
+Result<std::pair<WaitReport::Kind, std::string>> Root::read_report(Socket& s) {
   const Deadline d = Deadline::after(std::chrono::milliseconds(500));  // a report comes whole
   std::array<uint8_t, WaitReport::kHeaderBytes> head{};
-  Result<std::pair<WaitReport::Kind, uint32_t>> report = remote_error("closed");
-  if (s.recv_all(head.data(), head.size(), d).ok()) report = WaitReport::decode_header(head);
-  std::string text(report.ok() ? report->second : 0, '\0');
-  if (report.ok() && s.recv_all(text.data(), text.size(), d).ok()) {
-    if (report->first == WaitReport::kExited) {
-      fail(StatusCode::kRemoteError, text);
-    } else {
-      fail(StatusCode::kTimeout, "timed out " + missing_ranks() + " (rank " + std::to_string(rank) +
-                                     "'s own wait ran out first)");
-    }
-    return;
-  }
-  fail(StatusCode::kRemoteError, "rank " + std::to_string(rank) + " left the rendezvous " + std::string(kBeforeFormed) +
-                                     " (its connection to the root closed without a word: its process exited)");
+  WEFT_TRY(s.recv_all(head.data(), head.size(), d));
+  auto header = WaitReport::decode_header(head);
+  WEFT_TRY(header);
+  std::string text(header->second, '\0');
+  WEFT_TRY(s.recv_all(text.data(), text.size(), d));
+  return std::pair{header->first, std::move(text)};
 }
 
 std::string Root::missing_ranks() const {

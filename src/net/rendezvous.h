@@ -1,7 +1,8 @@
 // Rendezvous: the wire format between the ranks and the bootstrap root, and the root itself.
 //
 // A rank connects to the root named by the UniqueId and sends a Hello (the secret, its rank,
-// nranks and its own bootstrap listen address). The root answers every rank once with a Reply:
+// nranks and its own bootstrap listen address), or a failed Hello and why, when its init failed
+// before it could join (the root then fails the rendezvous with that). The root answers every rank once with a Reply:
 // the table of all ranks' listen addresses, or an error (a code and a message naming the
 // offending or missing ranks). While it waits, a rank may send one WaitReport: a rank it knows
 // has exited (Bootstrap's member watch), which the root then fails the rendezvous with, or that
@@ -33,13 +34,17 @@
 
 namespace weft::net {
 
+// A rank whose init failed before it could join sends a Hello with kFailedMagic (and no listen
+// address), then a WaitReport of kind kFailed saying why; the root fails the rendezvous with it.
 struct Hello {
-  static constexpr uint32_t kMagic = 0x57464831;  // "WFH1"
+  static constexpr uint32_t kMagic = 0x57464831;        // "WFH1"
+  static constexpr uint32_t kFailedMagic = 0x57464830;  // "WFH0"
   static constexpr size_t kBytes = 4 + UniqueId::kSecretBytes + 4 + 4 + 4 + 2 + 2;
   std::array<uint8_t, UniqueId::kSecretBytes> secret{};
   int32_t rank = 0;
   int32_t nranks = 0;
   WireAddress listen;
+  bool failed = false;  // kFailedMagic
 
   std::array<uint8_t, kBytes> encode() const;
   // kRemoteError when the magic is wrong (not a weft rank).
@@ -47,9 +52,10 @@ struct Hello {
 };
 
 // What a rank that has arrived may tell the root while it waits: magic, kind, text bytes, the
-// text (kExited: what the root then tells every rank; kStopped: empty).
+// text (kExited: what the root then tells every rank; kStopped: empty). kFailed follows a failed
+// Hello (what the root tells every rank).
 struct WaitReport {
-  enum Kind : uint32_t { kExited = 1, kStopped = 2 };
+  enum Kind : uint32_t { kExited = 1, kStopped = 2, kFailed = 3 };
   static constexpr uint32_t kMagic = 0x57465732;  // "WFW2"
   static constexpr size_t kHeaderBytes = 12;
   static constexpr uint32_t kMaxText = 1024;

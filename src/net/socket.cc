@@ -280,10 +280,14 @@ Result<size_t> Socket::send_some(const void* data, size_t bytes) {
   }
 }
 
-Result<size_t> Socket::recv_some(void* data, size_t bytes) {
+Result<size_t> Socket::recv_some(void* data, size_t bytes) { return receive(data, bytes, MSG_DONTWAIT); }
+
+Result<size_t> Socket::peek_some(void* data, size_t bytes) { return receive(data, bytes, MSG_DONTWAIT | MSG_PEEK); }
+
+Result<size_t> Socket::receive(void* data, size_t bytes, int flags) {
   if (bytes == 0) return size_t{0};
   for (;;) {
-    ssize_t n = ::recv(fd_, data, bytes, MSG_DONTWAIT);
+    ssize_t n = ::recv(fd_, data, bytes, flags);
     if (n > 0) return static_cast<size_t>(n);
     if (n == 0) return remote_error("connection closed by peer");
     int err = errno;

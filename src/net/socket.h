@@ -99,6 +99,8 @@ class Socket {
   // recv_some returns kRemoteError when the peer closed the connection (and bytes > 0).
   Result<size_t> send_some(const void* data, size_t bytes);
   Result<size_t> recv_some(void* data, size_t bytes);
+  // recv_some without taking the bytes: a later recv reads them again.
+  Result<size_t> peek_some(void* data, size_t bytes);
   Result<size_t> sendv_some(const struct iovec* iov, int iovcnt);
   Result<size_t> recvv_some(const struct iovec* iov, int iovcnt);
 
@@ -131,6 +133,8 @@ class Socket {
   void close();
 
  private:
+  Result<size_t> receive(void* data, size_t bytes, int flags);  // recv_some, peek_some
+
   int fd_ = -1;
 };
 

@@ -480,6 +480,66 @@ TEST_P(Faults, ClusterDescriptionsThatDifferBetweenRanksFailInit) {
   std::remove(path.c_str());
 }
 
+// When init started in this rank's process (run_ranks' adjust runs just before it).
+Clock::time_point init_started;
+
+// Four ranks; rank `failing`'s init fails by `adjust` while its process stays alive (it lingers
+// until the others are done), so nothing but what it says can tell the others. Every other rank
+// must fail within 5 s (the timeout is 20 s) with kRemoteError naming rank `failing` and its
+// reason (`why`); the failing rank returns its own error, which has `why` too.
+void expect_init_failure_told(const std::string& transport, int failing, const std::function<void(Config&)>& adjust,
+                              const std::string& why) {
+  auto status = run_ranks(
+      4, 4, make_config(transport, 20),
+      [&](int r, Result<std::unique_ptr<Communicator>>& comm) {
+        const auto took = Clock::now() - init_started;
+        if (comm.ok()) return 30;
+        if (r == failing) {
+          const bool own = comm.status().code() != StatusCode::kRemoteError &&
+                           comm.status().message().find(why) != std::string::npos;
+          if (!own) std::fprintf(stderr, "rank %d (failing): %s\n", r, comm.status().to_string().c_str());
+          linger();
+          return own ? 0 : 31;
+        }
+        if (comm.status().code() != StatusCode::kRemoteError || comm.status().message().find(why) == std::string::npos) {
+          std::fprintf(stderr, "rank %d: want kRemoteError with '%s': %s\n", r, why.c_str(),
+                       comm.status().to_string().c_str());
+          return 32;
+        }
+        return expect_error(comm.status(), "rank " + std::to_string(failing) + "'s init failed", took,
+                            std::chrono::seconds(5), r);
+      },
+      [&](int r, Config& c) {
+        init_started = Clock::now();
+        if (r == failing) adjust(c);
+      });
+  expect_ranks_exited_zero(status, 4);
+}
+
+// Rank 2's WEFT_TUNE_FILE is not there (its machine lacks the file): its init fails after the
+// rendezvous, before the ranks exchange their cards. Before, the others learned of it from its
+// closed bootstrap connections ("rank 2 closed the connection during allgather"), or from a
+// neighbour's, and not why.
+TEST_P(Faults, AnInitThatFailsOnOneRankFailsEveryRankWithItsReason) {
+  const std::string missing = "/nonexistent-weft-dir/tune-" + std::to_string(getpid()) + ".txt";
+  expect_init_failure_told(GetParam(), 2, [&](Config& c) { c.tune_file = missing; }, missing);
+}
+
+// Rank 1's WEFT_TOPO_FILE is not there: its init fails before it joins the rendezvous. Before,
+// the others waited for it there until their timeout ("timed out ... waiting for rank 1"); now
+// it tells the root why, and the root fails the rendezvous on every rank with it.
+TEST_P(Faults, AnInitThatFailsBeforeTheRendezvousFailsEveryRankWithItsReason) {
+  const std::string missing = "/nonexistent-weft-dir/topo-" + std::to_string(getpid()) + ".xml";
+  expect_init_failure_told(GetParam(), 1, [&](Config& c) { c.topo_file = missing; }, missing);
+}
+
+// Rank 2 cannot make the shared memory of its connection to rank 3 (its /dev/shm too small for
+// its FIFOs, as a container's often is) and fails while joining its connections. Before, rank 3
+// waited for rank 2's segment until the timeout, rank 2 being alive.
+TEST(InitFaults, APeerWaitingToJoinARankWhoseInitFailedIsToldAtOnce) {
+  expect_init_failure_told("shm", 2, [](Config& c) { c.shm_fifo_bytes = size_t{1} << 40; }, "/dev/shm");
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));
 
 // The device-side executor on the emulated GPU (its own ctest, WEFT_EMULATE_GPU=1, in builds

@@ -1,7 +1,7 @@
 // UniqueId and Bootstrap: hex round trip, rendezvous + ring among real processes (fork), and the
 // failures a user meets: a wrong secret, missing ranks, ranks that disagree, a peer that aborts,
 // a rank that dies in the rendezvous, gives up on it first, or is known to have exited (the
-// member watch).
+// member watch), a rank whose init failed before it joined or after the ring formed (its note).
 //
 // Each multi-process test forks its ranks first (run_processes, tests/unit/forked_processes.h);
 // the parent then makes the UniqueId (which starts the root thread) and hands its hex to the
@@ -423,6 +423,105 @@ TEST(NetBootstrap, AbortMakesThePeerFailPromptly) {
   });
   EXPECT_EQ(reports[0], "");
   EXPECT_EQ(reports[1], "");
+}
+
+// Rank 2's init fails (Bootstrap::fail_init) while the others are in an allgather, or asking
+// note() as a transport's connect does (rank 3): each hears rank 2's reason within moments, and
+// passes it on when it fails in turn, both ways round the ring, rank 2 staying alive meanwhile.
+// A rank whose own error only says a peer closed reports the note instead.
+TEST(NetBootstrap, ANoteThatAnInitFailedGoesRoundTheRingBothWays) {
+  const int n = 5;
+  Config config = test_config();
+  const std::string reason = "rank 2's init failed: WEFT_TUNE_FILE is not there";
+  auto reports = run_processes(n, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    auto boot = Bootstrap::create(id, rank, n, config, Deadline::after(config.timeout));
+    CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
+    Bootstrap& b = **boot;
+    const auto start = std::chrono::steady_clock::now();
+    if (rank == 2) {
+      Status st = b.fail_init(invalid_usage("WEFT_TUNE_FILE is not there"));
+      CHILD_CHECK(st.code() == StatusCode::kInvalidUsage, "its own error: " + st.to_string());
+      std::this_thread::sleep_for(milliseconds(1500));  // alive: only the note tells the others
+      return "";
+    }
+    Status st;
+    if (rank == 3) {
+      while (st.ok() && std::chrono::steady_clock::now() - start < milliseconds(3000)) {
+        st = b.note();
+        std::this_thread::sleep_for(milliseconds(1));
+      }
+    } else {
+      std::vector<uint8_t> mine(1 << 20, 1), all(static_cast<size_t>(n) << 20);
+      st = b.allgather(mine.data(), all.data(), mine.size(), Deadline::after(config.timeout));
+    }
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHILD_CHECK(st.code() == StatusCode::kRemoteError && st.message().find(reason) != std::string::npos,
+                "expected the note: " + st.to_string());
+    CHILD_CHECK(took < milliseconds(2000), "the note was not prompt: " + st.to_string());
+    Status passed = b.fail_init(st);
+    CHILD_CHECK(passed.message() == st.message(), "fail_init changed the error: " + passed.to_string());
+    if (rank == 0) {
+      // A peer's closing, with the note in already: the note.
+      Status closed = b.fail_init(remote_error("rank 4 closed the connection during allgather"));
+      CHILD_CHECK(closed.message() == reason, "a closing over the note: " + closed.to_string());
+    }
+    return "";
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(reports[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+// Rank 1's init fails before it joins (Bootstrap::report_failure): the rank already waiting at
+// the rendezvous and the one that comes later both fail at once with its reason, not at their
+// timeout.
+TEST(NetBootstrap, ARankWhoseInitFailsBeforeItJoinsFailsTheRendezvousEverywhere) {
+  Config config = test_config(milliseconds(4000));
+  auto reports = run_processes(3, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    if (rank == 1) {
+      std::this_thread::sleep_for(milliseconds(100));  // rank 0 waits at the root by now
+      Status told = Bootstrap::report_failure(id, 1, 3, "WEFT_ALGO='nosuch' names no algorithm", Deadline::after(config.timeout));
+      CHILD_CHECK(told.ok(), "report_failure: " + told.to_string());
+      return "";
+    }
+    if (rank == 2) std::this_thread::sleep_for(milliseconds(400));  // after the root has failed
+    const auto start = std::chrono::steady_clock::now();
+    auto boot = Bootstrap::create(id, rank, 3, config, Deadline::after(config.timeout));
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHILD_CHECK(!boot.ok(), "create succeeded");
+    CHILD_CHECK(boot.status().code() == StatusCode::kRemoteError &&
+                    boot.status().message().find("rank 1's init failed before the rendezvous: WEFT_ALGO='nosuch' "
+                                                 "names no algorithm") != std::string::npos,
+                boot.status().to_string());
+    CHILD_CHECK(took < milliseconds(1500), "not at once: " + boot.status().to_string());
+    return "";
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(reports[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+// note() leaves an allgather's block that has come from rank-1 where it is: the allgather after
+// it still gets it.
+TEST(NetBootstrap, NoteLeavesABlockForItsAllgather) {
+  const int n = 3;
+  Config config = test_config();
+  auto reports = run_processes(n, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    auto boot = Bootstrap::create(id, rank, n, config, Deadline::after(config.timeout));
+    CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
+    if (rank == 1) {
+      std::this_thread::sleep_for(milliseconds(300));  // rank 0's first block is in by now
+      for (int i = 0; i < 3; ++i) {
+        Status st = (*boot)->note();
+        CHILD_CHECK(st.ok(), "note() with a block waiting: " + st.to_string());
+      }
+    }
+    std::vector<uint8_t> mine(100), all(100 * n);
+    for (size_t i = 0; i < mine.size(); ++i) mine[i] = pattern(rank, i, mine.size());
+    Status st = (*boot)->allgather(mine.data(), all.data(), mine.size(), Deadline::after(config.timeout));
+    CHILD_CHECK(st.ok(), "allgather: " + st.to_string());
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < mine.size(); ++i)
+        CHILD_CHECK(all[static_cast<size_t>(r) * 100 + i] == pattern(r, i, 100), "wrong byte from rank " + std::to_string(r));
+    return "";
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(reports[static_cast<size_t>(r)], "") << "rank " << r;
 }
 
 TEST(NetBootstrap, AllgatherTimeoutNamesThePeer) {
