@@ -963,6 +963,29 @@ TEST_F(ShmSetupTest, PeerThatNeverComesTimesOut) {
   }
 }
 
+// The card's start time tells the peer's process from a later one given the same pid: a card
+// whose pid is a live process (this one) that started at another time (one clock tick later)
+// names a process that has exited, and the connect fails at once instead of waiting for it.
+TEST_F(ShmSetupTest, ACardOfAProcessThatStartedAtAnotherTimeNamesAnExitedOne) {
+  auto me = make(0, "n");
+  auto other = make(1, "n");
+  std::vector<uint8_t> card = other->local_card();
+  ASSERT_EQ(card.size(), 32u);  // ..., the start time in the last 8 bytes
+  uint64_t start = 0;
+  std::memcpy(&start, card.data() + 24, sizeof start);
+  ASSERT_NE(start, 0u);
+  ++start;
+  std::memcpy(card.data() + 24, &start, sizeof start);
+  ASSERT_TRUE(me->set_peer_cards({me->local_card(), card}).ok());
+  auto t0 = Clock::now();
+  auto c = me->connect(1, 0, Deadline::after(seconds(5)));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kRemoteError) << c.status().to_string();
+  EXPECT_NE(c.status().message().find("process " + std::to_string(::getpid()) + " exited"), std::string::npos)
+      << c.status().message();
+  EXPECT_LT(Clock::now() - t0, seconds(1));
+}
+
 TEST_F(ShmSetupTest, OtherNodeIsRefusedAtOnce) {
   auto me = make(0, "node-a");
   auto other = make(1, "node-b");

@@ -148,7 +148,7 @@ Result<std::unique_ptr<ShmConnection>> ShmConnection::connect(const Params& para
 }
 
 Status ShmConnection::watch_peer_process() {
-  peer_process_ = ProcessWatch(params_.peer_pid);
+  peer_process_ = ProcessWatch(params_.peer_pid, params_.peer_start);
   if (!peer_process_.exited()) return Status();
   return remote_error(peer_name() + ": process " + std::to_string(params_.peer_pid) +
                       " exited before the connection was made");

@@ -77,6 +77,7 @@ class ShmConnection final : public Connection {
     int peer = 0;
     int channel = 0;
     pid_t peer_pid = 0;      // from the peer's card
+    uint64_t peer_start = 0;  // the peer process's start time, from its card (0: unknown)
     uint64_t comm_tag = 0;   // names the segment
     Config config;           // shm_fifo_bytes, cma, cma_threshold
     std::function<Status()> watch;  // while joining: non-OK ends the wait (Transport::set_peer_watch)

@@ -1,8 +1,9 @@
 // The shm Transport: ranks on one node, over shared memory (connection.h does the work).
 //
-// Card (24 bytes): magic "WSHM", layout version, pid, a hash of the node identity. The pid lets
-// the peer watch this process (pidfd) and read its memory (CMA); the node hash turns "these
-// ranks are not on one node" into an immediate error instead of a connect timeout.
+// Card (32 bytes): magic "WSHM", layout version, pid, a hash of the node identity, the process's
+// start time (ProcessId::start). The pid lets the peer watch this process (pidfd; the start time
+// tells it from a later process given the same pid) and read its memory (CMA); the node hash
+// turns "these ranks are not on one node" into an immediate error instead of a connect timeout.
 #include <unistd.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "src/fnv1a.h"
+#include "src/process_watch.h"
 #include "transport/shm/connection.h"
 #include "transport/transport.h"
 
@@ -17,7 +19,7 @@ namespace weft::transport {
 namespace {
 
 constexpr uint32_t kCardMagic = 0x4d485357;  // "WSHM"
-constexpr uint32_t kCardVersion = 1;
+constexpr uint32_t kCardVersion = 2;
 
 struct Card {
   uint32_t magic;
@@ -25,8 +27,9 @@ struct Card {
   int32_t pid;
   uint32_t reserved;
   uint64_t node_hash;
+  uint64_t start;  // clock ticks from boot to the process's start
 };
-static_assert(sizeof(Card) == 24);
+static_assert(sizeof(Card) == 32);
 
 class ShmTransport final : public Transport {
  public:
@@ -35,7 +38,8 @@ class ShmTransport final : public Transport {
   std::string_view name() const override { return "shm"; }
 
   std::vector<uint8_t> local_card() const override {
-    Card c{kCardMagic, kCardVersion, static_cast<int32_t>(::getpid()), 0, fnv1a(ctx_.node)};
+    const ProcessId self = ProcessId::self();
+    Card c{kCardMagic, kCardVersion, static_cast<int32_t>(self.pid), 0, fnv1a(ctx_.node), self.start};
     std::vector<uint8_t> out(sizeof(c));
     std::memcpy(out.data(), &c, sizeof(c));
     return out;
@@ -77,6 +81,7 @@ class ShmTransport final : public Transport {
     p.peer = peer;
     p.channel = channel;
     p.peer_pid = c.pid;
+    p.peer_start = c.start;
     p.comm_tag = ctx_.comm_tag;
     p.config = ctx_.config;
     p.watch = [this, peer] { return watch_peer(peer); };
