@@ -69,8 +69,9 @@ class Communicator {
  public:
   // Joins rank `rank` of `nranks` to the communicator named by `id`. Blocks until every rank has
   // arrived or config.timeout passes (the error names the ranks that never arrived). A rank
-  // whose init fails tells the others why, and theirs fails at once with its reason
-  // (kRemoteError, "rank 2's init failed: ..."; docs/API.md). Where there
+  // whose init fails once its Config's own fields are checked tells the others why, and theirs
+  // fails at once with its reason (kRemoteError, "rank 2's init failed: ..."; docs/API.md says
+  // where this falls short). Where there
   // is a GPU, the communicator works on the device current on the calling thread, as NCCL's do:
   // calls on device buffers of another GPU fail (kInvalidArgument). split() and shrink() make
   // theirs on this communicator's GPU.

@@ -26,6 +26,7 @@
 #include "src/log.h"
 #include "src/net/rendezvous.h"
 #include "src/net/socket.h"
+#include "transport/abort_notice.h"
 
 namespace weft {
 namespace {
@@ -153,6 +154,7 @@ class TcpBootstrap final : public Bootstrap {
   std::atomic<bool> aborted_{false};
   std::string note_;          // the note that came (or that this rank sent), once there is one
   bool next_mid_frame_ = false;  // next_ stopped in the middle of a frame: no note may follow
+  bool prev_mid_frame_ = false;  // prev_ stopped in the middle of a frame: what comes is no note
   bool next_closed_ = false;     // next_ said EOF (or sent something not a note) backwards
 };
 
@@ -332,10 +334,14 @@ Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Dea
   const size_t frame = 4 + bytes;
   size_t sent = 0, got = 0;  // of the frames
   const std::string next = std::to_string(next_rank()), prev = std::to_string(prev_rank());
-  // A peer that closed may have said why first.
+  // A peer that closed may have said why first, or the other neighbour may be about to (a rank
+  // cut off in the middle of a frame cannot send its note on).
   auto closed = [&](const std::string& rank) {
-    if (Status n = note(); !n.ok()) return n;
-    return remote_error("rank " + rank + " closed the connection during " + what);
+    for (const Deadline soon = Deadline::after(std::chrono::milliseconds(100));;) {
+      if (Status n = note(); !n.ok()) return n;
+      if (soon.expired()) return remote_error("rank " + rank + " closed the connection during " + what);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   };
   while (sent < frame || got < frame) {
     if (sent < frame) {
@@ -357,6 +363,7 @@ Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Dea
       }
       const bool magic_done = got < 4 && got + *n == 4;
       got += *n;
+      prev_mid_frame_ = got > 0 && got < frame;
       if (magic_done && net::get_be32(in_magic.data()) == kNoteMagic) return read_note(prev_, prev_rank());
       if (magic_done && net::get_be32(in_magic.data()) != kBlockMagic)
         return remote_error("rank " + prev + " sent a malformed frame during " + what + " (another weft build?)");
@@ -376,9 +383,11 @@ Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Dea
       WEFT_TRY(note_from_next());
     if (rc == 0 && deadline.expired()) {
       std::string waiting;
-      if (got < frame) waiting = "rank " + prev + " (received " + std::to_string(got) + " of " + std::to_string(frame) + " bytes)";
+      // The block's bytes (the frame's magic aside).
+      const auto of_block = [&](size_t moved) { return std::to_string(moved > 4 ? moved - 4 : 0) + " of " + std::to_string(bytes); };
+      if (got < frame) waiting = "rank " + prev + " (received " + of_block(got) + " bytes)";
       if (sent < frame) waiting += std::string(waiting.empty() ? "" : " and ") + "rank " + next +
-                                   " (sent " + std::to_string(sent) + " of " + std::to_string(frame) + " bytes)";
+                                   " (sent " + of_block(sent) + " bytes)";
       return timeout_error(std::string(what) + " timed out on rank " + std::to_string(rank_) +
                            " waiting for " + waiting);
     }
@@ -416,7 +425,9 @@ Status TcpBootstrap::note() {
   if (!note_.empty()) return remote_error(note_);
   if (nranks_ == 1 || !prev_.valid()) return Status();
   WEFT_TRY(note_from_next());
-  // From prev_ a note is taken, a block left for the allgather it belongs to.
+  // From prev_ a note is taken, a block left for the allgather it belongs to; in the middle of a
+  // frame, what comes is the rest of its block.
+  if (prev_mid_frame_) return Status();
   std::array<uint8_t, 4> magic{};
   auto n = prev_.peek_some(magic.data(), magic.size());
   if (!n.ok() || *n < magic.size() || net::get_be32(magic.data()) != kNoteMagic) return Status();
@@ -426,14 +437,15 @@ Status TcpBootstrap::note() {
 
 Status TcpBootstrap::fail_init(const Status& why) {
   Status result = why;
-  // A note explains a peer's closing better (where `why` is not the note already).
+  // What a peer did (kRemoteError) came of some rank's failure: the note says where it began.
   if (Status n = note(); !n.ok() && why.code() == StatusCode::kRemoteError && why.message().find(note_) == std::string::npos)
     result = n;
+  // The first note this rank has goes on, else its own.
   if (note_.empty()) note_ = "rank " + std::to_string(rank_) + "'s init failed: " + why.message();
   if (nranks_ > 1 && prev_.valid() && next_.valid()) {
     std::vector<uint8_t> frame(8);
     net::put_be32(frame.data(), kNoteMagic);
-    const std::string_view text = std::string_view(note_).substr(0, kMaxNoteBytes);
+    const std::string text = transport::abort_notice_text(note_, kMaxNoteBytes);  // its cause last
     net::put_be32(frame.data() + 4, static_cast<uint32_t>(text.size()));
     frame.insert(frame.end(), text.begin(), text.end());
     const Deadline d = Deadline::after(std::chrono::milliseconds(100));

@@ -66,8 +66,9 @@ class Bootstrap {
   // For a rank whose init fails before it joins the rendezvous of `id` (its own settings are
   // wrong): tells the root (reached within 2 s, or by `deadline` if sooner), which fails the
   // rendezvous on every rank with kRemoteError and "rank 2's init failed before the rendezvous:
-  // <why>", instead of leaving them to wait for this rank until their timeout. An error only
-  // when the root could not be told.
+  // <why>", instead of leaving them to wait for this rank until their timeout. An error when the
+  // root could not be reached or the report not sent (a root that refuses the secret drops it
+  // without a word: OK).
   static Status report_failure(const UniqueId& id, int rank, int nranks, const std::string& why, Deadline deadline);
 
   virtual int rank() const = 0;
@@ -87,10 +88,16 @@ class Bootstrap {
   // may live on) calls fail_init(why) before it lets the Bootstrap go. It sends its two ring
   // neighbours a note ("rank 2's init failed: <why>"), so that their waits end at once with
   // kRemoteError and that text: in allgather and barrier, and wherever they ask note() (the
-  // transports' connects do, through CommState's peer watch). A rank that fails on a note passes
-  // it on unchanged, so it goes round the ring both ways. Returns the error for this rank to
-  // report: `why`, or the note that reached it first where `why` only says a peer closed its
-  // connection (kRemoteError). Then closes the ring, waiting up to 250 ms for delivery.
+  // transports' connects do, through CommState's peer watch). A rank that has a note passes the
+  // first it got on unchanged, whatever its own error, so a note goes round the ring both ways;
+  // a note longer than 4096 bytes keeps its start and its end (the cause). Returns the error for
+  // this rank to report: `why`, or, where `why` is what a peer did (kRemoteError) and not the
+  // note already, that note. Then closes the ring, waiting up to 250 ms for delivery.
+  // Not covered: a rank that fails in the middle of sending an allgather block cannot send its
+  // note forwards (its next rank reports the closed connection instead, unless the note comes
+  // round the other way within 100 ms); and a rank whose init has no bootstrap wait left (no
+  // eager connects, no mailbox: over 64 ranks on several nodes) succeeds, the note waiting
+  // unread until the bootstrap's next allgather (a split's), which then fails with it.
   virtual Status fail_init(const Status& why) = 0;
   // A ring neighbour's note that an init failed (kRemoteError with its text), if one has come;
   // else OK. Does not wait (beyond reading the rest of a note that has begun to arrive).

@@ -58,7 +58,7 @@ struct WaitReport {
   enum Kind : uint32_t { kExited = 1, kStopped = 2, kFailed = 3 };
   static constexpr uint32_t kMagic = 0x57465732;  // "WFW2"
   static constexpr size_t kHeaderBytes = 12;
-  static constexpr uint32_t kMaxText = 1024;
+  static constexpr uint32_t kMaxText = 4096;  // longer texts keep their start and end (abort_notice_text)
   static std::vector<uint8_t> encode(Kind kind, std::string_view text);
   // The kind and text bytes of a header; kRemoteError when it is not one.
   static Result<std::pair<Kind, uint32_t>> decode_header(std::span<const uint8_t, kHeaderBytes> bytes);

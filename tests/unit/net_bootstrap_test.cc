@@ -425,27 +425,30 @@ TEST(NetBootstrap, AbortMakesThePeerFailPromptly) {
   EXPECT_EQ(reports[1], "");
 }
 
-// Rank 2's init fails (Bootstrap::fail_init) while the others are in an allgather, or asking
-// note() as a transport's connect does (rank 3): each hears rank 2's reason within moments, and
-// passes it on when it fails in turn, both ways round the ring, rank 2 staying alive meanwhile.
-// A rank whose own error only says a peer closed reports the note instead.
-TEST(NetBootstrap, ANoteThatAnInitFailedGoesRoundTheRingBothWays) {
-  const int n = 5;
+// Rank n/2's init fails (Bootstrap::fail_init) while the others are in an allgather, or asking
+// note() as a transport's connect does (the rank after it): each hears its reason within moments,
+// and passes it on when it fails in turn, both ways round the ring, the failing rank staying alive
+// meanwhile. A rank whose own error says a peer closed reports the note instead. With two ranks
+// both of rank 0's ring sockets go to rank 1, and the note comes on both.
+class NetBootstrapNotes : public ::testing::TestWithParam<int> {};
+
+TEST_P(NetBootstrapNotes, ANoteThatAnInitFailedGoesRoundTheRingBothWays) {
+  const int n = GetParam(), failing = n / 2;
   Config config = test_config();
-  const std::string reason = "rank 2's init failed: WEFT_TUNE_FILE is not there";
+  const std::string reason = "rank " + std::to_string(failing) + "'s init failed: WEFT_TUNE_FILE is not there";
   auto reports = run_processes(n, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
     auto boot = Bootstrap::create(id, rank, n, config, Deadline::after(config.timeout));
     CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
     Bootstrap& b = **boot;
     const auto start = std::chrono::steady_clock::now();
-    if (rank == 2) {
+    if (rank == failing) {
       Status st = b.fail_init(invalid_usage("WEFT_TUNE_FILE is not there"));
       CHILD_CHECK(st.code() == StatusCode::kInvalidUsage, "its own error: " + st.to_string());
       std::this_thread::sleep_for(milliseconds(1500));  // alive: only the note tells the others
       return "";
     }
     Status st;
-    if (rank == 3) {
+    if (rank == (failing + 1) % n) {
       while (st.ok() && std::chrono::steady_clock::now() - start < milliseconds(3000)) {
         st = b.note();
         std::this_thread::sleep_for(milliseconds(1));
@@ -462,12 +465,75 @@ TEST(NetBootstrap, ANoteThatAnInitFailedGoesRoundTheRingBothWays) {
     CHILD_CHECK(passed.message() == st.message(), "fail_init changed the error: " + passed.to_string());
     if (rank == 0) {
       // A peer's closing, with the note in already: the note.
-      Status closed = b.fail_init(remote_error("rank 4 closed the connection during allgather"));
+      Status closed = b.fail_init(remote_error("rank 1 closed the connection during allgather"));
       CHILD_CHECK(closed.message() == reason, "a closing over the note: " + closed.to_string());
     }
     return "";
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(reports[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, NetBootstrapNotes, ::testing::Values(2, 3, 5),
+                         [](const auto& info) { return "n" + std::to_string(info.param); });
+
+// A reason longer than a note carries (4096 bytes) keeps its start and its end, where the cause
+// is, as abort notices do; so does one a rank sends the root before the rendezvous.
+TEST(NetBootstrap, ALongReasonKeepsItsCause) {
+  Config config = test_config();
+  const std::string why = "the start, " + std::string(10000, 'x') + " the cause";
+  auto reports = run_processes(2, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    auto boot = Bootstrap::create(id, rank, 2, config, Deadline::after(config.timeout));
+    CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
+    if (rank == 1) {
+      (void)(*boot)->fail_init(invalid_usage(why));
+      std::this_thread::sleep_for(milliseconds(500));
+      return "";
+    }
+    Status st;
+    for (const auto start = std::chrono::steady_clock::now();
+         st.ok() && std::chrono::steady_clock::now() - start < milliseconds(3000);
+         std::this_thread::sleep_for(milliseconds(1)))
+      st = (*boot)->note();
+    const std::string& m = st.message();
+    CHILD_CHECK(m.size() <= 4096, "a note of " + std::to_string(m.size()) + " bytes");
+    CHILD_CHECK(m.rfind("rank 1's init failed: the start, x", 0) == 0 && m.find(" [...] ") != std::string::npos &&
+                    m.size() > 20 && m.substr(m.size() - 20) == "xxxxxxxxxx the cause",
+                "not its start and end: " + m.substr(0, 60) + " ... " + m.substr(m.size() > 60 ? m.size() - 60 : 0));
+    return "";
+  });
+  EXPECT_EQ(reports[0], "");
+  EXPECT_EQ(reports[1], "");
+  // The root: one rank reports before the rendezvous, the other hears it.
+  reports = run_processes(2, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    if (rank == 1) {
+      Status told = Bootstrap::report_failure(id, 1, 2, why, Deadline::after(config.timeout));
+      CHILD_CHECK(told.ok(), told.to_string());
+      return "";
+    }
+    auto boot = Bootstrap::create(id, rank, 2, config, Deadline::after(config.timeout));
+    CHILD_CHECK(!boot.ok(), "create succeeded");
+    const std::string& m = boot.status().message();
+    CHILD_CHECK(m.find("rank 1's init failed before the rendezvous: the start, x") != std::string::npos &&
+                    m.find(" [...] ") != std::string::npos && m.size() < 4200 && m.substr(m.size() - 10) == " the cause",
+                "not its start and end: " + m.substr(0, 80) + " ... " + m.substr(m.size() > 60 ? m.size() - 60 : 0));
+    return "";
+  });
+  EXPECT_EQ(reports[0], "");
+  EXPECT_EQ(reports[1], "");
+}
+
+// One rank: fail_init has no one to tell, and returns its own error.
+TEST(NetBootstrap, FailInitAloneReturnsItsOwnError) {
+  Config config = test_config();
+  auto reports = run_processes(1, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
+    auto boot = Bootstrap::create(id, rank, 1, config, Deadline::after(config.timeout));
+    CHILD_CHECK(boot.ok(), "create: " + boot.status().to_string());
+    CHILD_CHECK((*boot)->note().ok(), "a note with no neighbours");
+    Status st = (*boot)->fail_init(invalid_usage("bad setting"));
+    CHILD_CHECK(st.code() == StatusCode::kInvalidUsage && st.message() == "bad setting", st.to_string());
+    return "";
+  });
+  EXPECT_EQ(reports[0], "");
 }
 
 // Rank 1's init fails before it joins (Bootstrap::report_failure): the rank already waiting at
@@ -477,12 +543,14 @@ TEST(NetBootstrap, ARankWhoseInitFailsBeforeItJoinsFailsTheRendezvousEverywhere)
   Config config = test_config(milliseconds(4000));
   auto reports = run_processes(3, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
     if (rank == 1) {
-      std::this_thread::sleep_for(milliseconds(100));  // rank 0 waits at the root by now
+      // Rank 0 waits at the root by then (it starts at once; a machine too loaded for that in
+      // 500 ms would test the later arrival twice).
+      std::this_thread::sleep_for(milliseconds(500));
       Status told = Bootstrap::report_failure(id, 1, 3, "WEFT_ALGO='nosuch' names no algorithm", Deadline::after(config.timeout));
       CHILD_CHECK(told.ok(), "report_failure: " + told.to_string());
       return "";
     }
-    if (rank == 2) std::this_thread::sleep_for(milliseconds(400));  // after the root has failed
+    if (rank == 2) std::this_thread::sleep_for(milliseconds(800));  // after the root has failed
     const auto start = std::chrono::steady_clock::now();
     auto boot = Bootstrap::create(id, rank, 3, config, Deadline::after(config.timeout));
     const auto took = std::chrono::steady_clock::now() - start;
