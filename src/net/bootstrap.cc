@@ -65,6 +65,12 @@ std::string exited_message(const std::vector<Bootstrap::Exited>& gone) {
   return m;
 }
 
+// The error the root answered with (its code, where weft knows it; else kRemoteError).
+Status reply_error(uint32_t code, std::string text) {
+  if (code == 0 || code > static_cast<uint32_t>(StatusCode::kTimeout)) return remote_error(std::move(text));
+  return Status(static_cast<StatusCode>(code), std::move(text));
+}
+
 bool names_rank_zero(const std::vector<Bootstrap::Exited>& gone) {
   return std::any_of(gone.begin(), gone.end(), [](const Bootstrap::Exited& e) { return e.rank == 0; });
 }
@@ -190,9 +196,15 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   st = root.recv_all(head.data(), head.size(), reply_deadline);
   if (st.code() == StatusCode::kTimeout) {
     // The root then ends the rendezvous for the others too, naming the ranks it still misses,
-    // instead of taking this rank's closed connection for its death.
+    // instead of taking this rank's closed connection for its death; its answer to this rank
+    // names them too.
+    const Deadline answer = Deadline::after(std::chrono::milliseconds(500));
     const auto stopped = net::WaitReport::encode(net::WaitReport::kStopped, "");
-    (void)root.send_all(stopped.data(), stopped.size(), Deadline::after(std::chrono::milliseconds(100)));
+    if (root.send_all(stopped.data(), stopped.size(), answer).ok() && root.recv_all(head.data(), head.size(), answer).ok()) {
+      auto header = net::decode_reply_header(head);
+      std::string text(header.ok() && header->code != 0 ? header->payload_bytes : 0, '\0');
+      if (!text.empty() && root.recv_all(text.data(), text.size(), answer).ok()) return reply_error(header->code, text);
+    }
     return timeout_error("rank " + std::to_string(rank_) + " timed out waiting for the root at " +
                          root_at + " to gather all " + std::to_string(nranks_) + " ranks");
   }
@@ -206,11 +218,7 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   std::vector<uint8_t> payload(header->payload_bytes);
   st = root.recv_all(payload.data(), payload.size(), reply_deadline);
   if (!st.ok()) return root_lost(Status(st.code(), "reading the root's answer from " + root_at + ": " + st.message()));
-  if (header->code != 0) {
-    StatusCode code = static_cast<StatusCode>(header->code);
-    if (header->code > static_cast<uint32_t>(StatusCode::kTimeout)) code = StatusCode::kRemoteError;
-    return Status(code, std::string(payload.begin(), payload.end()));
-  }
+  if (header->code != 0) return reply_error(header->code, std::string(payload.begin(), payload.end()));
   if (payload.size() != static_cast<size_t>(nranks_) * net::kWireAddressBytes) {
     return remote_error("the root at " + root_at + " sent a table of " +
                         std::to_string(payload.size()) + " bytes for " + std::to_string(nranks_) +

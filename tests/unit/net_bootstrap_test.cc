@@ -312,13 +312,15 @@ TEST(NetBootstrap, ARankThatDiesInTheRendezvousFailsItAtOnce) {
 
 // A rank whose own wait runs out first (its deadline is shorter) says so before it goes: the root
 // ends the rendezvous with a timeout naming the rank still missing, not taking the closed
-// connection for a death.
+// connection for a death, and answers that rank the same.
 TEST(NetBootstrap, ARankWhoseWaitRunsOutFirstEndsTheRendezvousWithATimeout) {
   Config config = test_config(milliseconds(10000));
   auto reports = run_processes(3, create_id(config), [&](int rank, const UniqueId& id) -> std::string {
     if (rank == 2) {
       auto boot = Bootstrap::create(id, 2, 4, config, Deadline::after(milliseconds(300)));
       CHILD_CHECK(boot.status().code() == StatusCode::kTimeout, "expected Timeout: " + boot.status().to_string());
+      // The root's answer to it names the ranks missing too (see below).
+      CHILD_CHECK(boot.status().message().find("3 of 4 at") != std::string::npos, boot.status().message());
       return "";
     }
     const auto start = std::chrono::steady_clock::now();
