@@ -375,6 +375,9 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch, 
     mailbox_ = std::move(*mailbox);
     if (!mailbox_) log_.warn("no shared mailbox (a rank could not make or map it): oneshot calls run over the connections");
   }
+  // No rank's init succeeds where another's failed: a rank that failed after this one had joined
+  // all it needs (across nodes, or past the eager connects) tells it here (Bootstrap::fail_init).
+  WEFT_TRY(bootstrap_->barrier(deadline));
   initialized_ = true;
   log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + " (" + std::to_string(my_ranks) +
             " ranks on " + std::to_string(my_cores) + " cores" + (oversubscribed_ ? ", oversubscribed" : "") +

@@ -95,9 +95,8 @@ class Bootstrap {
   // note already, that note. Then closes the ring, waiting up to 250 ms for delivery.
   // Not covered: a rank that fails in the middle of sending an allgather block cannot send its
   // note forwards (its next rank reports the closed connection instead, unless the note comes
-  // round the other way within 100 ms); and a rank whose init has no bootstrap wait left (no
-  // eager connects, no mailbox: over 64 ranks on several nodes) succeeds, the note waiting
-  // unread until the bootstrap's next allgather (a split's), which then fails with it.
+  // round the other way within 100 ms). (CommState's init ends with a barrier, so every rank
+  // has a wait left in which to hear a note.)
   virtual Status fail_init(const Status& why) = 0;
   // A ring neighbour's note that an init failed (kRemoteError with its text), if one has come;
   // else OK. Does not wait (beyond reading the rest of a note that has begun to arrive).

@@ -487,9 +487,10 @@ Clock::time_point init_started;
 // Four ranks; rank `failing`'s init fails by `adjust` while its process stays alive (it lingers
 // until the others are done), so nothing but what it says can tell the others. Every other rank
 // must fail within 5 s (the timeout is 20 s) with kRemoteError naming rank `failing` and its
-// reason (`why`); the failing rank returns its own error, which has `why` too.
+// reason (`why`); the failing rank returns its own error, which has `why` too. `every`, where
+// given, changes every rank's config first.
 void expect_init_failure_told(const std::string& transport, int failing, const std::function<void(Config&)>& adjust,
-                              const std::string& why) {
+                              const std::string& why, const std::function<void(int, Config&)>& every = nullptr) {
   auto status = run_ranks(
       4, 4, make_config(transport, 20),
       [&](int r, Result<std::unique_ptr<Communicator>>& comm) {
@@ -512,6 +513,7 @@ void expect_init_failure_told(const std::string& transport, int failing, const s
       },
       [&](int r, Config& c) {
         init_started = Clock::now();
+        if (every) every(r, c);
         if (r == failing) adjust(c);
       });
   expect_ranks_exited_zero(status, 4);
@@ -532,6 +534,20 @@ TEST_P(Faults, AnInitThatFailsOnOneRankFailsEveryRankWithItsReason) {
 TEST_P(Faults, AnInitThatFailsBeforeTheRendezvousFailsEveryRankWithItsReason) {
   const std::string missing = "/nonexistent-weft-dir/topo-" + std::to_string(getpid()) + ".xml";
   expect_init_failure_told(GetParam(), 1, [&](Config& c) { c.topo_file = missing; }, missing);
+}
+
+// Ranks 0 and 1 on one emulated node, 2 and 3 on another: rank 2 fails joining its shm
+// connection to rank 3, after its tcp connections to ranks 0 and 1 are made. Before, ranks 0 and 1
+// had joined every connection they needed by then, and their inits succeeded (there is no
+// mailbox across nodes): a communicator that rank 2 never had. Init now ends with a barrier over
+// the bootstrap ring, and they fail with rank 2's reason.
+TEST(InitFaults, NoRanksInitSucceedsWhereAnotherRanksFailed) {
+  const size_t fifo = size_t{1} << 40;
+  struct statvfs shm {};
+  if (::statvfs("/dev/shm", &shm) != 0 || shm.f_blocks == 0 || shm.f_blocks * shm.f_frsize >= fifo)
+    GTEST_SKIP() << "needs a /dev/shm smaller than 1 TiB";
+  expect_init_failure_told("auto", 2, [&](Config& c) { c.shm_fifo_bytes = fifo; }, "/dev/shm",
+                           [](int r, Config& c) { c.node = r < 2 ? "node-a" : "node-b"; });
 }
 
 // Rank 2 cannot make the shared memory of its connection to rank 3 (its /dev/shm too small for
