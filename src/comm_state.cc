@@ -375,9 +375,10 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch, 
     mailbox_ = std::move(*mailbox);
     if (!mailbox_) log_.warn("no shared mailbox (a rank could not make or map it): oneshot calls run over the connections");
   }
-  // No rank's init succeeds where another's failed: a rank that failed after this one had joined
-  // all it needs (across nodes, or past the eager connects) tells it here (Bootstrap::fail_init).
-  WEFT_TRY(bootstrap_->barrier(deadline));
+  // No rank's init succeeds where another's failed before this point: a rank that failed after
+  // this one had joined all it needs (across nodes, or past the eager connects) tells it here
+  // (Bootstrap::fail_init). The mailbox's making ends in an allgather, a barrier already.
+  if (!wants_mailbox()) WEFT_TRY(bootstrap_->barrier(deadline));
   initialized_ = true;
   log_.info("joined " + std::to_string(nranks_) + " ranks; node " + ctx.node + " (" + std::to_string(my_ranks) +
             " ranks on " + std::to_string(my_cores) + " cores" + (oversubscribed_ ? ", oversubscribed" : "") +

@@ -68,7 +68,8 @@ class Request {
 class Communicator {
  public:
   // Joins rank `rank` of `nranks` to the communicator named by `id`. Blocks until every rank has
-  // arrived or config.timeout passes (the error names the ranks that never arrived). A rank
+  // joined (a last barrier: no rank's init succeeds where another's failed before it) or
+  // config.timeout passes (the error names the ranks that never arrived). A rank
   // whose init fails once its Config's own fields are checked tells the others why, and theirs
   // fails at once with its reason (kRemoteError, "rank 2's init failed: ..."; docs/API.md says
   // where this falls short). Where there

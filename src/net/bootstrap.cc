@@ -26,7 +26,7 @@
 #include "src/log.h"
 #include "src/net/rendezvous.h"
 #include "src/net/socket.h"
-#include "transport/abort_notice.h"
+#include "src/abort_notice.h"
 
 namespace weft {
 namespace {
@@ -197,16 +197,16 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   if (st.code() == StatusCode::kTimeout) {
     // The root then ends the rendezvous for the others too, naming the ranks it still misses,
     // instead of taking this rank's closed connection for its death; its answer to this rank
-    // names them too.
-    const Deadline answer = Deadline::after(std::chrono::milliseconds(500));
+    // names them too. (Where the last rank came just then, the answer is the table; this rank,
+    // out of time, fails all the same, with its own words, and the others in the ring's making.)
+    reply_deadline = Deadline::after(std::chrono::milliseconds(500));
     const auto stopped = net::WaitReport::encode(net::WaitReport::kStopped, "");
-    if (root.send_all(stopped.data(), stopped.size(), answer).ok() && root.recv_all(head.data(), head.size(), answer).ok()) {
-      auto header = net::decode_reply_header(head);
-      std::string text(header.ok() && header->code != 0 ? header->payload_bytes : 0, '\0');
-      if (!text.empty() && root.recv_all(text.data(), text.size(), answer).ok()) return reply_error(header->code, text);
-    }
-    return timeout_error("rank " + std::to_string(rank_) + " timed out waiting for the root at " +
-                         root_at + " to gather all " + std::to_string(nranks_) + " ranks");
+    st = root.send_all(stopped.data(), stopped.size(), reply_deadline);
+    if (st.ok()) st = root.recv_all(head.data(), head.size(), reply_deadline);
+    const auto header = net::decode_reply_header(head);
+    if (!st.ok() || !header.ok() || header->code == 0)
+      return timeout_error("rank " + std::to_string(rank_) + " timed out waiting for the root at " +
+                           root_at + " to gather all " + std::to_string(nranks_) + " ranks");
   }
   if (st.code() == StatusCode::kRemoteError) {
     return root_lost(remote_error("the root at " + root_at + " closed the connection without an answer (" +
@@ -347,7 +347,7 @@ Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Dea
   auto closed = [&](const std::string& rank) {
     for (const Deadline soon = Deadline::after(std::chrono::milliseconds(100));;) {
       if (Status n = note(); !n.ok()) return n;
-      if (soon.expired()) return remote_error("rank " + rank + " closed the connection during " + what);
+      if (soon.expired() || aborted_.load()) return remote_error("rank " + rank + " closed the connection during " + what);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   };
@@ -453,7 +453,7 @@ Status TcpBootstrap::fail_init(const Status& why) {
   if (nranks_ > 1 && prev_.valid() && next_.valid()) {
     std::vector<uint8_t> frame(8);
     net::put_be32(frame.data(), kNoteMagic);
-    const std::string text = transport::abort_notice_text(note_, kMaxNoteBytes);  // its cause last
+    const std::string text = abort_notice_text(note_, kMaxNoteBytes);  // its cause last
     net::put_be32(frame.data() + 4, static_cast<uint32_t>(text.size()));
     frame.insert(frame.end(), text.begin(), text.end());
     const Deadline d = Deadline::after(std::chrono::milliseconds(100));

@@ -58,7 +58,8 @@ class Bootstrap {
   // root closed) or, under `watch`, exited before all arrived. The root may start after this
   // call (it retries). The wait for the root's answer may outlast `deadline` by a grace of up
   // to 2 s (config.timeout / 10, at least 250 ms), so that the root's message naming the missing
-  // ranks arrives before a local timeout would.
+  // ranks arrives before a local timeout would, and by 500 ms more for its answer to this rank's
+  // saying that its wait ran out.
   static Result<std::unique_ptr<Bootstrap>> create(const UniqueId& id, int rank, int nranks,
                                                    const Config& config, Deadline deadline,
                                                    const MemberWatch& watch = {});

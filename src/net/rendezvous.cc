@@ -15,7 +15,7 @@
 
 #include "src/deadline.h"
 #include "src/log.h"
-#include "transport/abort_notice.h"
+#include "src/abort_notice.h"
 
 namespace weft::net {
 
@@ -55,7 +55,7 @@ Result<Hello> Hello::decode(std::span<const uint8_t, kBytes> b) {
 }
 
 std::vector<uint8_t> WaitReport::encode(Kind kind, std::string_view text) {
-  const std::string kept = transport::abort_notice_text(text, kMaxText);  // a cause at the end stays
+  const std::string kept = abort_notice_text(text, kMaxText);  // a cause at the end stays
   text = kept;
   std::vector<uint8_t> b(kHeaderBytes + text.size());
   put_be32(b.data(), kMagic);

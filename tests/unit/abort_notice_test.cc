@@ -1,12 +1,12 @@
-// The text of abort notices (transport/abort_notice.h): a failure passed on from rank to rank
+// The text of abort notices (src/abort_notice.h): a failure passed on from rank to rank
 // keeps its cause, at the end of the text, however many ranks passed it on.
-#include "transport/abort_notice.h"
+#include "src/abort_notice.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace weft::transport {
+namespace weft {
 namespace {
 
 // What rank 1 sends after ranks 2 to `hops` + 1 passed on the death of rank `hops` + 2, each
@@ -44,4 +44,4 @@ TEST(AbortNotice, ThePeerIsNamedOnce) {
 }
 
 }  // namespace
-}  // namespace weft::transport
+}  // namespace weft

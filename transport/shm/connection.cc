@@ -21,7 +21,7 @@
 
 #include "src/kernels/copy.h"
 #include "src/kernels/reduce.h"
-#include "transport/abort_notice.h"
+#include "src/abort_notice.h"
 #include "transport/shm/creator_stamp.h"
 
 namespace weft::transport::shm {

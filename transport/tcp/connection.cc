@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "transport/abort_notice.h"
+#include "src/abort_notice.h"
 
 namespace weft::transport::tcp {
 namespace {

@@ -5,14 +5,15 @@
 // matters, at its end. Hence: the receiver drops the repeated "rank P: ", and the sender keeps a
 // long reason's start (the nearest ranks) and end (the cause) and cuts its middle, where a
 // transport's field would keep only its start (shm's 255 bytes cut the cause off chains of about
-// eight ranks).
+// eight ranks). The bootstrap's notes and rendezvous reports (src/net) keep long texts alike.
+// Header-only, in weft_base's folder: weft_net and weft_transport both use it.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-namespace weft::transport {
+namespace weft {
 
 // `reason` in at most `limit` bytes (limit > 16): whole if it fits, else its first quarter and its
 // end around " [...] ".
@@ -33,4 +34,4 @@ inline std::string peer_abort_message(int peer, std::string_view reason) {
   return name + " aborted: " + std::string(reason);
 }
 
-}  // namespace weft::transport
+}  // namespace weft
