@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@
 #include "src/kernels/dispatch.h"
 #include "transport/shm/connection.h"
 #include "transport/shm/creator_stamp.h"
+#include "transport/shm/segment.h"
 #include "transport/transport.h"
 
 namespace weft::transport {
@@ -984,6 +986,43 @@ TEST_F(ShmSetupTest, ACardOfAProcessThatStartedAtAnotherTimeNamesAnExitedOne) {
   EXPECT_NE(c.status().message().find("process " + std::to_string(::getpid()) + " exited"), std::string::npos)
       << c.status().message();
   EXPECT_LT(Clock::now() - t0, seconds(1));
+}
+
+// A segment whose pages cannot all be had (larger than /dev/shm) is never seen with a size, so no
+// opener maps it: ShmSegment::open waits for a size, and a peer that mapped it with
+// MAP_POPULATE would fill /dev/shm, the host's memory (at 1 TiB the OOM killer took the rank in
+// multirank.faults' InitFaults tests). A thread watches the name's size, by fstat alone, while
+// creates of it fail; before, each create sized the file first (ftruncate) and allocated after.
+TEST_F(ShmSetupTest, ASegmentWhoseAllocationFailsIsNeverSeenWithASize) {
+  const size_t bytes = size_t{1} << 40;
+  struct statvfs shm {};
+  if (::statvfs("/dev/shm", &shm) != 0 || shm.f_blocks == 0 || shm.f_blocks * shm.f_frsize >= bytes)
+    GTEST_SKIP() << "needs a /dev/shm smaller than 1 TiB";
+  const std::string name = "/weft-test-sized-" + std::to_string(::getpid());
+  std::atomic<bool> done{false};
+  std::atomic<int> seen_sized{0}, seen_file{0};
+  std::thread watcher([&] {
+    while (!done.load()) {
+      const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
+      if (fd < 0) continue;
+      struct stat st {};
+      if (::fstat(fd, &st) == 0) {
+        seen_file.fetch_add(1);
+        if (st.st_size > 0) seen_sized.fetch_add(1);
+      }
+      ::close(fd);
+    }
+  });
+  const auto until = Clock::now() + seconds(2);
+  int fails = 0;
+  for (; fails < 20000 && Clock::now() < until; ++fails) {
+    auto seg = shm::ShmSegment::create(name, bytes);
+    ASSERT_FALSE(seg.ok());
+  }
+  done.store(true);
+  watcher.join();
+  EXPECT_GT(seen_file.load(), 0) << "the watcher never saw the file (" << fails << " creates): the test saw nothing";
+  EXPECT_EQ(seen_sized.load(), 0) << "seen with a size " << seen_sized.load() << " times of " << seen_file.load();
 }
 
 TEST_F(ShmSetupTest, OtherNodeIsRefusedAtOnce) {

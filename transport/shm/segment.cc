@@ -94,14 +94,15 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, size_t bytes) {
   FdCloser closer(fd);
   // From here on the name is ours; `seg` removes it again if anything below fails.
   ShmSegment seg(name, nullptr, 0, true);
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    return system_error("shm: cannot size /dev/shm" + name + " to " + std::to_string(bytes) +
-                        " bytes (is /dev/shm full?)");
-  }
-  // Allocate every page now. A sparse file gets its pages on first write, and on a VM each of
-  // those first writes also faults on the host (invisible to MAP_POPULATE): a 4 MiB ring ran
-  // 10-20x slower until it had wrapped once. It also turns a full /dev/shm into this error here
-  // instead of a SIGBUS on some later write.
+  // Allocate every page now, which also sizes the file (no ftruncate first). A sparse file gets
+  // its pages on first write, and on a VM each of those first writes also faults on the host
+  // (invisible to MAP_POPULATE): a 4 MiB ring ran 10-20x slower until it had wrapped once. It
+  // also turns a full /dev/shm into this error here instead of a SIGBUS on some later write. And
+  // the size shows only once every page is there (tmpfs sets it at the end of fallocate, and not
+  // at all when it fails): an opener waits for a size (open()), so it never maps, and with
+  // MAP_POPULATE fills, a segment whose allocation fails. With an ftruncate first, a peer that
+  // opened a segment too large for /dev/shm between the two calls populated all of /dev/shm
+  // (the host's memory, at 1 TiB: the OOM killer took it).
   if (int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
     errno = err;
     return system_error("shm: cannot allocate " + std::to_string(bytes) + " bytes for /dev/shm" + name +

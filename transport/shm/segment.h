@@ -30,7 +30,8 @@ class ShmSegment {
   // Creates `name` ("/weft-...") with `bytes` zeroed bytes and maps it read-write. A stale object
   // of that name (left by a process killed before it unlinked) is removed and re-created once.
   static Result<ShmSegment> create(const std::string& name, size_t bytes);
-  // Opens `name` once its creator has sized it, retrying until `deadline`. Between tries it calls
+  // Opens `name` once its creator has sized it (create() sizes it by allocating every page, so a
+  // segment whose allocation failed is never mapped here), retrying until `deadline`. Between tries it calls
   // `check_peer` (which returns non-OK when waiting is pointless, e.g. the creator died).
   static Result<ShmSegment> open(const std::string& name, Deadline deadline,
                                  const std::function<Status()>& check_peer);
