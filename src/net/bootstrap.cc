@@ -65,6 +65,15 @@ std::string exited_message(const std::vector<Bootstrap::Exited>& gone) {
   return m;
 }
 
+// What rank `rank` of `nranks` says to the root of `id` first (its listen address aside).
+net::Hello hello_of(const UniqueId& id, int rank, int nranks) {
+  net::Hello hello;
+  std::memcpy(hello.secret.data(), id.secret().data(), UniqueId::kSecretBytes);
+  hello.rank = rank;
+  hello.nranks = nranks;
+  return hello;
+}
+
 // The error the root answered with (its code, where weft knows it; else kRemoteError).
 Status reply_error(uint32_t code, std::string text) {
   if (code == 0 || code > static_cast<uint32_t>(StatusCode::kTimeout)) return remote_error(std::move(text));
@@ -167,10 +176,7 @@ class TcpBootstrap final : public Bootstrap {
 Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket root,
                                 Deadline deadline) {
   const std::string root_at = id.host() + ":" + std::to_string(id.port());
-  net::Hello hello;
-  std::memcpy(hello.secret.data(), id.secret().data(), UniqueId::kSecretBytes);
-  hello.rank = rank_;
-  hello.nranks = nranks_;
+  net::Hello hello = hello_of(id, rank_, nranks_);
   auto where = listener_.local_address();
   WEFT_TRY(where);
   auto wire = net::WireAddress::from(*where);
@@ -516,10 +522,7 @@ Status Bootstrap::report_failure(const UniqueId& id, int rank, int nranks, const
   opts.nodelay = true;
   auto root = Socket::connect(id.host(), id.port(), soon, opts, /*retry_refused=*/true);
   WEFT_TRY(root);
-  net::Hello hello;
-  std::memcpy(hello.secret.data(), id.secret().data(), UniqueId::kSecretBytes);
-  hello.rank = rank;
-  hello.nranks = nranks;
+  net::Hello hello = hello_of(id, rank, nranks);
   hello.failed = true;
   const auto head = hello.encode();
   const auto report = net::WaitReport::encode(net::WaitReport::kFailed, "rank " + std::to_string(rank) +

@@ -536,17 +536,24 @@ TEST_P(Faults, AnInitThatFailsBeforeTheRendezvousFailsEveryRankWithItsReason) {
   expect_init_failure_told(GetParam(), 1, [&](Config& c) { c.topo_file = missing; }, missing);
 }
 
+// FIFOs too large for /dev/shm: a rank given them fails making its first segment. The tests that
+// use them run only where /dev/shm has a size limit below that (an unlimited one would try to
+// give it the memory).
+constexpr size_t kFifoTooLarge = size_t{1} << 40;
+
+bool shm_smaller_than(size_t bytes) {
+  struct statvfs shm {};
+  return ::statvfs("/dev/shm", &shm) == 0 && shm.f_blocks != 0 && shm.f_blocks * shm.f_frsize < bytes;
+}
+
 // Ranks 0 and 1 on one emulated node, 2 and 3 on another: rank 2 fails joining its shm
 // connection to rank 3, after its tcp connections to ranks 0 and 1 are made. Before, ranks 0 and 1
 // had joined every connection they needed by then, and their inits succeeded (there is no
 // mailbox across nodes): a communicator that rank 2 never had. Init now ends with a barrier over
 // the bootstrap ring, and they fail with rank 2's reason.
 TEST(InitFaults, NoRanksInitSucceedsWhereAnotherRanksFailed) {
-  const size_t fifo = size_t{1} << 40;
-  struct statvfs shm {};
-  if (::statvfs("/dev/shm", &shm) != 0 || shm.f_blocks == 0 || shm.f_blocks * shm.f_frsize >= fifo)
-    GTEST_SKIP() << "needs a /dev/shm smaller than 1 TiB";
-  expect_init_failure_told("auto", 2, [&](Config& c) { c.shm_fifo_bytes = fifo; }, "/dev/shm",
+  if (!shm_smaller_than(kFifoTooLarge)) GTEST_SKIP() << "needs a /dev/shm smaller than 1 TiB";
+  expect_init_failure_told("auto", 2, [&](Config& c) { c.shm_fifo_bytes = kFifoTooLarge; }, "/dev/shm",
                            [](int r, Config& c) { c.node = r < 2 ? "node-a" : "node-b"; });
 }
 
@@ -554,12 +561,8 @@ TEST(InitFaults, NoRanksInitSucceedsWhereAnotherRanksFailed) {
 // its FIFOs, as a container's often is) and fails while joining its connections. Before, rank 3
 // waited for rank 2's segment until the timeout, rank 2 being alive.
 TEST(InitFaults, APeerWaitingToJoinARankWhoseInitFailedIsToldAtOnce) {
-  const size_t fifo = size_t{1} << 40;
-  struct statvfs shm {};
-  // A /dev/shm with no size limit would try to give it the memory.
-  if (::statvfs("/dev/shm", &shm) != 0 || shm.f_blocks == 0 || shm.f_blocks * shm.f_frsize >= fifo)
-    GTEST_SKIP() << "needs a /dev/shm smaller than 1 TiB";
-  expect_init_failure_told("shm", 2, [&](Config& c) { c.shm_fifo_bytes = fifo; }, "/dev/shm");
+  if (!shm_smaller_than(kFifoTooLarge)) GTEST_SKIP() << "needs a /dev/shm smaller than 1 TiB";
+  expect_init_failure_told("shm", 2, [&](Config& c) { c.shm_fifo_bytes = kFifoTooLarge; }, "/dev/shm");
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Faults, ::testing::Values("shm", "tcp"));
