@@ -13,6 +13,8 @@
 
 #include "src/capi_common.h"
 #include "src/comm_state.h"
+#include "src/launch_env.h"
+#include "src/refused_init.h"
 #include "weft/communicator.h"
 
 struct weftComm : weft::capi::CommHandle {};
@@ -92,7 +94,7 @@ weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId id, int
     weft::UniqueId uid;
     std::memcpy(uid.bytes.data(), id.internal, weft::UniqueId::kBytes);
     auto config = weft::Config::from_env();
-    WEFT_TRY(config);
+    if (!config.ok()) return weft::tell_init_refused(uid, rank, nranks, false, config.status());
     auto c = weft::Communicator::init(uid, rank, nranks, *config);
     WEFT_TRY(c);
     *comm = wrap(std::move(*c));
@@ -105,7 +107,12 @@ weftResult_t weftCommInitFromEnv(weftComm_t* comm) {
     if (comm == nullptr) return weft::invalid_argument("weftCommInitFromEnv: comm is NULL");
     *comm = nullptr;
     auto config = weft::Config::from_env();
-    WEFT_TRY(config);
+    if (!config.ok()) {
+      auto launch = weft::read_launch_env(weft::Config());
+      return launch.ok() ? weft::tell_init_refused(launch->id, launch->rank, launch->nranks, launch->serve_root,
+                                                   config.status())
+                         : config.status();
+    }
     auto c = weft::Communicator::init_from_env(*config);
     WEFT_TRY(c);
     *comm = wrap(std::move(*c));

@@ -154,14 +154,6 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
   if (nranks < 1) return invalid_argument("nranks is " + std::to_string(nranks) + "; it must be at least 1");
   if (rank < 0 || rank >= nranks)
     return invalid_argument("rank " + std::to_string(rank) + " is out of range for " + std::to_string(nranks) + " ranks");
-  // from_env() refuses these; a program that fills the struct itself is checked here.
-  for (const auto& [name, bytes] : {std::pair{"cuda_fifo_bytes", config.cuda_fifo_bytes},
-                                    std::pair{"stage_fifo_bytes", config.stage_fifo_bytes}}) {
-    if (bytes < Config::kMinDeviceFifoBytes || bytes > Config::kMaxDeviceFifoBytes ||
-        bytes % Config::kDeviceFifoStep != 0)
-      return invalid_argument(std::string("Config::") + name + " is " + std::to_string(bytes) +
-                              "; it must be a multiple of " + Config::kDeviceFifoBounds);
-  }
   if (!id.valid()) return invalid_argument("the UniqueId was not made by weft (bad magic)");
   const Deadline deadline = Deadline::after(config.timeout);
   std::unique_ptr<CommState> state(new CommState(rank, nranks, config));
@@ -182,6 +174,14 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
 }
 
 Result<CommState::Local> CommState::prepare() {
+  // from_env() refuses these; a program that fills the struct itself is checked here.
+  for (const auto& [name, bytes] : {std::pair{"cuda_fifo_bytes", config_.cuda_fifo_bytes},
+                                    std::pair{"stage_fifo_bytes", config_.stage_fifo_bytes}}) {
+    if (bytes < Config::kMinDeviceFifoBytes || bytes > Config::kMaxDeviceFifoBytes ||
+        bytes % Config::kDeviceFifoStep != 0)
+      return invalid_argument(std::string("Config::") + name + " is " + std::to_string(bytes) +
+                              "; it must be a multiple of " + Config::kDeviceFifoBounds);
+  }
   auto filter = algorithms::AlgoFilter::parse(config_.algo, Config::variable("WEFT_ALGO", "NCCL_ALGO"));
   WEFT_TRY(filter);
   if (!config_.torus.empty()) {

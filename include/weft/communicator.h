@@ -69,11 +69,11 @@ class Communicator {
  public:
   // Joins rank `rank` of `nranks` to the communicator named by `id`. Blocks until every rank has
   // joined (a last barrier: no rank's init succeeds where another's failed before it) or
-  // config.timeout passes (the error names the ranks that never arrived). A rank
-  // whose init fails once its Config's own fields are checked tells the others why, and theirs
-  // fails at once with its reason (kRemoteError, "rank 2's init failed: ..."; docs/API.md says
-  // where this falls short). Where there
-  // is a GPU, the communicator works on the device current on the calling thread, as NCCL's do:
+  // config.timeout passes (the error names the ranks that never arrived). A rank whose init
+  // fails, its Config refused included, tells the others why, and theirs fails at once with its
+  // reason (kRemoteError, "rank 2's init failed: ..."; docs/API.md says where this falls short;
+  // `rank` and `nranks` out of range and an `id` not made by weft are this call's alone). Where
+  // there is a GPU, the communicator works on the device current on the calling thread, as NCCL's do:
   // calls on device buffers of another GPU fail (kInvalidArgument). split() and shrink() make
   // theirs on this communicator's GPU.
   static Result<std::unique_ptr<Communicator>> init(const UniqueId& id, int rank, int nranks,

@@ -84,8 +84,11 @@ const char* weftGetErrorString(weftResult_t result);
 const char* weftGetLastError(weftComm_t comm);
 
 weftResult_t weftGetUniqueId(weftUniqueId* id);
+/* A rank whose init fails, its WEFT_* variables refused included, tells the other ranks why: theirs
+ * fail at once with weftRemoteError naming it (docs/API.md, kRemoteError). */
 weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId id, int rank);
-/* Joins from the launcher's environment (weft-run, mpirun, srun, torchrun); see docs/LAUNCH.md. */
+/* Joins from the launcher's environment (weft-run, mpirun, srun, torchrun); see docs/LAUNCH.md.
+ * Failures are told to the other ranks as weftCommInitRank's are. */
 weftResult_t weftCommInitFromEnv(weftComm_t* comm);
 /* ndev communicators in this process, one per rank (threads are started internally). */
 weftResult_t weftCommInitAll(weftComm_t* comms, int ndev, const int* devlist);

@@ -13,6 +13,7 @@
 #include "src/launch_env.h"
 #include "src/nccl/internal.h"
 #include "src/nccl/visibility.h"
+#include "src/refused_init.h"
 #include "weft/unique_id.h"
 
 namespace weft::nccl {
@@ -140,10 +141,13 @@ ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
     static_assert(sizeof(id.internal) == UniqueId::kBytes);
     std::memcpy(uid.bytes.data(), id.internal, UniqueId::kBytes);
     if (!uid.valid()) return invalid_argument(name + ": the ncclUniqueId was not made by ncclGetUniqueId (bad magic)");
+    // This rank's own settings refused: the other ranks hear why from the root rather than wait
+    // for this rank at the rendezvous until their timeout.
+    const bool serves_root = comm_id_serves(uid, rank);
     auto env = Config::from_env();
-    WEFT_TRY(env);
+    if (!env.ok()) return tell_init_refused(uid, rank, nranks, serves_root, env.status().with_context(name));
     auto options = parse_config(config, *env, true);
-    if (!options.ok()) return options.status().with_context(name);
+    if (!options.ok()) return tell_init_refused(uid, rank, nranks, serves_root, options.status().with_context(name));
     auto h = std::make_unique<ncclComm>();
     h->blocking = options->blocking;
     h->name = options->name;
@@ -152,7 +156,7 @@ ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
       if (dev.ok()) h->cuda_dev = *dev;
     }
     // As NCCL's: with NCCL_COMM_ID set, rank 0 runs the root that ncclGetUniqueId did not start.
-    if (comm_id_serves(uid, rank)) {
+    if (serves_root) {
       Status served = uid.serve(*env);
       if (!served.ok()) return served.with_context(name + ": the rendezvous root at NCCL_COMM_ID");
     }

@@ -1,4 +1,4 @@
-/* The communicator weft-run prepared, joined through the NCCL ABI alone: WEFT_UNIQUE_ID holds the
+/* The communicator weft-run prepared, joined through the NCCL ABI alone (nccl_join_from_env): WEFT_UNIQUE_ID holds the
  * ncclUniqueId in hex, WEFT_RANK and WEFT_NRANKS the rank and size; or, with NCCL_COMM_ID set,
  * each rank's own ncclGetUniqueId gives the id (the same everywhere: rank 0 runs the root at that
  * address as it joins). Shared by the C and CUDA tests of libnccl.so.2. Non-blocking
@@ -30,25 +30,33 @@ static inline ncclResult_t nccl_await_ready(ncclComm_t comm) {
   return state;
 }
 
-static ncclResult_t nccl_join_from_env(ncclComm_t* comm, int* rank, int* nranks) {
+/* The id, rank and size weft-run gave this process (the id from ncclGetUniqueId under
+ * NCCL_COMM_ID). Returns ncclSuccess, or prints why not and returns the failure. */
+static inline ncclResult_t nccl_launch_from_env(ncclUniqueId* id, int* rank, int* nranks) {
   const char *hex = getenv("WEFT_UNIQUE_ID"), *r = getenv("WEFT_RANK"), *n = getenv("WEFT_NRANKS");
   if (hex == NULL || r == NULL || n == NULL || strlen(hex) != 2 * NCCL_UNIQUE_ID_BYTES) {
     fprintf(stderr, "run under weft-run (WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS)\n");
     return ncclInvalidUsage;
   }
-  ncclUniqueId id;
   if (getenv("NCCL_COMM_ID") != NULL) {
-    const ncclResult_t got = ncclGetUniqueId(&id);
+    const ncclResult_t got = ncclGetUniqueId(id);
     if (got != ncclSuccess) {
       fprintf(stderr, "ncclGetUniqueId: %s: %s\n", ncclGetErrorString(got), ncclGetLastError(NULL));
       return got;
     }
   } else {
     for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i)
-      id.internal[i] = (char)(nccl_hex_digit(hex[2 * i]) << 4 | nccl_hex_digit(hex[2 * i + 1]));
+      id->internal[i] = (char)(nccl_hex_digit(hex[2 * i]) << 4 | nccl_hex_digit(hex[2 * i + 1]));
   }
   *rank = atoi(r);
   *nranks = atoi(n);
+  return ncclSuccess;
+}
+
+static inline ncclResult_t nccl_join_from_env(ncclComm_t* comm, int* rank, int* nranks) {
+  ncclUniqueId id;
+  const ncclResult_t launched = nccl_launch_from_env(&id, rank, nranks);
+  if (launched != ncclSuccess) return launched;
   ncclResult_t res = ncclCommInitRank(comm, *nranks, id, *rank);
   if (res == ncclInProgress) res = nccl_await_ready(*comm);
   if (res != ncclSuccess) fprintf(stderr, "ncclCommInitRank: %s: %s\n", ncclGetErrorString(res), ncclGetLastError(NULL));

@@ -536,6 +536,14 @@ TEST_P(Faults, AnInitThatFailsBeforeTheRendezvousFailsEveryRankWithItsReason) {
   expect_init_failure_told(GetParam(), 1, [&](Config& c) { c.topo_file = missing; }, missing);
 }
 
+// Rank 3's program fills Config itself with a device FIFO size out of bounds (from_env refuses
+// such a WEFT_CUDA_FIFO_BYTES; a program's own struct is checked at init). Before, this was
+// checked before the rank could tell anyone, and the others waited for it until their timeout.
+TEST_P(Faults, AProgramsOwnConfigRefusedAtInitFailsEveryRankWithItsReason) {
+  expect_init_failure_told(GetParam(), 3, [&](Config& c) { c.cuda_fifo_bytes = 12345; },
+                           "Config::cuda_fifo_bytes is 12345");
+}
+
 // FIFOs too large for /dev/shm: a rank given them fails making its first segment. The tests that
 // use them run only where /dev/shm has a size limit below that (an unlimited one would try to
 // give it the memory).

@@ -262,18 +262,22 @@ TEST_F(ConfigEnvTest, AMissingNcclTopoFileIsAWarningAndAMissingWeftOneAnError) {
 }
 
 // A program that fills Config itself gets the same bounds, checked when it makes a communicator
-// (before any rank is contacted).
+// (multirank.faults checks that the other ranks are told).
 TEST(ConfigFilledByAProgram, DeviceFifosOutOfBoundsFailInit) {
+  auto id = UniqueId::create(Config());
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
   Config c;
   c.stage_fifo_bytes = 100000;
-  auto comm = Communicator::init(UniqueId{}, 0, 1, c);
+  auto comm = Communicator::init(*id, 0, 1, c);
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(comm.status().message(),
-            "Config::stage_fifo_bytes is 100000; it must be a multiple of 64 KiB from 64 KiB to 1 GiB");
+            "rank 0: init: Config::stage_fifo_bytes is 100000; it must be a multiple of 64 KiB from 64 KiB to 1 GiB");
+  id = UniqueId::create(Config());
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
   c = Config();
   c.cuda_fifo_bytes = size_t{2} << 30;
-  comm = Communicator::init(UniqueId{}, 0, 1, c);
+  comm = Communicator::init(*id, 0, 1, c);
   ASSERT_FALSE(comm.ok());
   EXPECT_NE(comm.status().message().find("Config::cuda_fifo_bytes is 2147483648"), std::string::npos)
       << comm.status().to_string();
