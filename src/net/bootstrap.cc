@@ -7,8 +7,9 @@
 // (subgroup_id) listens on it.
 //
 // On the ring, rank r sends frames to rank r+1: a block of an allgather step ([magic WFRD]
-// [bytes]), or a failure note ([magic WFRN][u32 length][text]). Backwards, from rank r+1 to rank
-// r, only a note ever goes. A note goes out only between frames.
+// [bytes]), or a note that an init failed, which is a rendezvous WaitReport of kind kFailed
+// ([magic WFW2][kind 3][u32 length][text], see rendezvous.h). Backwards, from rank r+1 to rank r,
+// only a note ever goes. A note goes out only between frames.
 #include "src/net/bootstrap.h"
 
 #include <fcntl.h>
@@ -26,7 +27,6 @@
 #include "src/log.h"
 #include "src/net/rendezvous.h"
 #include "src/net/socket.h"
-#include "src/abort_notice.h"
 
 namespace weft {
 namespace {
@@ -39,8 +39,7 @@ constexpr uint32_t kAckMagic = 0x5746524b;   // "WFRK"
 constexpr size_t kRingHelloBytes = 4 + UniqueId::kSecretBytes + 4 + 4;
 constexpr size_t kAckBytes = 8;
 constexpr uint32_t kBlockMagic = 0x57465244;  // "WFRD"
-constexpr uint32_t kNoteMagic = 0x5746524e;   // "WFRN"
-constexpr uint32_t kMaxNoteBytes = 4096;
+constexpr uint32_t kNoteMagic = net::WaitReport::kMagic;
 
 std::array<uint8_t, kRingHelloBytes> ring_hello(std::span<const uint8_t> secret, int rank, int nranks) {
   std::array<uint8_t, kRingHelloBytes> b{};
@@ -410,15 +409,11 @@ Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Dea
 }
 
 Status TcpBootstrap::read_note(Socket& s, int from) {
-  const Deadline d = Deadline::after(std::chrono::milliseconds(500));  // a note is sent whole
-  std::array<uint8_t, 4> length{};
-  Status st = s.recv_all(length.data(), length.size(), d);
-  const uint32_t bytes = st.ok() ? net::get_be32(length.data()) : 0;
-  std::string text(std::min(bytes, kMaxNoteBytes), '\0');
-  if (st.ok() && bytes <= kMaxNoteBytes) st = s.recv_all(text.data(), text.size(), d);
-  if (!st.ok() || bytes > kMaxNoteBytes)
+  // A note is sent whole.
+  auto report = net::WaitReport::read(s, Deadline::after(std::chrono::milliseconds(500)), /*magic_read=*/true);
+  if (!report.ok() || report->first != net::WaitReport::kFailed)
     return remote_error("rank " + std::to_string(from) + " began a note that its init failed, and did not finish it");
-  note_ = std::move(text);
+  note_ = std::move(report->second);
   return remote_error(note_);
 }
 
@@ -457,11 +452,7 @@ Status TcpBootstrap::fail_init(const Status& why) {
   // The first note this rank has goes on, else its own.
   if (note_.empty()) note_ = "rank " + std::to_string(rank_) + "'s init failed: " + why.message();
   if (nranks_ > 1 && prev_.valid() && next_.valid()) {
-    std::vector<uint8_t> frame(8);
-    net::put_be32(frame.data(), kNoteMagic);
-    const std::string text = abort_notice_text(note_, kMaxNoteBytes);  // its cause last
-    net::put_be32(frame.data() + 4, static_cast<uint32_t>(text.size()));
-    frame.insert(frame.end(), text.begin(), text.end());
+    const auto frame = net::WaitReport::encode(net::WaitReport::kFailed, note_);  // a long one keeps its cause
     const Deadline d = Deadline::after(std::chrono::milliseconds(100));
     (void)prev_.send_all(frame.data(), frame.size(), d);  // backwards: only notes go this way
     if (!next_mid_frame_) (void)next_.send_all(frame.data(), frame.size(), d);

@@ -72,6 +72,21 @@ Result<std::pair<WaitReport::Kind, uint32_t>> WaitReport::decode_header(std::spa
   return std::pair{static_cast<Kind>(kind), bytes};
 }
 
+Result<std::pair<WaitReport::Kind, std::string>> WaitReport::read(Socket& s, Deadline deadline, bool magic_read) {
+  std::array<uint8_t, kHeaderBytes> head{};
+  size_t have = 0;
+  if (magic_read) {
+    put_be32(head.data(), kMagic);
+    have = 4;
+  }
+  WEFT_TRY(s.recv_all(head.data() + have, head.size() - have, deadline));
+  auto header = decode_header(head);
+  WEFT_TRY(header);
+  std::string text(header->second, '\0');
+  WEFT_TRY(s.recv_all(text.data(), text.size(), deadline));
+  return std::pair{header->first, std::move(text)};
+}
+
 std::array<uint8_t, ReplyHeader::kBytes> encode_reply_header(const ReplyHeader& h) {
   std::array<uint8_t, ReplyHeader::kBytes> b{};
   put_be32(b.data(), ReplyHeader::kMagic);
@@ -302,14 +317,7 @@ void Root::on_word_from(int rank, Socket& s) {
 }
 
 Result<std::pair<WaitReport::Kind, std::string>> Root::read_report(Socket& s) {
-  const Deadline d = Deadline::after(std::chrono::milliseconds(500));  // a report comes whole
-  std::array<uint8_t, WaitReport::kHeaderBytes> head{};
-  WEFT_TRY(s.recv_all(head.data(), head.size(), d));
-  auto header = WaitReport::decode_header(head);
-  WEFT_TRY(header);
-  std::string text(header->second, '\0');
-  WEFT_TRY(s.recv_all(text.data(), text.size(), d));
-  return std::pair{header->first, std::move(text)};
+  return WaitReport::read(s, Deadline::after(std::chrono::milliseconds(500)));  // a report comes whole
 }
 
 std::string Root::missing_ranks() const {

@@ -62,6 +62,11 @@ struct WaitReport {
   static std::vector<uint8_t> encode(Kind kind, std::string_view text);
   // The kind and text bytes of a header; kRemoteError when it is not one.
   static Result<std::pair<Kind, uint32_t>> decode_header(std::span<const uint8_t, kHeaderBytes> bytes);
+  // Reads one report (sent whole) from `s` by `deadline`: its kind and text. Where the caller has
+  // read its magic already (`magic_read`: the bootstrap ring, on which a report of kind kFailed is
+  // the note that an init failed, read the frame's first 4 bytes to tell a note from a block),
+  // the rest.
+  static Result<std::pair<Kind, std::string>> read(Socket& s, Deadline deadline, bool magic_read = false);
 };
 
 // Part of every error that says a rank exited, or left the rendezvous, before a communicator
