@@ -445,7 +445,10 @@ Result<transport::Connection*> CommState::connection(int peer, int channel, Dead
 
 Status CommState::watch_connect(int peer) {
   if (aborted()) return remote_error("this rank's communicator was aborted while it waited for rank " + std::to_string(peer));
-  if (!initialized_) WEFT_TRY(bootstrap_->note());
+  if (!initialized_ && std::chrono::steady_clock::now() >= next_note_check_) {
+    next_note_check_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+    WEFT_TRY(bootstrap_->note());
+  }
   // The peer's connections, by channel (the map is ordered by (peer, channel)).
   for (auto it = connections_.lower_bound({peer, std::numeric_limits<int>::min()});
        it != connections_.end() && it->first.first == peer; ++it)

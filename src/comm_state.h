@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -151,7 +152,8 @@ class CommState : public ConnectionSource {
   transport::Connection* note_connection(int peer) override;
   // The transports' watch while connect() waits for `peer` (Transport::set_peer_watch): an error
   // once this rank aborted, or a connection to the peer on another channel failed (it closed,
-  // died or aborted), or, during init, a note that some rank's init failed (Bootstrap::note).
+  // died or aborted), or, during init, a note that some rank's init failed (Bootstrap::note,
+  // asked every 10 ms at most: the watch runs about every millisecond).
   Status watch_connect(int peer);
 
   // Whether this communicator has a mailbox for oneshot (one node, 2..16 ranks, shm allowed):
@@ -273,6 +275,8 @@ class CommState : public ConnectionSource {
   std::vector<bool> gpus_reached_;
   std::unique_ptr<Bootstrap> bootstrap_;
   bool initialized_ = false;  // init() succeeded (before: the bootstrap carries failure notes)
+  // When watch_connect() next asks the bootstrap for a note (init's thread only).
+  std::chrono::steady_clock::time_point next_note_check_{};
   std::unique_ptr<transport::Transport> self_, shm_, tcp_;
   std::map<std::pair<int, int>, std::unique_ptr<transport::Connection>> connections_;
   // One node, 2..Mailbox::kMaxRanks ranks, shm allowed: runs the oneshot plans on host memory.
