@@ -1,4 +1,4 @@
-// The latest failure of any communicator of this process, for an abort that gives no reason
+// The latest failure of another communicator of this process, for an abort that gives no reason
 // (Communicator::abort(), weftCommAbort, ncclCommAbort): a job that aborts every communicator once
 // one fails (PyTorch's watchdog does) then tells the peers that share only the aborted ones what
 // went wrong, not only that this rank aborted. Kept in world ranks (src/world_ranks.h), the
@@ -15,7 +15,8 @@ namespace weft {
 void note_failure(uint64_t comm_tag, std::string message);
 
 // " after another communicator of its process failed 12 ms earlier: <message>" for the latest
-// failure noted of a communicator other than `comm_tag`; "" where there is none.
+// failure noted of a communicator other than `comm_tag` (among the last 8 communicators that
+// failed: `comm_tag`'s own failure, later, does not hide another's); "" where there is none.
 std::string failure_elsewhere(uint64_t comm_tag);
 
 }  // namespace weft

@@ -1,6 +1,9 @@
 // The text of abort notices (src/abort_notice.h): a failure passed on from rank to rank
-// keeps its cause, at the end of the text, however many ranks passed it on.
+// keeps its cause, at the end of the text, however many ranks passed it on. And the reason an
+// abort without one gives (src/last_failure.h): another communicator's failure.
 #include "src/abort_notice.h"
+
+#include "src/last_failure.h"
 
 #include <gtest/gtest.h>
 
@@ -41,6 +44,26 @@ TEST(AbortNotice, ThePeerIsNamedOnce) {
   EXPECT_EQ(peer_abort_message(1, "rank 1 ran out of disk"), "rank 1 aborted: rank 1 ran out of disk");
   EXPECT_EQ(peer_abort_message(1, "rank 12: timed out"), "rank 1 aborted: rank 12: timed out");
   EXPECT_EQ(peer_abort_message(7, ""), "rank 7 aborted: ");
+}
+
+// Communicator 2 fails after communicator 1: an abort of 2 still names 1's failure (before, only
+// the latest failure of the process was kept, and 2's own hid it), of 1 or of another names 2's.
+TEST(FailureElsewhere, NamesTheLatestFailureOfAnotherCommunicator) {
+  constexpr uint64_t kFirst = 0x5eed0001, kSecond = 0x5eed0002, kOther = 0x5eed0003;
+  EXPECT_EQ(failure_elsewhere(kFirst), "");
+  note_failure(kFirst, "world rank 3 (shm, channel 0): process 4242 exited");
+  EXPECT_EQ(failure_elsewhere(kFirst), "");
+  EXPECT_NE(failure_elsewhere(kOther).find(" ms earlier: world rank 3 (shm, channel 0): process 4242 exited"),
+            std::string::npos)
+      << failure_elsewhere(kOther);
+  note_failure(kSecond, "world rank 0 aborted");
+  EXPECT_NE(failure_elsewhere(kSecond).find("process 4242 exited"), std::string::npos) << failure_elsewhere(kSecond);
+  EXPECT_NE(failure_elsewhere(kFirst).find(": world rank 0 aborted"), std::string::npos) << failure_elsewhere(kFirst);
+  EXPECT_NE(failure_elsewhere(kOther).find(": world rank 0 aborted"), std::string::npos) << failure_elsewhere(kOther);
+  // The first communicator failing again is the latest once more.
+  note_failure(kFirst, "world rank 5 timed out");
+  EXPECT_NE(failure_elsewhere(kOther).find("world rank 5 timed out"), std::string::npos) << failure_elsewhere(kOther);
+  EXPECT_NE(failure_elsewhere(kFirst).find("world rank 0 aborted"), std::string::npos) << failure_elsewhere(kFirst);
 }
 
 }  // namespace
