@@ -94,7 +94,9 @@ weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId id, int
     weft::UniqueId uid;
     std::memcpy(uid.bytes.data(), id.internal, weft::UniqueId::kBytes);
     auto config = weft::Config::from_env();
-    if (!config.ok()) return weft::tell_init_refused(uid, rank, nranks, false, config.status());
+    if (!config.ok())
+      return weft::tell_init_refused(uid, rank, nranks, false, config.status().with_context("weftCommInitRank"),
+                                     weft::Config());
     auto c = weft::Communicator::init(uid, rank, nranks, *config);
     WEFT_TRY(c);
     *comm = wrap(std::move(*c));
@@ -108,10 +110,11 @@ weftResult_t weftCommInitFromEnv(weftComm_t* comm) {
     *comm = nullptr;
     auto config = weft::Config::from_env();
     if (!config.ok()) {
+      const weft::Status refused = config.status().with_context("weftCommInitFromEnv");
       auto launch = weft::read_launch_env(weft::Config());
       return launch.ok() ? weft::tell_init_refused(launch->id, launch->rank, launch->nranks, launch->serve_root,
-                                                   config.status())
-                         : config.status();
+                                                   refused, weft::Config())
+                         : refused;
     }
     auto c = weft::Communicator::init_from_env(*config);
     WEFT_TRY(c);

@@ -22,6 +22,7 @@
 #include "src/gpu_reach.h"
 #include "src/last_failure.h"
 #include "src/node_id.h"
+#include "src/refused_init.h"
 #include "src/world_ranks.h"
 
 namespace weft {
@@ -160,10 +161,9 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
   auto local = state->prepare();
   if (!local.ok()) {
     // The others would wait for this rank at the rendezvous until their timeout: the root hears
-    // why instead, and fails it on every rank (Bootstrap::report_failure).
-    const Status told = Bootstrap::report_failure(id, rank, nranks, local.status().message(), deadline);
-    if (!told.ok()) state->log_.info("could not tell the other ranks why this rank's init failed: " + told.message());
-    return local.status().with_context("rank " + std::to_string(rank) + ": init");
+    // why instead, and fails it on every rank.
+    return tell_init_refused(id, rank, nranks, false, local.status(), config)
+        .with_context("rank " + std::to_string(rank) + ": init");
   }
   Status s = state->init(id, watch, *local, deadline);
   // Peers still joining this rank hear why (its process may live on): see Bootstrap::fail_init.

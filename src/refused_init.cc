@@ -7,20 +7,20 @@
 
 namespace weft {
 
-Status tell_init_refused(const UniqueId& id, int rank, int nranks, bool serve_root, const Status& why) {
+Status tell_init_refused(const UniqueId& id, int rank, int nranks, bool serve_root, const Status& why,
+                         const Config& settings) {
   // One rank alone has nobody to tell.
   if (why.ok() || !id.valid() || nranks < 2 || rank < 0 || rank >= nranks) return why;
-  const Config defaults;
-  const Logger log(defaults, rank);
+  const Logger log(settings, rank);
   if (serve_root) {
-    const Status served = id.serve(defaults);
+    const Status served = id.serve(settings);
     if (!served.ok()) {
       log.warn("could not start the rendezvous root to tell the other ranks why this rank's init failed: " +
                served.message());
       return why;
     }
   }
-  const Status told = Bootstrap::report_failure(id, rank, nranks, why.message(), Deadline::after(defaults.timeout));
+  const Status told = Bootstrap::report_failure(id, rank, nranks, why.message(), Deadline::after(settings.timeout));
   if (!told.ok()) log.warn("could not tell the other ranks why this rank's init failed: " + told.message());
   return why;
 }

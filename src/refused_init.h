@@ -4,23 +4,26 @@
 // instead (Bootstrap::report_failure), and the root fails the rendezvous on every rank with
 // kRemoteError: "rank 1's init failed before the rendezvous: <why>".
 //
-// Failures from CommState::prepare() on are told by CommState itself; this is for the entry
-// points (the C API, the NCCL ABI) that read settings before they make a CommState.
+// CommState::create calls it for what its prepare() refuses (WEFT_ALGO, a topology file, ...), and
+// the entry points (the C API, the NCCL ABI) for the settings they read before that.
 #pragma once
 
+#include "weft/config.h"
 #include "weft/status.h"
 #include "weft/unique_id.h"
 
 namespace weft {
 
 // Tells the root of `id` that rank `rank` of `nranks` was refused, because of `why`, and returns
-// `why` (unchanged) for the caller to report. Where this rank is the one that runs the root
-// (`serve_root`: rank 0 under NCCL_COMM_ID, torchrun, Open MPI or Slurm), nobody else can start
-// it, so it is started here, with the default settings, to tell the others. Nothing is sent
+// `why` (unchanged) for the caller to report. `settings` are the best this rank has (its own
+// where they were read, else the defaults): for the log, and for the root where this rank is the
+// one that runs it (`serve_root`: rank 0 under NCCL_COMM_ID, torchrun, Open MPI or Slurm), which
+// nobody else can start, so it is started here to tell the others. Nothing is sent
 // where `id`, `rank` or `nranks` is not one a rendezvous could have (the call's own argument
 // errors), or where `nranks` is 1. Waits up to 2 s for a root that is not listening yet.
 // The rendezvous is then spent: a rank that retries on `id` with its settings mended fails too,
 // as the others did (they all need a new id).
-Status tell_init_refused(const UniqueId& id, int rank, int nranks, bool serve_root, const Status& why);
+Status tell_init_refused(const UniqueId& id, int rank, int nranks, bool serve_root, const Status& why,
+                         const Config& settings);
 
 }  // namespace weft

@@ -88,7 +88,8 @@ weftResult_t weftGetUniqueId(weftUniqueId* id);
  * fail at once with weftRemoteError naming it (docs/API.md, kRemoteError). */
 weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId id, int rank);
 /* Joins from the launcher's environment (weft-run, mpirun, srun, torchrun); see docs/LAUNCH.md.
- * Failures are told to the other ranks as weftCommInitRank's are. */
+ * Its refused WEFT_* variables are told to the other ranks as weftCommInitRank's are; a launcher
+ * environment it cannot read is not (docs/API.md, kRemoteError, says where this falls short). */
 weftResult_t weftCommInitFromEnv(weftComm_t* comm);
 /* ndev communicators in this process, one per rank (threads are started internally). */
 weftResult_t weftCommInitAll(weftComm_t* comms, int ndev, const int* devlist);

@@ -145,9 +145,10 @@ ncclResult_t init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int 
     // for this rank at the rendezvous until their timeout.
     const bool serves_root = comm_id_serves(uid, rank);
     auto env = Config::from_env();
-    if (!env.ok()) return tell_init_refused(uid, rank, nranks, serves_root, env.status().with_context(name));
+    if (!env.ok()) return tell_init_refused(uid, rank, nranks, serves_root, env.status().with_context(name), Config());
     auto options = parse_config(config, *env, true);
-    if (!options.ok()) return tell_init_refused(uid, rank, nranks, serves_root, options.status().with_context(name));
+    if (!options.ok())
+      return tell_init_refused(uid, rank, nranks, serves_root, options.status().with_context(name), *env);
     auto h = std::make_unique<ncclComm>();
     h->blocking = options->blocking;
     h->name = options->name;

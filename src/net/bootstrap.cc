@@ -34,7 +34,9 @@ namespace {
 using net::Socket;
 using net::SocketAddress;
 
-constexpr uint32_t kRingMagic = 0x57465247;  // "WFRG"
+// "WFR3": the ring's frames as below (its notes WaitReports); a rank of a weft build that frames
+// them otherwise is refused as the ring forms, rather than misreading a frame later.
+constexpr uint32_t kRingMagic = 0x57465233;
 constexpr uint32_t kAckMagic = 0x5746524b;   // "WFRK"
 constexpr size_t kRingHelloBytes = 4 + UniqueId::kSecretBytes + 4 + 4;
 constexpr size_t kAckBytes = 8;
@@ -411,8 +413,11 @@ Status TcpBootstrap::exchange(const uint8_t* out, uint8_t* in, size_t bytes, Dea
 Status TcpBootstrap::read_note(Socket& s, int from) {
   // A note is sent whole.
   auto report = net::WaitReport::read(s, Deadline::after(std::chrono::milliseconds(500)), /*magic_read=*/true);
-  if (!report.ok() || report->first != net::WaitReport::kFailed)
+  if (!report.ok())
     return remote_error("rank " + std::to_string(from) + " began a note that its init failed, and did not finish it");
+  if (report->first != net::WaitReport::kFailed)
+    return remote_error("rank " + std::to_string(from) + " sent a ring frame that is not a note that an init failed "
+                        "(another weft build?)");
   note_ = std::move(report->second);
   return remote_error(note_);
 }

@@ -7,8 +7,9 @@
 // offending or missing ranks). While it waits, a rank may send one WaitReport: a rank it knows
 // has exited (Bootstrap's member watch), which the root then fails the rendezvous with, or that
 // its own wait ran out, on which the root fails it as at its own timeout, naming the missing
-// ranks; a rank whose connection closes without a report (it died) fails it too. All integers
-// are big-endian on the wire.
+// ranks; a rank whose connection closes without a report (it died) fails it too. (The bootstrap
+// ring carries WaitReports too: a rank's note that its init failed.) All integers are big-endian
+// on the wire.
 //
 // start_root() runs the root in a detached thread that owns everything it touches (the listener,
 // a copy of the secret and config); it never throws into or blocks its host process, and it
@@ -53,7 +54,8 @@ struct Hello {
 
 // What a rank that has arrived may tell the root while it waits: magic, kind, text bytes, the
 // text (kExited: what the root then tells every rank; kStopped: empty). kFailed follows a failed
-// Hello (what the root tells every rank).
+// Hello (what the root tells every rank); it is also the note on the bootstrap ring that a rank's
+// init failed (bootstrap.cc).
 struct WaitReport {
   enum Kind : uint32_t { kExited = 1, kStopped = 2, kFailed = 3 };
   static constexpr uint32_t kMagic = 0x57465732;  // "WFW2"

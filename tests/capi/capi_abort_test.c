@@ -11,12 +11,6 @@
 #include "check.h"
 #include "weft/weft.h"
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 struct Blocked {
   weftComm_t comm;
   int grouped;

@@ -1,33 +1,32 @@
-/* The C API's weftCommInitFromEnv, with rank 1's WEFT_TIMEOUT malformed: its init is refused
- * before it joins the rendezvous, and the other ranks' inits must fail within 10 s (their
- * WEFT_TIMEOUT is 60 s) with weftRemoteError naming rank 1 and why. Run under weft-run (its root
- * runs in weft-run, so rank 1 may exit at once). */
+/* The C API's init, with rank 1's WEFT_TIMEOUT malformed: its init is refused before it joins the
+ * rendezvous, and the other ranks' inits must fail within 10 s (their WEFT_TIMEOUT is 60 s) with
+ * weftRemoteError naming rank 1 and why. WEFT_TEST_INIT says which init: "from-env"
+ * (weftCommInitFromEnv) or "rank" (weftCommInitRank, on weft-run's id). Run under weft-run (its
+ * root runs in weft-run, so rank 1 may exit at once). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "check.h"
+#include "hex_id.h"
 #include "weft/weft.h"
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int main(void) {
-  const char* r = getenv("WEFT_RANK");
-  if (r == NULL) {
-    fprintf(stderr, "run under weft-run\n");
+  const char *r = getenv("WEFT_RANK"), *n = getenv("WEFT_NRANKS"), *init = getenv("WEFT_TEST_INIT");
+  weftUniqueId id;
+  if (r == NULL || n == NULL || !bytes_from_hex(getenv("WEFT_UNIQUE_ID"), id.internal, (int)sizeof id.internal) ||
+      init == NULL || (strcmp(init, "from-env") != 0 && strcmp(init, "rank") != 0)) {
+    fprintf(stderr, "run under weft-run, with WEFT_TEST_INIT=from-env|rank\n");
     return 2;
   }
-  const int rank = atoi(r);
+  const int rank = atoi(r), nranks = atoi(n);
   const char* why = "WEFT_TIMEOUT='soon'";
   if (rank == 1) setenv("WEFT_TIMEOUT", "soon", 1);
   weftComm_t comm = NULL;
   const double t0 = now_s();
-  const weftResult_t res = weftCommInitFromEnv(&comm);
+  const weftResult_t res =
+      strcmp(init, "rank") == 0 ? weftCommInitRank(&comm, nranks, id, rank) : weftCommInitFromEnv(&comm);
   const double took = now_s() - t0;
   const char* text = weftGetLastError(NULL);
   CHECK(comm == NULL, "rank %d: a failed init left *comm set", rank);

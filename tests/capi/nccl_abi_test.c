@@ -31,12 +31,6 @@ _Static_assert(NCCL_API_MAGIC == 0xcafebeef, "NCCL_API_MAGIC");
 /* A stream argument: any value works on host memory. */
 static cudaStream_t const kStream = (cudaStream_t)0x1234;
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Polls ncclCommGetAsyncError until it leaves ncclInProgress (30 s at most); returns the last. */
 static ncclResult_t await_comm(ncclComm_t comm) {
   ncclResult_t state = ncclInProgress;

@@ -17,16 +17,13 @@
 #include "nccl_check.h"
 #include "nccl_join_env.h"
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* The file rank `r` leaves once its init has returned: named for this run (its id). */
+/* The file rank `r` leaves once its init has returned: named for this run (weft-run's pid, and
+ * the first hex digits of the id's secret, which starts at byte 16: the bytes before it are the
+ * same in every id). */
 static void done_file(char* path, size_t size, int r) {
   const char* dir = getenv("TMPDIR");
-  snprintf(path, size, "%s/weft-init-refused-%.16s-%d", dir != NULL ? dir : "/tmp", getenv("WEFT_UNIQUE_ID"), r);
+  snprintf(path, size, "%s/weft-init-refused-%d-%.16s-%d", dir != NULL ? dir : "/tmp", (int)getppid(),
+           getenv("WEFT_UNIQUE_ID") + 32, r);
 }
 
 /* Waits (60 s at most) for every other rank's file, and removes them. */
@@ -77,6 +74,7 @@ int main(void) {
     CHECK(strstr(text, told) != NULL && strstr(text, why) != NULL, "rank %d: \"%s\" does not say \"%s\" and \"%s\"",
           rank, text, told, why);
     CHECK(took < 10, "rank %d: the init took %.1f s to fail", rank, took);
+    if (failures) return 1; /* weft-run stops the refused rank */
     char path[512];
     done_file(path, sizeof path, rank);
     const int fd = open(path, O_CREAT | O_WRONLY, 0600);

@@ -12,11 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hex_id.h"
 #include "nccl.h"
 
-static int nccl_hex_digit(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
 
 /* Polls a communicator made without blocking (ncclCommGetAsyncError, every millisecond, 60 s at
  * most) until it is ready; returns its state, or the query's failure. */
@@ -34,7 +32,7 @@ static inline ncclResult_t nccl_await_ready(ncclComm_t comm) {
  * NCCL_COMM_ID). Returns ncclSuccess, or prints why not and returns the failure. */
 static inline ncclResult_t nccl_launch_from_env(ncclUniqueId* id, int* rank, int* nranks) {
   const char *hex = getenv("WEFT_UNIQUE_ID"), *r = getenv("WEFT_RANK"), *n = getenv("WEFT_NRANKS");
-  if (hex == NULL || r == NULL || n == NULL || strlen(hex) != 2 * NCCL_UNIQUE_ID_BYTES) {
+  if (r == NULL || n == NULL || !bytes_from_hex(hex, id->internal, NCCL_UNIQUE_ID_BYTES)) {
     fprintf(stderr, "run under weft-run (WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS)\n");
     return ncclInvalidUsage;
   }
@@ -44,9 +42,6 @@ static inline ncclResult_t nccl_launch_from_env(ncclUniqueId* id, int* rank, int
       fprintf(stderr, "ncclGetUniqueId: %s: %s\n", ncclGetErrorString(got), ncclGetLastError(NULL));
       return got;
     }
-  } else {
-    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i)
-      id->internal[i] = (char)(nccl_hex_digit(hex[2 * i]) << 4 | nccl_hex_digit(hex[2 * i + 1]));
   }
   *rank = atoi(r);
   *nranks = atoi(n);

@@ -19,12 +19,6 @@
 #include "nccl_check.h"
 #include "nccl_join_env.h"
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void* device_or_host(int device, size_t bytes) {
   void* p = NULL;
   if (device) {

@@ -34,12 +34,6 @@ enum { kMaxRanks = 8, kMaxCount = 70000 };
 static double* in; /* this rank's input and output, kMaxCount x nranks doubles each */
 static double* out;
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Small integers: every sum here is exact. `id` is a rank of the first world. */
 static double input_value(int id, size_t i) { return (double)((id + 1) * (int)(i % 7 + 1)); }
 
