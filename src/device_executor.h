@@ -242,6 +242,7 @@ class DeviceExecutor {
   bool proxy_marked_ = false;  // the proxy thread's: mark_links() has marked them
   int device_ = -1;                 // the GPU of this rank (current at make())
   cuda::Stream side_ = nullptr;     // mark_links()'s, made on first use
+  cuda::Stream copies_ = nullptr;   // the uploads' (non-blocking), made with the executor
   std::thread proxy_;
   void* tmp_ = nullptr;
   size_t tmp_size_ = 0;

@@ -401,26 +401,35 @@ int main() {
     auto side = cuda::stream_create();
     ok(side.status(), "stream");
     const uint64_t word = device_walk::dead_word(device_walk::kAborted, 1, -1);
-    // This world's FIFOs have a dead word each way (an executor's link has one for both).
-    bool first = true;
-    for (uint32_t q = 0; q < calls[0]->call.program.queue_count; ++q) {
-      auto wrote = cuda::mark_word(calls[0]->call.queues[q].dead, word, *side);
-      ok(wrote.status(), "mark_word");
-      first = first && *wrote;
-    }
+    // This world's FIFOs have a dead word each way (an executor's link has one for both). Once
+    // the first is marked, the walker passes the word on to the others itself (on a GPU within
+    // microseconds, before the host's next mark), so a mark of those may find it there already:
+    // only the first must be this mark's; every word must end as `word`.
+    const uint32_t queues = calls[0]->call.program.queue_count;
     uint64_t* dead = calls[0]->call.queues[0].dead;
+    auto wrote = cuda::mark_word(dead, word, *side);
+    ok(wrote.status(), "mark_word");
+    const bool first = *wrote;
+    for (uint32_t q = 1; q < queues; ++q) ok(cuda::mark_word(calls[0]->call.queues[q].dead, word, *side).status(), "mark_word");
     auto again = cuda::mark_word(dead, device_walk::dead_word(device_walk::kLinkFailed, 1, 0), *side);
     ok(again.status(), "mark_word again");
     const bool second = *again;
     const std::vector<cuda::WalkerError> e = collect(calls);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::vector<char> now = from_device(reinterpret_cast<const char*>(dead), sizeof(uint64_t));
+    uint32_t other_words = 0;  // dead words that ended as something else
     uint64_t stays = 0;
-    std::memcpy(&stays, now.data(), sizeof stays);
+    for (uint32_t q = 0; q < queues; ++q) {
+      const std::vector<char> now = from_device(reinterpret_cast<const char*>(calls[0]->call.queues[q].dead), sizeof(uint64_t));
+      uint64_t w = 0;
+      std::memcpy(&w, now.data(), sizeof w);
+      if (q == 0) stays = w;
+      other_words += w != word;
+    }
     cuda::stream_destroy(*side);
-    if (!first || second || stays != word) {
-      std::fprintf(stderr, "FAIL: mark_word wrote %d then %d (want 1, 0); the word is %llx, want %llx\n", first,
-                   second, static_cast<unsigned long long>(stays), static_cast<unsigned long long>(word));
+    if (!first || second || other_words != 0) {
+      std::fprintf(stderr, "FAIL: mark_word wrote %d then %d (want 1, 0); the first word is %llx, want %llx, and %u of %u "
+                           "words are not\n", first, second, static_cast<unsigned long long>(stays),
+                   static_cast<unsigned long long>(word), other_words, queues);
       ++failures;
     }
     if (e[0].outcome != device_walk::kPeerFailed || e[0].cause != word || took > 2.0) {

@@ -45,9 +45,15 @@ Status WalkerLink::start(Deadline deadline) {
   auto base = cuda::device_alloc(bytes);
   WEFT_TRY(base);
   base_ = static_cast<char*>(*base);
+  // Zeroed through a non-blocking stream of its own: the legacy default stream would wait for
+  // every blocking stream of the process, a running walker's too (DeviceExecutor's upload()).
   const std::vector<uint8_t> zero(kCounterBytes, 0);
-  WEFT_TRY(cuda::copy_async(base_ + slot_bytes_ * slot_count_, zero.data(), kCounterBytes, nullptr));
-  WEFT_TRY(cuda::stream_sync(nullptr));
+  auto copies = cuda::stream_create();
+  WEFT_TRY(copies);
+  Status zeroed = cuda::copy_async(base_ + slot_bytes_ * slot_count_, zero.data(), kCounterBytes, *copies);
+  if (zeroed.ok()) zeroed = cuda::stream_sync(*copies);
+  cuda::stream_destroy(*copies);
+  WEFT_TRY(zeroed);
   mine_ = block_at(base_, slot_bytes_, slot_count_);
   if (control_ == nullptr) {  // this rank's link to itself
     peers_ = mine_;
