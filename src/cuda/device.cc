@@ -131,6 +131,21 @@ Result<int> stream_device(Stream s) {
 }
 Status stream_sync(Stream s) { return check(cudaStreamSynchronize(st(s)), "cudaStreamSynchronize"); }
 Result<bool> stream_idle(Stream s) { return finished(cudaStreamQuery(st(s)), "cudaStreamQuery"); }
+Result<bool> stream_capturing(Stream s) {
+  if (s == nullptr) return false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  WEFT_TRY(check(cudaStreamIsCapturing(st(s), &capture), "cudaStreamIsCapturing"));
+  return capture != cudaStreamCaptureStatusNone;
+}
+Status stream_begin_capture(Stream s) {
+  return check(cudaStreamBeginCapture(st(s), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+}
+Status stream_end_capture(Stream s) {
+  cudaGraph_t graph = nullptr;
+  const Status ended = check(cudaStreamEndCapture(st(s), &graph), "cudaStreamEndCapture");
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  return ended;
+}
 
 Result<Event> event_create() {
   cudaEvent_t e = nullptr;

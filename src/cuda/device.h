@@ -58,6 +58,12 @@ void stream_destroy(Stream s);
 // The device `s` belongs to (the null stream: the current device's).
 Result<int> stream_device(Stream s);
 Status stream_sync(Stream s);
+// Whether `s` is being captured into a CUDA graph (cudaStreamIsCapturing; the null stream: false).
+Result<bool> stream_capturing(Stream s);
+// Begins capturing `s` into a graph (this thread's capture mode), and ends it, discarding the
+// graph: for the tests of what a call on a capturing stream does.
+Status stream_begin_capture(Stream s);
+Status stream_end_capture(Stream s);
 // True once all work queued on `s` has finished (does not block).
 Result<bool> stream_idle(Stream s);
 Result<Event> event_create();

@@ -179,6 +179,8 @@ class EmuStream {
     idle_cv_.wait(lock, [&] { return done_ == queued_; });
   }
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+  // Capture into a graph: only whether it is on (nothing is recorded).
+  std::atomic<bool> capturing{false};
   int device() const { return device_; }
 
  private:
@@ -463,6 +465,32 @@ Status cuda::stream_sync(Stream s) {
   EmuStream* stream = stream_of(s);
   if (stream == nullptr) return bad_stream(s);
   stream->sync();
+  return Status();
+}
+
+Result<bool> cuda::stream_capturing(Stream s) {
+  if (!emulating()) return none();
+  if (s == nullptr) return false;
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  return stream->capturing.load();
+}
+
+Status cuda::stream_begin_capture(Stream s) {
+  if (!emulating()) return none();
+  if (s == nullptr) return invalid_argument("the legacy default stream cannot be captured");
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  if (stream->capturing.exchange(true)) return invalid_argument("the stream is already being captured");
+  return Status();
+}
+
+Status cuda::stream_end_capture(Stream s) {
+  if (!emulating()) return none();
+  if (s == nullptr) return invalid_argument("the legacy default stream cannot be captured");
+  EmuStream* stream = stream_of(s);
+  if (stream == nullptr) return bad_stream(s);
+  if (!stream->capturing.exchange(false)) return invalid_argument("the stream is not being captured");
   return Status();
 }
 

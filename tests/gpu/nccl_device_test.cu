@@ -5,7 +5,8 @@
 // (NaN, inf, subnormals included) must give identical bytes. Also: stream order (the collective
 // waits for earlier work on its stream, later work sees its result; the call returns once the
 // stream's work is done, or before, with WEFT_CUDA_STREAM_ORDER=1 and eager kernel loading),
-// PreMulSum with host and device scalars, ncclMemAlloc buffers.
+// PreMulSum with host and device scalars, ncclMemAlloc buffers, a call on a stream being captured
+// into a CUDA graph refused.
 //
 // Exits 77 (CTest: skipped) with a message when no CUDA device is usable.
 // Run: weft-run -n N -- nccl_device_test
@@ -323,6 +324,25 @@ void stream_order() {
   ++checked;
 }
 
+// A collective on a stream being captured into a CUDA graph is refused (weft runs a call when it
+// is called, not at the graph's launch), before anything is queued: the capture ends cleanly.
+void capture_refused() {
+  Dev x(4 * sizeof(float));
+  cudaStream_t s = nullptr;
+  CUDACHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDACHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const ncclResult_t r = ncclAllReduce(x.d, x.d, 4, ncclFloat32, ncclSum, comm, s);
+  const std::string why = ncclGetLastError(comm);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  CHECK(r == ncclInvalidArgument && why.find("captured into a CUDA graph") != std::string::npos,
+        "an allreduce on a capturing stream returned %d: %s", (int)r, why.c_str());
+  CHECK(ended == cudaSuccess, "the capture did not end cleanly: %s", cudaGetErrorString(ended));
+  CUDACHECK(cudaStreamDestroy(s));
+  ++checked;
+}
+
 void mem_alloc() {
   void* p = nullptr;
   NCCLCHECK(ncclMemAlloc(&p, 1024 * sizeof(double)));
@@ -367,6 +387,8 @@ int main() {
   if (skip == nullptr || *skip == '\0') stream_order();
   std::fprintf(stderr, "rank %d: ncclMemAlloc\n", rank);
   mem_alloc();
+  std::fprintf(stderr, "rank %d: a call on a capturing stream\n", rank);
+  capture_refused();
   std::fprintf(stderr, "rank %d: PreMulSum calls in flight together\n", rank);
   premul_in_flight();
   const size_t counts[] = {1, 1000, (size_t{1} << 18) + 3};

@@ -1,7 +1,8 @@
 // The GPU a communicator works on, as NCCL's: the device current on the thread that makes it.
 // Calls on buffers or a stream of another GPU fail naming both; split() makes its communicator on the
 // parent's GPU from any thread; init_all (ncclCommInitAll) puts rank i on devices[i], and refuses
-// a device that is not one before any rank waits. Runs where there are two GPUs: two emulated
+// a device that is not one before any rank waits; a call on a stream being captured into a CUDA
+// graph is refused. Runs where there are two GPUs (the capture test: one): two emulated
 // ones in builds without CUDA (tests/CMakeLists.txt, WEFT_EMULATE_GPU=2), two real ones in a
 // CUDA build on such a machine; skips elsewhere.
 #include <gtest/gtest.h>
@@ -168,6 +169,36 @@ TEST(CommGpu, TheCommunicatorWorksOnTheGpuCurrentWhereItIsMade) {
   Status s = comm->allreduce(ours.ptr, ours.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
   ASSERT_TRUE(s.ok()) << s.to_string();
   EXPECT_EQ(ours.read(), std::vector<int32_t>(4, 5));
+}
+
+// A call on a stream being captured into a CUDA graph is refused (weft's calls run when they are
+// called, not at the graph's launch, so the graph would lack them), before anything is queued:
+// the capture ends cleanly and the communicator still works. Before, the host executor's waits on
+// the stream broke the capture with CUDA's own error.
+TEST(CommGpu, ACallOnAStreamBeingCapturedIsRefused) {
+  if (!cuda::available()) GTEST_SKIP() << "needs a GPU (WEFT_EMULATE_GPU in a build without CUDA)";
+  std::unique_ptr<Communicator> comm = one_rank_on(0);
+  ASSERT_TRUE(comm);
+  cuda::DeviceGuard on(0);
+  Ints ours(0, 5);
+  auto stream = cuda::stream_create();
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  ASSERT_TRUE(cuda::stream_begin_capture(*stream).ok());
+  {
+    StreamScope as_nccl(*stream);
+    expect_refused(comm->allreduce(ours.ptr, ours.ptr, 4, DataType::kInt32, RedOp::kSum).wait(),
+                   "the stream is being captured into a CUDA graph, which weft does not support");
+  }
+  const Status ended = cuda::stream_end_capture(*stream);
+  EXPECT_TRUE(ended.ok()) << ended.to_string();
+  {
+    StreamScope as_nccl(*stream);
+    const Status s = comm->allreduce(ours.ptr, ours.ptr, 4, DataType::kInt32, RedOp::kMax).wait();
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  }
+  ASSERT_TRUE(cuda::stream_sync(*stream).ok());
+  EXPECT_EQ(ours.read(), std::vector<int32_t>(4, 5));
+  cuda::stream_destroy(*stream);
 }
 
 TEST(CommGpu, ASplitWorksOnItsParentsGpu) {
