@@ -75,6 +75,9 @@ class CommState : public ConnectionSource {
   // The same for every rank of this communicator, and for no other (a hash of its UniqueId's
   // secret).
   uint64_t comm_tag() const { return comm_tag_; }
+  // When this communicator's making began (for failure_elsewhere: what failed before it is not
+  // what an abort of it is about).
+  std::chrono::steady_clock::time_point created() const { return created_; }
   const Logger& log() const { return log_; }
   Bootstrap& bootstrap() { return *bootstrap_; }
   // The node identity of each rank.
@@ -269,6 +272,7 @@ class CommState : public ConnectionSource {
   bool oversubscribed_ = false;             // more ranks on this node than CPUs this process may use
   int gpu_ = -1;                            // gpu(), set by init()
   uint64_t comm_tag_ = 0;                   // comm_tag(), set by init()
+  const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   DeviceExecutor::GpuShare gpu_share_;      // how the ranks share GPUs (each rank's gpu_)
   // By rank, set by init(): its GPU and gpu_ map each other's memory (src/gpu_reach.h), and P2P is
   // allowed (WEFT_P2P_DISABLE, a P2P level of LOC).

@@ -76,7 +76,7 @@ int Communicator::rank() const { return state_->rank(); }
 int Communicator::size() const { return state_->nranks(); }
 const Config& Communicator::config() const { return state_->config(); }
 void Communicator::abort() {
-  state_->abort("rank " + std::to_string(state_->rank()) + " called abort()" + failure_elsewhere(state_->comm_tag()));
+  state_->abort("rank " + std::to_string(state_->rank()) + " called abort()" + failure_elsewhere(state_->comm_tag(), state_->created()));
 }
 void Communicator::abort(std::string_view why) {
   state_->abort("rank " + std::to_string(state_->rank()) + " called abort(): " + std::string(why));

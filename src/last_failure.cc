@@ -39,11 +39,11 @@ void note_failure(uint64_t comm_tag, std::string message) {
   if (f.latest.size() > kKept) f.latest.pop_front();
 }
 
-std::string failure_elsewhere(uint64_t comm_tag) {
+std::string failure_elsewhere(uint64_t comm_tag, std::chrono::steady_clock::time_point since) {
   Failures& f = failures();
   std::lock_guard<std::mutex> lock(f.mu);
   auto it = std::find_if(f.latest.rbegin(), f.latest.rend(), [&](const Failure& x) { return x.comm_tag != comm_tag; });
-  if (it == f.latest.rend()) return "";
+  if (it == f.latest.rend() || it->at < since) return "";
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - it->at).count();
   return " after another communicator of its process failed " + std::to_string(ms) + " ms earlier: " + it->message;
 }

@@ -6,6 +6,7 @@
 // Thread-safety: any thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -16,7 +17,9 @@ void note_failure(uint64_t comm_tag, std::string message);
 
 // " after another communicator of its process failed 12 ms earlier: <message>" for the latest
 // failure noted of a communicator other than `comm_tag` (among the last 8 communicators that
-// failed: `comm_tag`'s own failure, later, does not hide another's); "" where there is none.
-std::string failure_elsewhere(uint64_t comm_tag);
+// failed: `comm_tag`'s own failure, later, does not hide another's) at or after `since` (when
+// `comm_tag`'s communicator was made: a failure before that, one that a shrink or a new
+// communicator replaced, is not this one's concern); "" where there is none.
+std::string failure_elsewhere(uint64_t comm_tag, std::chrono::steady_clock::time_point since);
 
 }  // namespace weft

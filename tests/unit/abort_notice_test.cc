@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 namespace weft {
 namespace {
@@ -47,23 +49,27 @@ TEST(AbortNotice, ThePeerIsNamedOnce) {
 }
 
 // Communicator 2 fails after communicator 1: an abort of 2 still names 1's failure (before, only
-// the latest failure of the process was kept, and 2's own hid it), of 1 or of another names 2's.
+// the latest failure of the process was kept, and 2's own hid it), of 1 or of another names 2's;
+// a communicator made after them (a shrink's, say) names neither.
 TEST(FailureElsewhere, NamesTheLatestFailureOfAnotherCommunicator) {
-  constexpr uint64_t kFirst = 0x5eed0001, kSecond = 0x5eed0002, kOther = 0x5eed0003;
-  EXPECT_EQ(failure_elsewhere(kFirst), "");
+  constexpr uint64_t kFirst = 0x5eed0001, kSecond = 0x5eed0002, kOther = 0x5eed0003, kLater = 0x5eed0004;
+  const auto made = std::chrono::steady_clock::now();  // when the first three were made
+  const auto elsewhere = [&](uint64_t tag) { return failure_elsewhere(tag, made); };
+  EXPECT_EQ(elsewhere(kFirst), "");
   note_failure(kFirst, "world rank 3 (shm, channel 0): process 4242 exited");
-  EXPECT_EQ(failure_elsewhere(kFirst), "");
-  EXPECT_NE(failure_elsewhere(kOther).find(" ms earlier: world rank 3 (shm, channel 0): process 4242 exited"),
-            std::string::npos)
-      << failure_elsewhere(kOther);
+  EXPECT_EQ(elsewhere(kFirst), "");
+  EXPECT_NE(elsewhere(kOther).find(" ms earlier: world rank 3 (shm, channel 0): process 4242 exited"), std::string::npos)
+      << elsewhere(kOther);
   note_failure(kSecond, "world rank 0 aborted");
-  EXPECT_NE(failure_elsewhere(kSecond).find("process 4242 exited"), std::string::npos) << failure_elsewhere(kSecond);
-  EXPECT_NE(failure_elsewhere(kFirst).find(": world rank 0 aborted"), std::string::npos) << failure_elsewhere(kFirst);
-  EXPECT_NE(failure_elsewhere(kOther).find(": world rank 0 aborted"), std::string::npos) << failure_elsewhere(kOther);
+  EXPECT_NE(elsewhere(kSecond).find("process 4242 exited"), std::string::npos) << elsewhere(kSecond);
+  EXPECT_NE(elsewhere(kFirst).find(": world rank 0 aborted"), std::string::npos) << elsewhere(kFirst);
+  EXPECT_NE(elsewhere(kOther).find(": world rank 0 aborted"), std::string::npos) << elsewhere(kOther);
   // The first communicator failing again is the latest once more.
   note_failure(kFirst, "world rank 5 timed out");
-  EXPECT_NE(failure_elsewhere(kOther).find("world rank 5 timed out"), std::string::npos) << failure_elsewhere(kOther);
-  EXPECT_NE(failure_elsewhere(kFirst).find("world rank 0 aborted"), std::string::npos) << failure_elsewhere(kFirst);
+  EXPECT_NE(elsewhere(kOther).find("world rank 5 timed out"), std::string::npos) << elsewhere(kOther);
+  EXPECT_NE(elsewhere(kFirst).find("world rank 0 aborted"), std::string::npos) << elsewhere(kFirst);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a clock tick past the last failure
+  EXPECT_EQ(failure_elsewhere(kLater, std::chrono::steady_clock::now()), "");
 }
 
 }  // namespace
