@@ -6,6 +6,7 @@
 #pragma once
 
 #include "src/cuda/device.h"
+#include "weft/status.h"
 
 namespace weft {
 
@@ -17,6 +18,18 @@ struct CallStream {
 inline CallStream& call_stream() {
   thread_local CallStream current;
   return current;
+}
+
+// An error where `s` is being captured into a CUDA graph, which weft does not support (its calls
+// run when they are called, not at the graph's launch; docs/NCCL.md), else OK. For a call's entry,
+// before anything touches the stream, so that the capture stays good. No CUDA call without a GPU.
+inline Status refuse_capture(cuda::Stream s) {
+  if (s == nullptr || !cuda::available()) return Status();
+  auto capturing = cuda::stream_capturing(s);
+  if (!capturing.ok() || !*capturing) return Status();
+  return invalid_argument("the stream is being captured into a CUDA graph, which weft does not support: its "
+                          "collectives run when they are called, not when the graph is launched (call it outside "
+                          "the capture)");
 }
 
 class StreamScope {

@@ -1,6 +1,7 @@
 // CommState's GPU path: which memory an operation's buffers are in, the stream, counter and
 // scratch the first device operation sets up, running a Program on device buffers over cuda
 // connections, and releasing waiting streams on abort. See comm_state.h and docs/NCCL.md.
+#include "src/call_stream.h"
 #include "src/comm_state.h"
 
 #include <bit>
@@ -54,14 +55,7 @@ Status CommState::device_setup(const Operation& op) {
       return invalid_argument("the stream belongs to GPU " + std::to_string(*on) + ", but" + made_on +
                               " (its kernels could not be queued on that stream)");
   }
-  if (op.stream != nullptr) {
-    // Refused before anything is queued, so the capture and the communicator stay good.
-    auto capturing = cuda::stream_capturing(op.stream);
-    if (capturing.ok() && *capturing)
-      return invalid_argument("the stream is being captured into a CUDA graph, which weft does not support: its "
-                              "collectives run when they are called, not when the graph is launched (call it outside "
-                              "the capture)");
-  }
+  WEFT_TRY(refuse_capture(op.stream));  // before anything is queued: the capture stays good
   if (device_ >= 0) return Status();
   cuda::DeviceGuard guard(*dev);
   auto stream = cuda::stream_create();

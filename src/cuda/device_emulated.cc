@@ -179,8 +179,9 @@ class EmuStream {
     idle_cv_.wait(lock, [&] { return done_ == queued_; });
   }
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
-  // Capture into a graph: only whether it is on (nothing is recorded).
+  // Capture into a graph: whether it is on, and whether a use of the stream spoiled it (usable()).
   std::atomic<bool> capturing{false};
+  std::atomic<bool> spoiled{false};
   int device() const { return device_; }
 
  private:
@@ -269,6 +270,17 @@ EmuStream* stream_of(cuda::Stream s) {
 
 Status bad_stream(cuda::Stream s) {
   return invalid_argument("not a stream of the emulated GPU: " + std::to_string(reinterpret_cast<uintptr_t>(s)));
+}
+
+// For the calls that use a stream (queue work, wait for it, record on it): bad_stream where `s`
+// is not one; an error where it is being captured into a graph, which also spoils the capture
+// (its end then fails). Stricter than CUDA, which captures work queued there and fails only the
+// waits: nothing of weft may touch a stream being captured (CommState::device_setup).
+Status usable(EmuStream* stream, cuda::Stream s) {
+  if (stream == nullptr) return bad_stream(s);
+  if (!stream->capturing.load()) return Status();
+  stream->spoiled = true;
+  return invalid_usage("operation not permitted when stream is capturing (the emulated GPU)");
 }
 
 // Waits until every stream is idle.
@@ -463,10 +475,12 @@ Result<int> cuda::stream_device(Stream s) {
 Status cuda::stream_sync(Stream s) {
   if (!emulating()) return none();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   stream->sync();
   return Status();
 }
+
+void cuda::relax_capture_mode() {}  // the emulated capture has no modes
 
 Result<bool> cuda::stream_capturing(Stream s) {
   if (!emulating()) return none();
@@ -491,13 +505,14 @@ Status cuda::stream_end_capture(Stream s) {
   EmuStream* stream = stream_of(s);
   if (stream == nullptr) return bad_stream(s);
   if (!stream->capturing.exchange(false)) return invalid_argument("the stream is not being captured");
+  if (stream->spoiled.exchange(false)) return invalid_usage("the capture was invalidated: the stream was used during it");
   return Status();
 }
 
 Result<bool> cuda::stream_idle(Stream s) {
   if (!emulating()) return none();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   return stream->idle();
 }
 
@@ -513,7 +528,7 @@ void cuda::event_destroy(Event e) { delete static_cast<EmuEvent*>(e); }
 Status cuda::event_record(Event e, Stream s) {
   if (!emulating()) return none();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   const EmuEvent& event = *static_cast<EmuEvent*>(e);
   if (event.device != stream->device())
     return invalid_argument("emulated GPU: an event of " + gpu_name(event.device) + " recorded on a stream of " +
@@ -540,7 +555,7 @@ Status cuda::stream_wait_event(Stream s, Event e) {
   const uint64_t n = state->recorded.load(std::memory_order_acquire);  // the last record so far
   if (n == 0) return Status();  // never recorded: nothing to wait for
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   stream->push([state, n, stream] { poll(*stream, [&] { return state->reached.load(std::memory_order_acquire) >= n; }); });
   return Status();
 }
@@ -548,7 +563,7 @@ Status cuda::stream_wait_event(Stream s, Event e) {
 Status cuda::stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
   if (!emulating()) return none();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   WEFT_TRY(kernel_check(*stream, "a kernel waiting for a counter", {flag}));
   stream->push([flag, value, stream] {
     poll(*stream, [&] {
@@ -562,7 +577,7 @@ Status cuda::stream_wait_value(Stream s, const uint32_t* flag, uint32_t value) {
 Status cuda::stream_write_value(Stream s, uint32_t* flag, uint32_t value) {
   if (!emulating()) return none();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   stream->push([flag, value] { std::atomic_ref<uint32_t>(*flag).store(value, std::memory_order_release); });
   return Status();
 }
@@ -619,7 +634,7 @@ Status cuda::copy_async(void* dst, const void* src, size_t bytes, Stream s) {
   if (!emulating()) return none();
   if (bytes == 0 || dst == src) return Status();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   if (!kind_of(dst) || !kind_of(src)) {  // pageable host memory: done before the call returns
     stream->sync();
     std::memcpy(dst, src, bytes);
@@ -632,7 +647,7 @@ Status cuda::copy_async(void* dst, const void* src, size_t bytes, Stream s) {
 Result<bool> cuda::mark_word(uint64_t* word, uint64_t value, Stream s) {
   if (!emulating()) return none();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   stream->sync();
   // The walkers' threads load and store the word atomically: so does this, where a GPU's copy
   // engine would read and then write it.
@@ -644,7 +659,7 @@ Status cuda::reduce(void* dst, const void* a, const void* b, size_t count, DataT
   if (!emulating()) return none();
   if (count == 0) return Status();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   WEFT_TRY(kernel_check(*stream, "a reduce kernel", {dst, a, b}));
   stream->push([=] { kernels::reduce(dst, a, b, count, type, op); });
   return Status();
@@ -654,7 +669,7 @@ Status cuda::divide(void* dst, const void* src, size_t count, DataType type, int
   if (!emulating()) return none();
   if (count == 0) return Status();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   WEFT_TRY(kernel_check(*stream, "a divide kernel", {dst, src}));
   stream->push([=] { kernels::divide_by(dst, src, count, type, divisor); });
   return Status();
@@ -665,7 +680,7 @@ Status cuda::scale(void* dst, const void* src, size_t count, DataType type, cons
   if (!emulating()) return none();
   if (count == 0) return Status();
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   WEFT_TRY(kernel_check(*stream, "a scale kernel", {dst, src, scalar_on_device ? scalar : nullptr}));
   // A host scalar is read now; a device one when the stream gets to it.
   std::array<char, 8> value{};
@@ -739,7 +754,7 @@ Status cuda::launch_walker(const WalkerCall& call, Stream s, unsigned threads) {
   if (!emulating()) return none();
   WEFT_TRY(check_walker_call(call, threads));
   EmuStream* stream = stream_of(s);
-  if (stream == nullptr) return bad_stream(s);
+  WEFT_TRY(usable(stream, s));
   const DeviceProgramView& p = call.program;
   WEFT_TRY(kernel_check(*stream, "the walker kernel",
                         {call.in, call.out, call.tmp, call.user, call.done, call.error,

@@ -172,32 +172,35 @@ TEST(CommGpu, TheCommunicatorWorksOnTheGpuCurrentWhereItIsMade) {
 }
 
 // A call on a stream being captured into a CUDA graph is refused (weft's calls run when they are
-// called, not at the graph's launch, so the graph would lack them), before anything is queued:
-// the capture ends cleanly and the communicator still works. Before, the host executor's waits on
-// the stream broke the capture with CUDA's own error.
+// called, not at the graph's launch, so the graph would lack them), before anything touches the
+// stream: the capture ends cleanly (the emulated GPU fails its end where anything used the
+// stream meanwhile) and the communicator still works. Before, the host executor's waits on the
+// stream broke the capture with CUDA's own error.
 TEST(CommGpu, ACallOnAStreamBeingCapturedIsRefused) {
   if (!cuda::available()) GTEST_SKIP() << "needs a GPU (WEFT_EMULATE_GPU in a build without CUDA)";
   std::unique_ptr<Communicator> comm = one_rank_on(0);
   ASSERT_TRUE(comm);
   cuda::DeviceGuard on(0);
-  Ints ours(0, 5);
+  Ints send(0, 5), recv(0, -1);
   auto stream = cuda::stream_create();
   ASSERT_TRUE(stream.ok()) << stream.status().to_string();
   ASSERT_TRUE(cuda::stream_begin_capture(*stream).ok());
   {
     StreamScope as_nccl(*stream);
-    expect_refused(comm->allreduce(ours.ptr, ours.ptr, 4, DataType::kInt32, RedOp::kSum).wait(),
+    expect_refused(comm->allreduce(send.ptr, recv.ptr, 4, DataType::kInt32, RedOp::kSum).wait(),
                    "the stream is being captured into a CUDA graph, which weft does not support");
   }
   const Status ended = cuda::stream_end_capture(*stream);
   EXPECT_TRUE(ended.ok()) << ended.to_string();
+  ASSERT_TRUE(cuda::stream_sync(*stream).ok());
+  EXPECT_EQ(recv.read(), std::vector<int32_t>(4, -1)) << "the refused call ran";
   {
     StreamScope as_nccl(*stream);
-    const Status s = comm->allreduce(ours.ptr, ours.ptr, 4, DataType::kInt32, RedOp::kMax).wait();
+    const Status s = comm->allreduce(send.ptr, recv.ptr, 4, DataType::kInt32, RedOp::kSum).wait();
     EXPECT_TRUE(s.ok()) << s.to_string();
   }
   ASSERT_TRUE(cuda::stream_sync(*stream).ok());
-  EXPECT_EQ(ours.read(), std::vector<int32_t>(4, 5));
+  EXPECT_EQ(recv.read(), std::vector<int32_t>(4, 5));
   cuda::stream_destroy(*stream);
 }
 
