@@ -647,7 +647,6 @@ void CommState::hand_queue_to_worker() {
 }
 
 void CommState::worker_loop() {
-  cuda::relax_capture_mode();
   auto last_work = std::chrono::steady_clock::now();
   uint64_t seen_submits = 0;
   for (;;) {

@@ -296,7 +296,6 @@ void DeviceExecutor::wake_proxy() {
 }
 
 void DeviceExecutor::proxy_loop() {
-  cuda::relax_capture_mode();
   Backoff backoff(true);
   // proxy_links_ and watched_ as of this pass (their storage reused).
   std::vector<transport::ProxyLink*> links;

@@ -7,8 +7,6 @@
 #include <mutex>
 #include <thread>
 
-#include "src/cuda/device.h"
-
 namespace weft {
 
 struct ThreadTeam::Shared {
@@ -23,7 +21,6 @@ struct ThreadTeam::Shared {
 };
 
 void ThreadTeam::serve(const std::shared_ptr<Shared>& s) {
-  cuda::relax_capture_mode();
   std::unique_lock<std::mutex> lock(s->mu);
   for (;;) {
     s->work.wait(lock, [&] { return s->stop || !s->jobs.empty(); });

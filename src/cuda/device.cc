@@ -131,11 +131,6 @@ Result<int> stream_device(Stream s) {
 }
 Status stream_sync(Stream s) { return check(cudaStreamSynchronize(st(s)), "cudaStreamSynchronize"); }
 Result<bool> stream_idle(Stream s) { return finished(cudaStreamQuery(st(s)), "cudaStreamQuery"); }
-void relax_capture_mode() {
-  if (!available()) return;
-  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  (void)cudaThreadExchangeStreamCaptureMode(&mode);
-}
 Result<bool> stream_capturing(Stream s) {
   if (s == nullptr) return false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

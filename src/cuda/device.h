@@ -58,12 +58,6 @@ void stream_destroy(Stream s);
 // The device `s` belongs to (the null stream: the current device's).
 Result<int> stream_device(Stream s);
 Status stream_sync(Stream s);
-// For each thread weft starts that may make CUDA calls, first: lets them go on while another
-// thread captures a stream into a graph in CUDA's global mode (PyTorch's default), as NCCL's own
-// threads do (cudaThreadExchangeStreamCaptureMode, relaxed). weft never touches a stream being
-// captured (refuse_capture, src/call_stream.h); its other calls must not spoil the capture.
-// Nothing without a GPU.
-void relax_capture_mode();
 // Whether `s` is being captured into a CUDA graph (cudaStreamIsCapturing; the null stream: false).
 Result<bool> stream_capturing(Stream s);
 // Begins capturing `s` into a graph (this thread's capture mode), and ends it, discarding the

@@ -480,8 +480,6 @@ Status cuda::stream_sync(Stream s) {
   return Status();
 }
 
-void cuda::relax_capture_mode() {}  // the emulated capture has no modes
-
 Result<bool> cuda::stream_capturing(Stream s) {
   if (!emulating()) return none();
   if (s == nullptr) return false;

@@ -102,8 +102,8 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
   if (in_count > 0 && send == nullptr)
     return invalid_argument(std::string(fn) + ": sendbuff is NULL with count " + std::to_string(count));
   r.op = RedOp::kSum;
-  WEFT_TRY(refuse_capture(stream));  // before the scaled copy touches the stream
   if (cuda::is_device_pointer(send)) {
+    WEFT_TRY(refuse_capture(stream));  // before the scaled copy touches the stream
     // On the device, in the stream's order, into a scratch buffer of the communicator's that no
     // unfinished call reads: the scalar is read when the kernel runs (a device scalar may be
     // written by earlier work on the stream).
@@ -124,6 +124,7 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
   if (pre.pointer != nullptr && cuda::is_device_pointer(pre.pointer)) {
     // A device scalar with host buffers: read after the work queued on the stream before this
     // call (which may write it).
+    WEFT_TRY(refuse_capture(stream));
     WEFT_TRY(cuda::copy_async(scalar.data(), pre.pointer, elem, stream));
     WEFT_TRY(cuda::stream_sync(stream));
   } else if (pre.pointer != nullptr) {
@@ -141,10 +142,7 @@ Result<Reduction> resolve(ncclComm& c, const char* fn, int op, int dtype, const 
 // a group, when the group's calls have been queued).
 template <typename F>
 Status run(ncclComm& c, cudaStream_t stream, F&& issue, const Reduction* r = nullptr) {
-  // A stream being captured into a graph: refused, host buffers' calls too (they would run now
-  // and be missing from the graph).
-  Status s = weft::refuse_capture(stream);
-  if (s.ok()) s = capi::enter(c);
+  Status s = capi::enter(c);
   if (s.ok()) {
     weft::StreamScope scope(stream);
     s = capi::finish_call(c, issue(*c.comm), nullptr);

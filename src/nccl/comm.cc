@@ -25,7 +25,6 @@ ncclResult_t fail(Status s) { return to_nccl(capi::record(nullptr, std::move(s))
 std::shared_ptr<Background> Background::start(std::function<Status()> work) {
   auto bg = std::make_shared<Background>();
   std::thread([bg, work = std::move(work)] {
-    cuda::relax_capture_mode();
     Status s = capi::guarded(nullptr, work);
     {
       std::lock_guard<std::mutex> lock(bg->mu_);
