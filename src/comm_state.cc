@@ -445,8 +445,8 @@ Result<transport::Connection*> CommState::connection(int peer, int channel, Dead
 
 Status CommState::watch_connect(int peer) {
   if (aborted()) return remote_error("this rank's communicator was aborted while it waited for rank " + std::to_string(peer));
-  if (!initialized_ && std::chrono::steady_clock::now() >= next_note_check_) {
-    next_note_check_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+  if (const auto now = std::chrono::steady_clock::now(); !initialized_ && now >= next_note_check_) {
+    next_note_check_ = now + std::chrono::milliseconds(10);
     WEFT_TRY(bootstrap_->note());
   }
   // The peer's connections, by channel (the map is ordered by (peer, channel)).

@@ -22,10 +22,10 @@ constexpr uint32_t kSlotCount = 8;
 // How often an idle proxy looks at its links' dead words, and the proxy at its mapped links' peers.
 constexpr auto kIdleLook = std::chrono::milliseconds(20);
 
-// A copy of `v` in device memory, made through `copies` (a non-blocking stream: on the legacy
-// default stream the copy would wait for every blocking stream of the process, a running walker's
-// too, and one thread that drives several ranks of a GPU would wait for a walker that waits for
-// the rank it is about to launch).
+// A copy of `v` in device memory, made through `copies` (the executor's side stream, which is
+// non-blocking: on the legacy default stream the copy would wait for every blocking stream of the
+// process, a running walker's too, and one thread that drives several ranks of a GPU would wait
+// for a walker that waits for the rank it is about to launch).
 template <typename T>
 Result<void*> upload(const std::vector<T>& v, cuda::Stream copies) {
   const size_t bytes = std::max<size_t>(v.size() * sizeof(T), 1);
@@ -80,9 +80,9 @@ Result<std::unique_ptr<DeviceExecutor>> DeviceExecutor::make(int rank, const Con
   WEFT_TRY(flag);
   e->abort_flag_ = static_cast<uint64_t*>(*flag);
   *e->abort_flag_ = 0;
-  auto copies = cuda::stream_create();
-  WEFT_TRY(copies);
-  e->copies_ = *copies;
+  auto side = cuda::stream_create();
+  WEFT_TRY(side);
+  e->side_ = *side;
   return e;
 }
 
@@ -105,8 +105,7 @@ DeviceExecutor::~DeviceExecutor() {
   }
   for (cuda::Event end : ends_)
     if (end != nullptr) cuda::event_destroy(end);
-  if (side_ != nullptr) cuda::stream_destroy(side_);
-  cuda::stream_destroy(copies_);
+  cuda::stream_destroy(side_);
   cuda::host_free(error_);
   cuda::host_free(abort_flag_);
 }
@@ -139,7 +138,7 @@ Status DeviceExecutor::add(const Key& key, const algorithms::CollectiveArgs& a, 
   }
   p->view = host_view;
   auto put = [&](auto& vec, auto** field) -> Status {
-    auto a = upload(vec, copies_);
+    auto a = upload(vec, side_);
     WEFT_TRY(a);
     p->arrays.push_back(*a);
     *field = static_cast<std::remove_pointer_t<decltype(field)>>(*a);
@@ -258,15 +257,6 @@ void DeviceExecutor::mark_links() {
   }
   if (mapped.empty()) return;
   cuda::DeviceGuard guard(device_);
-  if (side_ == nullptr) {
-    auto s = cuda::stream_create();
-    if (!s.ok()) {
-      log_.warn("rank " + std::to_string(rank_) + ": the device executor marks no mapped link dead: " +
-                s.status().message());
-      return;
-    }
-    side_ = *s;
-  }
   for (transport::WalkerLink* l : mapped) {
     const Status s = l->mark_dead(word, side_);
     if (!s.ok())
@@ -372,7 +362,7 @@ Status DeviceExecutor::grow(void** block, size_t* size, size_t bytes, bool zero)
   *block = nullptr;
   *size = 0;
   const size_t want = std::bit_ceil(std::max<size_t>(bytes, 256));
-  auto p = zero ? upload(std::vector<char>(want, 0), copies_) : cuda::device_alloc(want);
+  auto p = zero ? upload(std::vector<char>(want, 0), side_) : cuda::device_alloc(want);
   WEFT_TRY(p);
   *block = *p;
   *size = want;

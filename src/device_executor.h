@@ -241,8 +241,8 @@ class DeviceExecutor {
   std::atomic<int64_t> proxy_pass_ns_{0};
   bool proxy_marked_ = false;  // the proxy thread's: mark_links() has marked them
   int device_ = -1;                 // the GPU of this rank (current at make())
-  cuda::Stream side_ = nullptr;     // mark_links()'s, made on first use
-  cuda::Stream copies_ = nullptr;   // the uploads' (non-blocking), made with the executor
+  // Non-blocking, made with the executor: its uploads' (add, grow) and mark_links()' copies.
+  cuda::Stream side_ = nullptr;
   std::thread proxy_;
   void* tmp_ = nullptr;
   size_t tmp_size_ = 0;

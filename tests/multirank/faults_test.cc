@@ -7,7 +7,6 @@
 // Ranks are forked (tests/multirank/forked_ranks.h), not started by weft-run, which would stop
 // the survivors as soon as one rank dies.
 #include <signal.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include "src/call_stream.h"
 #include "src/cuda/device.h"
 #include "tests/multirank/forked_ranks.h"
+#include "tests/unit/shm_cap.h"
 #include "topology/cluster.h"
 #include "weft/communicator.h"
 
@@ -544,15 +544,10 @@ TEST_P(Faults, AProgramsOwnConfigRefusedAtInitFailsEveryRankWithItsReason) {
                            "Config::cuda_fifo_bytes is 12345");
 }
 
-// FIFOs too large for /dev/shm: a rank given them fails making its first segment. The tests that
-// use them run only where /dev/shm has a size limit below that (an unlimited one would try to
-// give it the memory).
-constexpr size_t kFifoTooLarge = size_t{1} << 40;
-
-bool shm_smaller_than(size_t bytes) {
-  struct statvfs shm {};
-  return ::statvfs("/dev/shm", &shm) == 0 && shm.f_blocks != 0 && shm.f_blocks * shm.f_frsize < bytes;
-}
+// FIFOs too large for /dev/shm: a rank given them fails making its first segment (the tests that
+// use them skip where /dev/shm has no size limit below that).
+constexpr size_t kFifoTooLarge = weft::testing::kTooLargeForShm;
+using weft::testing::shm_smaller_than;
 
 // Ranks 0 and 1 on one emulated node, 2 and 3 on another: rank 2 fails joining its shm
 // connection to rank 3, after its tcp connections to ranks 0 and 1 are made. Before, ranks 0 and 1

@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +31,7 @@
 #include <vector>
 
 #include "src/kernels/dispatch.h"
+#include "tests/unit/shm_cap.h"
 #include "transport/shm/connection.h"
 #include "transport/shm/creator_stamp.h"
 #include "transport/shm/segment.h"
@@ -994,10 +994,8 @@ TEST_F(ShmSetupTest, ACardOfAProcessThatStartedAtAnotherTimeNamesAnExitedOne) {
 // multirank.faults' InitFaults tests). A thread watches the name's size, by fstat alone, while
 // creates of it fail; before, each create sized the file first (ftruncate) and allocated after.
 TEST_F(ShmSetupTest, ASegmentWhoseAllocationFailsIsNeverSeenWithASize) {
-  const size_t bytes = size_t{1} << 40;
-  struct statvfs shm {};
-  if (::statvfs("/dev/shm", &shm) != 0 || shm.f_blocks == 0 || shm.f_blocks * shm.f_frsize >= bytes)
-    GTEST_SKIP() << "needs a /dev/shm smaller than 1 TiB";
+  const size_t bytes = weft::testing::kTooLargeForShm;
+  if (!weft::testing::shm_smaller_than(bytes)) GTEST_SKIP() << "needs a /dev/shm smaller than 1 TiB";
   const std::string name = "/weft-test-sized-" + std::to_string(::getpid());
   std::atomic<bool> done{false};
   std::atomic<int> seen_sized{0}, seen_file{0};
