@@ -1,0 +1,1 @@
+// Anchor of the libraries' shared precompiled header (src/pch/CMakeLists.txt).
