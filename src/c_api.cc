@@ -13,7 +13,6 @@
 
 #include "src/capi_common.h"
 #include "src/comm_state.h"
-#include "src/launch_env.h"
 #include "src/refused_init.h"
 #include "weft/communicator.h"
 
@@ -108,15 +107,7 @@ weftResult_t weftCommInitFromEnv(weftComm_t* comm) {
   return call(nullptr, [&]() -> weft::Status {
     if (comm == nullptr) return weft::invalid_argument("weftCommInitFromEnv: comm is NULL");
     *comm = nullptr;
-    auto config = weft::Config::from_env();
-    if (!config.ok()) {
-      const weft::Status refused = config.status().with_context("weftCommInitFromEnv");
-      auto launch = weft::read_launch_env(weft::Config());
-      return launch.ok() ? weft::tell_init_refused(launch->id, launch->rank, launch->nranks, launch->serve_root,
-                                                   refused, weft::Config())
-                         : refused;
-    }
-    auto c = weft::Communicator::init_from_env(*config);
+    auto c = weft::Communicator::init_from_env();
     WEFT_TRY(c);
     *comm = wrap(std::move(*c));
     return weft::Status();

@@ -13,6 +13,7 @@
 #include "src/last_failure.h"
 #include "src/launch_env.h"
 #include "src/net/rendezvous.h"
+#include "src/refused_init.h"
 #include "src/world_ranks.h"
 
 namespace weft {
@@ -70,6 +71,15 @@ Result<std::unique_ptr<Communicator>> Communicator::init_from_env(const Config& 
   WEFT_TRY(env);
   if (env->serve_root) WEFT_TRY(env->id.serve(config));
   return init(env->id, env->rank, env->nranks, config);
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::init_from_env() {
+  auto config = Config::from_env();
+  if (config.ok()) return init_from_env(*config);
+  const Status refused = config.status().with_context("init_from_env");
+  auto launch = read_launch_env(Config());
+  if (!launch.ok()) return refused;
+  return tell_init_refused(launch->id, launch->rank, launch->nranks, launch->serve_root, refused, Config());
 }
 
 int Communicator::rank() const { return state_->rank(); }

@@ -83,6 +83,12 @@ class Communicator {
   // (SLURM_PROCID, SLURM_NTASKS) or torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
   // See docs/LAUNCH.md.
   static Result<std::unique_ptr<Communicator>> init_from_env(const Config& config);
+  // The same with the Config read from the environment too (Config::from_env()). Where that
+  // fails (a malformed WEFT_* or NCCL_* variable), this rank tells the others why, as a refused
+  // init does, and their inits fail at once with its reason; a program that calls
+  // Config::from_env() itself and gives up on its error tells nobody, and the others wait for it
+  // until their timeout. The C API's weftCommInitFromEnv is this call.
+  static Result<std::unique_ptr<Communicator>> init_from_env();
 
   ~Communicator();
   Communicator(const Communicator&) = delete;
