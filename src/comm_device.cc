@@ -265,11 +265,11 @@ Result<transport::Connection*> CommState::device_connection(int peer, int channe
     // fails on this rank's note (Executor::prepare) and aborts, or this rank times out. The hint
     // goes last: a peer that passes this error on keeps a long one's end (abort_notice_text).
     Status failed = link.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);
-    const StatusCode code = failed.code();
-    if (code != StatusCode::kTimeout && code != StatusCode::kRemoteError) return failed;
-    return Status(code, failed.message() + " (this rank's buffers are device memory: did rank " +
-                            std::to_string(peer) +
-                            " pass host memory? every rank of a call must pass the same kind of memory)");
+    if (failed.code() == StatusCode::kTimeout || failed.code() == StatusCode::kRemoteError)
+      failed = Status(failed.code(), failed.message() + " (this rank's buffers are device memory: did rank " +
+                                         std::to_string(peer) +
+                                         " pass host memory? every rank of a call must pass the same kind of memory)");
+    return failed;
   }
   log_.trace("device connection to rank " + std::to_string(peer) + ": host link joined; allocating " +
              (direct ? "the FIFO" : "the pinned staging buffers"));
