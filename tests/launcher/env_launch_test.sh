@@ -2,14 +2,16 @@
 # Starts 3 ranks of a weft program by hand with the environment a launcher would give them
 # (torchrun, Open MPI's mpirun, Slurm's srun) and checks that all of them join and finish.
 #   env_launch_test.sh PROGRAM torchrun|ompi|slurm
-# Prints "PASS (<launcher>)" on success. Bounded: every rank is killed after 60 s.
+# Prints "PASS (<launcher>)" on success. Bounded: every rank is killed after 60 s. The ranks get
+# WEFT_TEST_NRANKS and WEFT_TEST_RUN_DIR, a directory of this run's own that they may share.
 set -u
 prog=$1
 launcher=$2
 n=3
-# Below Linux's ephemeral ports (32768-60999 by default): a port in that range may be any
-# connection's local end, and once was (the root's bind failed, "Address already in use").
-port=$(( 20000 + $$ % 12000 ))
+WEFT_TEST_RUN_DIR=$(mktemp -d) || exit 1
+export WEFT_TEST_RUN_DIR WEFT_TEST_NRANKS=$n
+# The root's port: one that nothing holds now (tests/free_port.py).
+port=$(python3 "$(dirname "$0")/../free_port.py") || exit 1
 pids=""
 for r in 0 1 2; do
   case $launcher in
@@ -27,5 +29,6 @@ done
 status=0
 for p in $pids; do wait "$p" || status=1; done
 for r in 0 1 2; do sed "s/^/[$r] /" "/tmp/weft-env-$$-$r.log"; rm -f "/tmp/weft-env-$$-$r.log"; done
+rm -rf "$WEFT_TEST_RUN_DIR"
 [ $status -eq 0 ] && echo "PASS ($launcher)"
 exit $status
