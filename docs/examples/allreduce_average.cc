@@ -8,12 +8,10 @@
 #include "weft/communicator.h"
 
 int main() {
-  auto config = weft::Config::from_env();  // WEFT_TIMEOUT, WEFT_TRANSPORT, ... (docs/ENV.md)
-  if (!config.ok()) {
-    std::fprintf(stderr, "%s\n", config.status().to_string().c_str());
-    return 1;
-  }
-  auto comm = weft::Communicator::init_from_env(*config);  // weft-run, mpirun, srun or torchrun
+  // The rank, the ranks and the root from weft-run, mpirun, srun or torchrun; the settings from
+  // WEFT_TIMEOUT, WEFT_TRANSPORT, ... (docs/ENV.md). Where a setting is malformed, the other
+  // ranks are told why instead of waiting for this one.
+  auto comm = weft::Communicator::init_from_env();
   if (!comm.ok()) {
     std::fprintf(stderr, "init: %s\n", comm.status().to_string().c_str());
     return 1;

@@ -28,12 +28,7 @@ int main(int argc, char** argv) {
     const std::string node = "node" + std::to_string(std::atoi(rank) / std::atoi(per_node));
     setenv("WEFT_NODE", node.c_str(), 1);
   }
-  auto config = weft::Config::from_env();
-  if (!config.ok()) {
-    std::fprintf(stderr, "%s\n", config.status().to_string().c_str());
-    return 1;
-  }
-  auto comm = weft::Communicator::init_from_env(*config);
+  auto comm = weft::Communicator::init_from_env();
   if (!comm.ok()) {
     std::fprintf(stderr, "init failed: %s\n", comm.status().to_string().c_str());
     return 1;
