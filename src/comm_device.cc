@@ -263,12 +263,14 @@ Result<transport::Connection*> CommState::device_connection(int peer, int channe
   if (!link.ok()) {
     // A peer that called with host buffers joins the host link instead, and never this one: it
     // fails on this rank's note (Executor::prepare) and aborts, or this rank times out. The hint
-    // goes last: a peer that passes this error on keeps a long one's end (abort_notice_text).
+    // goes last: a peer that passes this error on keeps a long one's end (abort_notice_text). It
+    // follows a "; ", not in brackets: the host link's error may end with a bracketed hint of its
+    // own (shm: "(is it on this node and connecting to this rank?)").
     Status failed = link.status().with_context("connecting to rank " + std::to_string(peer) + " over " + via);
     if (failed.code() == StatusCode::kTimeout || failed.code() == StatusCode::kRemoteError)
-      failed = Status(failed.code(), failed.message() + " (this rank's buffers are device memory: did rank " +
+      failed = Status(failed.code(), failed.message() + "; this rank's buffers are device memory: did rank " +
                                          std::to_string(peer) +
-                                         " pass host memory? every rank of a call must pass the same kind of memory)");
+                                         " pass host memory? every rank of a call must pass the same kind of memory");
     return failed;
   }
   log_.trace("device connection to rank " + std::to_string(peer) + ": host link joined; allocating " +
