@@ -540,8 +540,15 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int ran
   // The root may not be listening yet (serve() on another process): reach_root retries refusals.
   auto root = reach_root(id, deadline, watch);
   if (!root.ok()) {
-    return Status(root.status().code(), "bootstrap: rank " + std::to_string(rank) +
-                                            " could not reach the root: " + root.status().message());
+    // Out of time, no connection was ever made: the root never listened, or something else holds
+    // its port. Where it runs is the launcher's choice, and that process's own error says why.
+    const char* where_root_runs =
+        root.status().code() == StatusCode::kTimeout
+            ? " (the root runs in the process that made the UniqueId: weft-run, or rank 0's under "
+              "NCCL_COMM_ID, torchrun, mpirun or srun; did it start and listen there? its own error says why not)"
+            : "";
+    return Status(root.status().code(), "bootstrap: rank " + std::to_string(rank) + " could not reach the root: " +
+                                            root.status().message() + where_root_runs);
   }
   auto local = root->local_address();
   WEFT_TRY(local);

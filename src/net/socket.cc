@@ -237,8 +237,8 @@ Result<Socket> Socket::connect(std::string_view ip, uint16_t port, Deadline dead
       return system_error("connect to " + where);
     }
     if (deadline.expired()) {
-      return timeout_error("connect to " + where + ": timed out (last error: " +
-                           std::strerror(err) + ")");
+      return timeout_error("connect to " + where + ": timed out (last error: " + std::strerror(err) +
+                           (err == ECONNREFUSED ? ": nothing listens there)" : ")"));
     }
     int sleep_ms = std::min(backoff_ms, deadline.remaining_ms());
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));

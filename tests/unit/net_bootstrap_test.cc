@@ -48,6 +48,13 @@ std::function<Result<UniqueId>()> create_id(Config config) {
     if (!(cond)) return std::string(what) + " (line " + std::to_string(__LINE__) + ")"; \
   } while (0)
 
+// An address on 127.0.0.1 that nothing listens on: a listener's, closed.
+Result<net::SocketAddress> address_nothing_listens_on() {
+  auto closed = net::Socket::listen("127.0.0.1", 0);
+  WEFT_TRY(closed);
+  return closed->local_address();
+}
+
 uint8_t pattern(int rank, size_t i, size_t bytes) {
   return static_cast<uint8_t>(rank * 37 + i * 11 + bytes);
 }
@@ -367,13 +374,8 @@ TEST(NetBootstrap, ARankAWatchFindsExitedFailsTheRendezvousEverywhere) {
 // to the timeout.
 TEST(NetBootstrap, AWatchThatFindsRankZeroExitedStopsTheWaitForTheRoot) {
   Config config = test_config(milliseconds(10000));
-  Result<net::SocketAddress> at = internal_error("unset");
-  {
-    auto closed = net::Socket::listen("127.0.0.1", 0);
-    ASSERT_TRUE(closed.ok()) << closed.status().to_string();
-    at = closed->local_address();
-    ASSERT_TRUE(at.ok());
-  }  // closed: nothing listens there now
+  const Result<net::SocketAddress> at = address_nothing_listens_on();
+  ASSERT_TRUE(at.ok()) << at.status().to_string();
   std::vector<uint8_t> secret(UniqueId::kSecretBytes, 7);
   auto id = UniqueId::for_address(at->ip, at->port, secret);
   ASSERT_TRUE(id.ok()) << id.status().to_string();
@@ -388,6 +390,20 @@ TEST(NetBootstrap, AWatchThatFindsRankZeroExitedStopsTheWaitForTheRoot) {
   EXPECT_NE(boot.status().message().find("rank 0 exited before the communicator formed"), std::string::npos)
       << boot.status().message();
   EXPECT_LT(took, milliseconds(3000)) << boot.status().message();
+}
+
+TEST(NetBootstrap, ARootThatNeverListensIsATimeoutSayingWhereItRuns) {
+  Config config = test_config(milliseconds(600));
+  const Result<net::SocketAddress> at = address_nothing_listens_on();
+  ASSERT_TRUE(at.ok()) << at.status().to_string();
+  std::vector<uint8_t> secret(UniqueId::kSecretBytes, 7);
+  auto id = UniqueId::for_address(at->ip, at->port, secret);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  auto boot = Bootstrap::create(*id, 1, 2, config, Deadline::after(config.timeout));
+  EXPECT_EQ(boot.status().code(), StatusCode::kTimeout) << boot.status().to_string();
+  for (const char* said : {"rank 1 could not reach the root", "nothing listens there",
+                           "the root runs in the process that made the UniqueId"})
+    EXPECT_NE(boot.status().message().find(said), std::string::npos) << boot.status().message();
 }
 
 TEST(NetBootstrap, BadArgumentsAreRejectedLocally) {
