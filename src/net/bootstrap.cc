@@ -43,6 +43,16 @@ constexpr size_t kAckBytes = 8;
 constexpr uint32_t kBlockMagic = 0x57465244;  // "WFRD"
 constexpr uint32_t kNoteMagic = net::WaitReport::kMagic;
 
+// How long a rank whose process runs the root waits, where its init failed at the rendezvous,
+// for the root to tell the ranks still on their way (net::wait_for_root), at most: ranks that a
+// launcher started together arrive within it; one that never comes (dead) costs no more.
+constexpr std::chrono::milliseconds kRootOutlivesFailure{3000};
+
+// The sooner of `deadline` and kRootOutlivesFailure from now.
+Deadline root_grace(Deadline deadline) {
+  return Deadline::after(std::chrono::milliseconds(std::min<int>(deadline.remaining_ms(), kRootOutlivesFailure.count())));
+}
+
 std::array<uint8_t, kRingHelloBytes> ring_hello(std::span<const uint8_t> secret, int rank, int nranks) {
   std::array<uint8_t, kRingHelloBytes> b{};
   net::put_be32(b.data(), kRingMagic);
@@ -217,7 +227,8 @@ Status TcpBootstrap::rendezvous(const UniqueId& id, const Config& config, Socket
   }
   if (st.code() == StatusCode::kRemoteError) {
     return root_lost(remote_error("the root at " + root_at + " closed the connection without an answer (" +
-                                  "the secret was refused: is the UniqueId from this job?)"));
+                                  "the secret was refused: is the UniqueId from this job? or the process that runs the root "
+                                  "exited)"));
   }
   WEFT_TRY(st);
   auto header = net::decode_reply_header(head);
@@ -526,6 +537,7 @@ Status Bootstrap::report_failure(const UniqueId& id, int rank, int nranks, const
   Status st = root->send_all(head.data(), head.size(), soon);
   if (st.ok()) st = root->send_all(report.data(), report.size(), soon);
   root->close_after_delivery(Deadline::after(std::chrono::milliseconds(250)));
+  if (st.ok()) net::wait_for_root(id.secret(), root_grace(deadline));
   return st;
 }
 
@@ -558,7 +570,10 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int ran
   if (!listener.ok()) return listener.status().with_context("bootstrap: rank listener");
   boot->listener_ = std::move(listener).value();
   Status st = boot->rendezvous(id, config, std::move(root).value(), deadline);
-  if (!st.ok()) return st.with_context("bootstrap");
+  if (!st.ok()) {
+    net::wait_for_root(id.secret(), root_grace(Deadline::after(config.timeout)));
+    return st.with_context("bootstrap");
+  }
   st = boot->build_ring(id, deadline);
   if (!st.ok()) return st.with_context("bootstrap");
   boot->set_watch({});  // formed: its watch (and the pidfds it may hold) is done with

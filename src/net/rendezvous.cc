@@ -5,17 +5,21 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <map>
+#include <set>
 #include <system_error>
 #include <thread>
 
 #include "src/deadline.h"
 #include "src/log.h"
 #include "src/abort_notice.h"
+#include "src/fnv1a.h"
 
 namespace weft::net {
 
@@ -395,20 +399,54 @@ void Root::run() {
   // Everything (listener, sockets) closes here; the thread ends.
 }
 
+// The roots this process runs, by their secrets' hashes (an entry a root), for wait_for_root().
+// Never destroyed: a root's thread may end while the process exits.
+struct RunningRoots {
+  std::mutex mu;
+  std::condition_variable ended;
+  std::multiset<uint64_t> secrets;
+};
+
+uint64_t root_key(std::span<const uint8_t> secret) { return fnv1a(secret.data(), secret.size()); }
+
+RunningRoots& running_roots() {
+  static RunningRoots* r = new RunningRoots;
+  return *r;
+}
+
+void root_ended(uint64_t key) {
+  RunningRoots& r = running_roots();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.secrets.erase(r.secrets.find(key));
+  r.ended.notify_all();
+}
+
 }  // namespace
 
 Status start_root(Socket listener, const SocketAddress& where, std::span<const uint8_t> secret,
                   const Config& config) {
+  const uint64_t key = root_key(secret);
   try {
     auto root = std::make_unique<Root>(std::move(listener), where,
                                        std::vector<uint8_t>(secret.begin(), secret.end()), config);
-    std::thread([root = std::move(root)]() noexcept {
-      try {
-        root->run();
-      } catch (...) {
-        // Never let the root take down its host process (bad_alloc, etc.).
-      }
-    }).detach();
+    {
+      RunningRoots& r = running_roots();
+      std::lock_guard<std::mutex> lock(r.mu);
+      r.secrets.insert(key);
+    }
+    try {
+      std::thread([root = std::move(root), key]() noexcept {
+        try {
+          root->run();
+        } catch (...) {
+          // Never let the root take down its host process (bad_alloc, etc.).
+        }
+        root_ended(key);
+      }).detach();
+    } catch (...) {
+      root_ended(key);
+      throw;
+    }
   } catch (const std::system_error& e) {
     return Status(StatusCode::kSystemError,
                   std::string("cannot start the bootstrap root thread: ") + e.what());
@@ -416,6 +454,14 @@ Status start_root(Socket listener, const SocketAddress& where, std::span<const u
     return Status(StatusCode::kSystemError, "cannot start the bootstrap root thread: out of memory");
   }
   return Status();
+}
+
+void wait_for_root(std::span<const uint8_t> secret, Deadline deadline) {
+  const uint64_t key = root_key(secret);
+  RunningRoots& r = running_roots();
+  std::unique_lock<std::mutex> lock(r.mu);
+  while (r.secrets.count(key) != 0 && !deadline.expired())
+    r.ended.wait_for(lock, std::chrono::milliseconds(std::min(deadline.remaining_ms(), 100)));
 }
 
 }  // namespace weft::net

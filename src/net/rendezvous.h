@@ -93,4 +93,12 @@ constexpr size_t kWireAddressBytes = 8;
 Status start_root(Socket listener, const SocketAddress& where,
                   std::span<const uint8_t> secret, const Config& config);
 
+// Waits until no root of the rendezvous whose secret is `secret` runs in this process any more,
+// or until `deadline`; returns at once where none runs here. A root ends once it has answered
+// every rank it expects (after a failed rendezvous too: the ranks still to come get its error),
+// or at its timeout. The process that runs a root calls this before its own rank's failed init
+// returns: the program may exit at once on that error, taking the root with it, and a rank still
+// on its way would then find nothing listening and wait until its timeout instead of hearing why.
+void wait_for_root(std::span<const uint8_t> secret, Deadline deadline);
+
 }  // namespace weft::net
