@@ -20,8 +20,7 @@ namespace weft {
 // one that runs it (`serve_root`: rank 0 under NCCL_COMM_ID, torchrun, Open MPI or Slurm), which
 // nobody else can start, so it is started here to tell the others. Nothing is sent
 // where `id`, `rank` or `nranks` is not one a rendezvous could have (the call's own argument
-// errors), or where `nranks` is 1. Waits up to 2 s for a root that is not listening yet, and where
-// this process runs the root, up to 3 s more for it to tell the other ranks.
+// errors), or where `nranks` is 1. Waits up to 2 s for a root that is not listening yet.
 // The rendezvous is then spent: a rank that retries on `id` with its settings mended fails too,
 // as the others did (they all need a new id).
 Status tell_init_refused(const UniqueId& id, int rank, int nranks, bool serve_root, const Status& why,

@@ -43,16 +43,6 @@ constexpr size_t kAckBytes = 8;
 constexpr uint32_t kBlockMagic = 0x57465244;  // "WFRD"
 constexpr uint32_t kNoteMagic = net::WaitReport::kMagic;
 
-// How long a rank whose process runs the root waits, where its init failed at the rendezvous,
-// for the root to tell the ranks still on their way (net::wait_for_root), at most: ranks that a
-// launcher started together arrive within it; one that never comes (dead) costs no more.
-constexpr std::chrono::milliseconds kRootOutlivesFailure{3000};
-
-// The sooner of `deadline` and kRootOutlivesFailure from now.
-Deadline root_grace(Deadline deadline) {
-  return Deadline::after(std::chrono::milliseconds(std::min<int>(deadline.remaining_ms(), kRootOutlivesFailure.count())));
-}
-
 std::array<uint8_t, kRingHelloBytes> ring_hello(std::span<const uint8_t> secret, int rank, int nranks) {
   std::array<uint8_t, kRingHelloBytes> b{};
   net::put_be32(b.data(), kRingMagic);
@@ -537,7 +527,7 @@ Status Bootstrap::report_failure(const UniqueId& id, int rank, int nranks, const
   Status st = root->send_all(head.data(), head.size(), soon);
   if (st.ok()) st = root->send_all(report.data(), report.size(), soon);
   root->close_after_delivery(Deadline::after(std::chrono::milliseconds(250)));
-  if (st.ok()) net::wait_for_root(id.secret(), root_grace(deadline));
+  if (st.ok()) net::wait_for_root_to_take_failure(id.secret());
   return st;
 }
 
@@ -557,7 +547,8 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int ran
     const char* where_root_runs =
         root.status().code() == StatusCode::kTimeout
             ? " (the root runs in the process that made the UniqueId: weft-run, or rank 0's under "
-              "NCCL_COMM_ID, torchrun, mpirun or srun; did it start and listen there? its own error says why not)"
+              "NCCL_COMM_ID, torchrun, mpirun or srun, or a split's or shrink's lowest member's; did it start "
+              "and listen there? its own error says why not)"
             : "";
     return Status(root.status().code(), "bootstrap: rank " + std::to_string(rank) + " could not reach the root: " +
                                             root.status().message() + where_root_runs);
@@ -570,10 +561,7 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::create(const UniqueId& id, int ran
   if (!listener.ok()) return listener.status().with_context("bootstrap: rank listener");
   boot->listener_ = std::move(listener).value();
   Status st = boot->rendezvous(id, config, std::move(root).value(), deadline);
-  if (!st.ok()) {
-    net::wait_for_root(id.secret(), root_grace(Deadline::after(config.timeout)));
-    return st.with_context("bootstrap");
-  }
+  if (!st.ok()) return st.with_context("bootstrap");
   st = boot->build_ring(id, deadline);
   if (!st.ok()) return st.with_context("bootstrap");
   boot->set_watch({});  // formed: its watch (and the pidfds it may hold) is done with

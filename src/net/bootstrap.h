@@ -59,9 +59,7 @@ class Bootstrap {
   // call (it retries). The wait for the root's answer may outlast `deadline` by a grace of up
   // to 2 s (config.timeout / 10, at least 250 ms), so that the root's message naming the missing
   // ranks arrives before a local timeout would, and by 500 ms more for its answer to this rank's
-  // saying that its wait ran out. Where this process runs the root and the rendezvous failed, it
-  // returns once the root has answered every rank, or after 3 s more at most
-  // (net::wait_for_root: the program may exit on this error, and the root with it).
+  // saying that its wait ran out.
   static Result<std::unique_ptr<Bootstrap>> create(const UniqueId& id, int rank, int nranks,
                                                    const Config& config, Deadline deadline,
                                                    const MemberWatch& watch = {});
@@ -71,8 +69,8 @@ class Bootstrap {
   // rendezvous on every rank with kRemoteError and "rank 2's init failed before the rendezvous:
   // <why>", instead of leaving them to wait for this rank until their timeout. An error when the
   // root could not be reached or the report not sent (a root that refuses the secret drops it
-  // without a word: OK). Where this process runs the root, returns once it has told every rank,
-  // or after 3 s more at most, as create() does.
+  // without a word: OK). Where this process runs that root, returns once the root has taken the
+  // report (1 s at most), so that the process's exit waits for it to tell the others.
   static Status report_failure(const UniqueId& id, int rank, int nranks, const std::string& why, Deadline deadline);
 
   virtual int rank() const = 0;

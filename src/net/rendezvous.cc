@@ -2,10 +2,12 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -126,11 +128,84 @@ std::string ranks_phrase(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
 }
 
+// The roots this process runs, for the wait at exit (start_root() says why) and
+// wait_for_root_to_take_failure(). Never destroyed: a root's thread may end while the process
+// exits. Entries carry their process's pid: a child forked while a root ran inherits them, and
+// their threads are not its own.
+struct RunningRoots {
+  struct Entry {
+    pid_t pid;
+    uint64_t key;  // the secret's hash
+    bool telling;  // failed, with ranks still to come
+  };
+  std::timed_mutex mu;  // timed: a child forked while a root's thread held it waits no longer than its bound
+  std::condition_variable_any changed;
+  std::map<const void*, Entry> roots;
+};
+
+RunningRoots& running_roots() {
+  static RunningRoots* r = new RunningRoots;
+  return *r;
+}
+
+uint64_t root_key(std::span<const uint8_t> secret) { return fnv1a(secret.data(), secret.size()); }
+
+// Waits, `bound` at most, while a root of this process matches `waiting` (under the lock).
+template <typename Pred>
+void wait_while_a_root(std::chrono::milliseconds bound, Pred waiting) {
+  RunningRoots& r = running_roots();
+  const Deadline deadline = Deadline::after(bound);
+  std::unique_lock<std::timed_mutex> lock(r.mu, std::defer_lock);
+  if (!lock.try_lock_for(bound)) return;
+  const pid_t self = ::getpid();
+  const auto any = [&] {
+    return std::any_of(r.roots.begin(), r.roots.end(),
+                       [&](const auto& kv) { return kv.second.pid == self && waiting(kv.second); });
+  };
+  while (any() && !deadline.expired())
+    r.changed.wait_for(lock, std::chrono::milliseconds(std::clamp(deadline.remaining_ms(), 1, 100)));
+}
+
+// At exit: waits until no root of this process is telling, kRootOutlivesExit at most.
+constexpr std::chrono::milliseconds kRootOutlivesExit{3000};
+void wait_for_telling_roots() {
+  wait_while_a_root(kRootOutlivesExit, [](const RunningRoots::Entry& e) { return e.telling; });
+}
+
+// A root's entry in running_roots(), from its making until its end.
+class RootRecord {
+ public:
+  explicit RootRecord(std::span<const uint8_t> secret) {
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] { std::atexit(wait_for_telling_roots); });
+    update([&](RunningRoots& r) { r.roots[this] = RunningRoots::Entry{::getpid(), root_key(secret), false}; });
+  }
+  ~RootRecord() {
+    update([&](RunningRoots& r) { r.roots.erase(this); });
+  }
+  RootRecord(const RootRecord&) = delete;
+  RootRecord& operator=(const RootRecord&) = delete;
+
+  void set_telling(bool telling) {
+    update([&](RunningRoots& r) { r.roots[this].telling = telling; });
+  }
+
+ private:
+  template <typename F>
+  void update(F f) {
+    RunningRoots& r = running_roots();
+    std::lock_guard<std::timed_mutex> lock(r.mu);
+    f(r);
+    r.changed.notify_all();
+  }
+};
+
 // The root for one rendezvous. Runs on its own thread; owns everything it uses.
 class Root {
  public:
   Root(Socket listener, SocketAddress where, std::vector<uint8_t> secret, const Config& config)
-      : listener_(std::move(listener)),
+      : record_(secret),
+        listener_(std::move(listener)),
         where_(std::move(where)),
         secret_(std::move(secret)),
         timeout_(config.timeout),
@@ -168,6 +243,7 @@ class Root {
   void send_table();
   void log(LogLevel level, const std::string& m) { log_.log(level, "bootstrap root at " + where_.to_string() + ": " + m); }
 
+  RootRecord record_;
   Socket listener_;
   SocketAddress where_;
   std::vector<uint8_t> secret_;
@@ -208,6 +284,8 @@ void Root::send_error_to_arrived(StatusCode code, const std::string& message) {
 
 void Root::fail(StatusCode code, const std::string& message) {
   log(LogLevel::kWarn, message);
+  // Before any rank hears it: the rank of this process may exit as soon as it has.
+  record_.set_telling(true);
   failed_ = true;
   failure_code_ = code;
   failure_ = message;
@@ -399,54 +477,20 @@ void Root::run() {
   // Everything (listener, sockets) closes here; the thread ends.
 }
 
-// The roots this process runs, by their secrets' hashes (an entry a root), for wait_for_root().
-// Never destroyed: a root's thread may end while the process exits.
-struct RunningRoots {
-  std::mutex mu;
-  std::condition_variable ended;
-  std::multiset<uint64_t> secrets;
-};
-
-uint64_t root_key(std::span<const uint8_t> secret) { return fnv1a(secret.data(), secret.size()); }
-
-RunningRoots& running_roots() {
-  static RunningRoots* r = new RunningRoots;
-  return *r;
-}
-
-void root_ended(uint64_t key) {
-  RunningRoots& r = running_roots();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.secrets.erase(r.secrets.find(key));
-  r.ended.notify_all();
-}
-
 }  // namespace
 
 Status start_root(Socket listener, const SocketAddress& where, std::span<const uint8_t> secret,
                   const Config& config) {
-  const uint64_t key = root_key(secret);
   try {
     auto root = std::make_unique<Root>(std::move(listener), where,
                                        std::vector<uint8_t>(secret.begin(), secret.end()), config);
-    {
-      RunningRoots& r = running_roots();
-      std::lock_guard<std::mutex> lock(r.mu);
-      r.secrets.insert(key);
-    }
-    try {
-      std::thread([root = std::move(root), key]() noexcept {
-        try {
-          root->run();
-        } catch (...) {
-          // Never let the root take down its host process (bad_alloc, etc.).
-        }
-        root_ended(key);
-      }).detach();
-    } catch (...) {
-      root_ended(key);
-      throw;
-    }
+    std::thread([root = std::move(root)]() noexcept {
+      try {
+        root->run();
+      } catch (...) {
+        // Never let the root take down its host process (bad_alloc, etc.).
+      }
+    }).detach();
   } catch (const std::system_error& e) {
     return Status(StatusCode::kSystemError,
                   std::string("cannot start the bootstrap root thread: ") + e.what());
@@ -456,12 +500,10 @@ Status start_root(Socket listener, const SocketAddress& where, std::span<const u
   return Status();
 }
 
-void wait_for_root(std::span<const uint8_t> secret, Deadline deadline) {
+void wait_for_root_to_take_failure(std::span<const uint8_t> secret) {
   const uint64_t key = root_key(secret);
-  RunningRoots& r = running_roots();
-  std::unique_lock<std::mutex> lock(r.mu);
-  while (r.secrets.count(key) != 0 && !deadline.expired())
-    r.ended.wait_for(lock, std::chrono::milliseconds(std::min(deadline.remaining_ms(), 100)));
+  wait_while_a_root(std::chrono::milliseconds(1000),
+                    [key](const RunningRoots::Entry& e) { return e.key == key && !e.telling; });
 }
 
 }  // namespace weft::net

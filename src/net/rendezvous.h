@@ -90,15 +90,19 @@ constexpr size_t kWireAddressBytes = 8;
 
 // Starts the root for one rendezvous on `listener` (already bound and listening at `where`).
 // Returns an error only if the thread cannot be started.
+//
+// A root whose rendezvous failed goes on answering the ranks still to come with its error. The
+// process that runs it may exit at once on that same error (its own rank's init failed there),
+// which would take the root with it: a rank still on its way would find nothing listening and
+// wait until its timeout instead of hearing why. So at exit (atexit), a process waits for such
+// roots to have told every rank they expect, 3 s at most.
 Status start_root(Socket listener, const SocketAddress& where,
                   std::span<const uint8_t> secret, const Config& config);
 
-// Waits until no root of the rendezvous whose secret is `secret` runs in this process any more,
-// or until `deadline`; returns at once where none runs here. A root ends once it has answered
-// every rank it expects (after a failed rendezvous too: the ranks still to come get its error),
-// or at its timeout. The process that runs a root calls this before its own rank's failed init
-// returns: the program may exit at once on that error, taking the root with it, and a rank still
-// on its way would then find nothing listening and wait until its timeout instead of hearing why.
-void wait_for_root(std::span<const uint8_t> secret, Deadline deadline);
+// Where this process runs the root of the rendezvous whose secret is `secret`: waits (1 s at most)
+// until that root has taken a failure, so that the process's exit waits for it to tell the
+// others. Bootstrap::report_failure calls it once its report is sent: the report may still be on
+// its way to the root's thread when the caller exits. Returns at once where no such root runs here.
+void wait_for_root_to_take_failure(std::span<const uint8_t> secret);
 
 }  // namespace weft::net

@@ -7,7 +7,7 @@
 // refused one, init_from_env() must start the root itself to tell the others. Every rank exits as
 // soon as its init returns, as a program that gives up on the error would; so the process that
 // runs the root must keep it until the others have heard, and one rank (the highest that is
-// neither refused nor rank 0) starts its init 1 s late to check that it does (before, rank 0's
+// neither refused nor rank 0) starts its init 0.5 s late to check that it does (before, rank 0's
 // process was gone by then, and that rank waited for the timeout).
 #include <chrono>
 #include <cstdio>
@@ -39,7 +39,7 @@ TEST(InitFromEnv, AMalformedVariableOnOneRankIsToldToTheOthers) {
   const std::string why = "WEFT_TRANSPORT='carrier-pigeon'";
   if (rank == refusing) setenv("WEFT_TRANSPORT", "carrier-pigeon", 1);
   const int late = nranks - 1 != refusing ? nranks - 1 : nranks - 2;
-  if (rank == late && late > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (rank == late && late > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
 
   const auto t0 = std::chrono::steady_clock::now();
   auto comm = weft::Communicator::init_from_env();
