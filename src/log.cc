@@ -34,14 +34,20 @@ int debug_file_fd(const std::string& path) {
   return fd;
 }
 
-// This machine's name, read once.
-const std::string& host_name() {
-  static const std::string host = [] {
-    char name[256] = "";
-    if (::gethostname(name, sizeof name - 1) != 0) std::strcpy(name, "unknown-host");
-    return std::string(name);
+// This machine's name, read once. In static storage with no destructor: a rendezvous root's thread
+// may log while the process exits (its exit waits for a root still telling ranks,
+// src/net/rendezvous.h), and a heap copy would be lost when libnccl.so.2 is unloaded.
+struct HostName {
+  char text[256];
+};
+
+std::string host_name() {
+  static const HostName host = [] {
+    HostName h{};
+    if (::gethostname(h.text, sizeof h.text - 1) != 0) std::strcpy(h.text, "unknown-host");
+    return h;
   }();
-  return host;
+  return host.text;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +15,6 @@
 #include <mutex>
 #include <new>
 #include <map>
-#include <set>
 #include <system_error>
 #include <thread>
 
@@ -130,23 +130,28 @@ std::string ranks_phrase(const std::vector<int>& ranks) {
 
 // The roots this process runs, for the wait at exit (start_root() says why) and
 // wait_for_root_to_take_failure(). Never destroyed: a root's thread may end while the process
-// exits. Entries carry their process's pid: a child forked while a root ran inherits them, and
-// their threads are not its own.
+// exits. A child forked while a root ran gets a fresh one (the roots' threads are not its own, and
+// one of them may have held the lock at the fork); entries carry their pid all the same.
 struct RunningRoots {
   struct Entry {
     pid_t pid;
     uint64_t key;  // the secret's hash
     bool telling;  // failed, with ranks still to come
   };
-  std::timed_mutex mu;  // timed: a child forked while a root's thread held it waits no longer than its bound
-  std::condition_variable_any changed;
+  std::mutex mu;
+  std::condition_variable changed;
   std::map<const void*, Entry> roots;
 };
 
-RunningRoots& running_roots() {
-  static RunningRoots* r = new RunningRoots;
-  return *r;
+// In static storage, not on the heap: a heap copy would be lost (a leak to LeakSanitizer) when
+// libnccl.so.2 is unloaded (nccl.dlopen).
+RunningRoots*& running_roots_ptr() {
+  alignas(RunningRoots) static unsigned char storage[sizeof(RunningRoots)];
+  static RunningRoots* r = new (storage) RunningRoots;
+  return r;
 }
+
+RunningRoots& running_roots() { return *running_roots_ptr(); }
 
 uint64_t root_key(std::span<const uint8_t> secret) { return fnv1a(secret.data(), secret.size()); }
 
@@ -155,8 +160,7 @@ template <typename Pred>
 void wait_while_a_root(std::chrono::milliseconds bound, Pred waiting) {
   RunningRoots& r = running_roots();
   const Deadline deadline = Deadline::after(bound);
-  std::unique_lock<std::timed_mutex> lock(r.mu, std::defer_lock);
-  if (!lock.try_lock_for(bound)) return;
+  std::unique_lock<std::mutex> lock(r.mu);
   const pid_t self = ::getpid();
   const auto any = [&] {
     return std::any_of(r.roots.begin(), r.roots.end(),
@@ -176,8 +180,11 @@ void wait_for_telling_roots() {
 class RootRecord {
  public:
   explicit RootRecord(std::span<const uint8_t> secret) {
-    static std::once_flag at_exit;
-    std::call_once(at_exit, [] { std::atexit(wait_for_telling_roots); });
+    static std::once_flag hooks;
+    std::call_once(hooks, [] {
+      std::atexit(wait_for_telling_roots);
+      ::pthread_atfork(nullptr, nullptr, [] { running_roots_ptr() = new (running_roots_ptr()) RunningRoots; });
+    });
     update([&](RunningRoots& r) { r.roots[this] = RunningRoots::Entry{::getpid(), root_key(secret), false}; });
   }
   ~RootRecord() {
@@ -194,7 +201,7 @@ class RootRecord {
   template <typename F>
   void update(F f) {
     RunningRoots& r = running_roots();
-    std::lock_guard<std::timed_mutex> lock(r.mu);
+    std::lock_guard<std::mutex> lock(r.mu);
     f(r);
     r.changed.notify_all();
   }
