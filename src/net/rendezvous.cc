@@ -2,12 +2,10 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -130,8 +128,10 @@ std::string ranks_phrase(const std::vector<int>& ranks) {
 
 // The roots this process runs, for the wait at exit (start_root() says why) and
 // wait_for_root_to_take_failure(). Never destroyed: a root's thread may end while the process
-// exits. A child forked while a root ran gets a fresh one (the roots' threads are not its own, and
-// one of them may have held the lock at the fork); entries carry their pid all the same.
+// exits. Entries carry their process's pid: a child forked while a root ran inherits them, and
+// their threads are not its own. Every lock is taken within a bound (lock_within): one of those
+// threads may have held it at the fork. No condition variable: the waits poll (they are rare,
+// and std::condition_variable_any would put its mutex on the heap, see running_roots()).
 struct RunningRoots {
   struct Entry {
     pid_t pid;
@@ -139,35 +139,42 @@ struct RunningRoots {
     bool telling;  // failed, with ranks still to come
   };
   std::mutex mu;
-  std::condition_variable changed;
   std::map<const void*, Entry> roots;
 };
 
 // In static storage, not on the heap: a heap copy would be lost (a leak to LeakSanitizer) when
 // libnccl.so.2 is unloaded (nccl.dlopen).
-RunningRoots*& running_roots_ptr() {
+RunningRoots& running_roots() {
   alignas(RunningRoots) static unsigned char storage[sizeof(RunningRoots)];
   static RunningRoots* r = new (storage) RunningRoots;
-  return r;
+  return *r;
 }
-
-RunningRoots& running_roots() { return *running_roots_ptr(); }
 
 uint64_t root_key(std::span<const uint8_t> secret) { return fnv1a(secret.data(), secret.size()); }
 
-// Waits, `bound` at most, while a root of this process matches `waiting` (under the lock).
+// Locks running_roots() within `bound`; false where it could not.
+bool lock_within(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds bound) {
+  for (const Deadline d = Deadline::after(bound); !lock.try_lock();) {
+    if (d.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Waits, `bound` at most, while a root of this process matches `waiting`.
 template <typename Pred>
 void wait_while_a_root(std::chrono::milliseconds bound, Pred waiting) {
   RunningRoots& r = running_roots();
-  const Deadline deadline = Deadline::after(bound);
-  std::unique_lock<std::mutex> lock(r.mu);
   const pid_t self = ::getpid();
-  const auto any = [&] {
-    return std::any_of(r.roots.begin(), r.roots.end(),
-                       [&](const auto& kv) { return kv.second.pid == self && waiting(kv.second); });
-  };
-  while (any() && !deadline.expired())
-    r.changed.wait_for(lock, std::chrono::milliseconds(std::clamp(deadline.remaining_ms(), 1, 100)));
+  for (const Deadline deadline = Deadline::after(bound); !deadline.expired();) {
+    std::unique_lock<std::mutex> lock(r.mu, std::defer_lock);
+    if (!lock_within(lock, std::chrono::milliseconds(std::max(deadline.remaining_ms(), 1)))) return;
+    if (std::none_of(r.roots.begin(), r.roots.end(),
+                     [&](const auto& kv) { return kv.second.pid == self && waiting(kv.second); }))
+      return;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 // At exit: waits until no root of this process is telling, kRootOutlivesExit at most.
@@ -176,15 +183,13 @@ void wait_for_telling_roots() {
   wait_while_a_root(kRootOutlivesExit, [](const RunningRoots::Entry& e) { return e.telling; });
 }
 
-// A root's entry in running_roots(), from its making until its end.
+// A root's entry in running_roots(), from its making until its end. Where the lock cannot be had
+// within a second (see RunningRoots), the entry is skipped: the exit then does not wait for it.
 class RootRecord {
  public:
   explicit RootRecord(std::span<const uint8_t> secret) {
-    static std::once_flag hooks;
-    std::call_once(hooks, [] {
-      std::atexit(wait_for_telling_roots);
-      ::pthread_atfork(nullptr, nullptr, [] { running_roots_ptr() = new (running_roots_ptr()) RunningRoots; });
-    });
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] { std::atexit(wait_for_telling_roots); });
     update([&](RunningRoots& r) { r.roots[this] = RunningRoots::Entry{::getpid(), root_key(secret), false}; });
   }
   ~RootRecord() {
@@ -193,17 +198,18 @@ class RootRecord {
   RootRecord(const RootRecord&) = delete;
   RootRecord& operator=(const RootRecord&) = delete;
 
-  void set_telling(bool telling) {
-    update([&](RunningRoots& r) { r.roots[this].telling = telling; });
+  void set_telling() {
+    update([&](RunningRoots& r) {
+      if (auto it = r.roots.find(this); it != r.roots.end()) it->second.telling = true;
+    });
   }
 
  private:
   template <typename F>
   void update(F f) {
     RunningRoots& r = running_roots();
-    std::lock_guard<std::mutex> lock(r.mu);
-    f(r);
-    r.changed.notify_all();
+    std::unique_lock<std::mutex> lock(r.mu, std::defer_lock);
+    if (lock_within(lock, std::chrono::milliseconds(1000))) f(r);
   }
 };
 
@@ -292,7 +298,7 @@ void Root::send_error_to_arrived(StatusCode code, const std::string& message) {
 void Root::fail(StatusCode code, const std::string& message) {
   log(LogLevel::kWarn, message);
   // Before any rank hears it: the rank of this process may exit as soon as it has.
-  record_.set_telling(true);
+  record_.set_telling();
   failed_ = true;
   failure_code_ = code;
   failure_ = message;
