@@ -41,7 +41,7 @@ struct HostName {
   char text[256];
 };
 
-std::string host_name() {
+const char* host_name() {
   static const HostName host = [] {
     HostName h{};
     if (::gethostname(h.text, sizeof h.text - 1) != 0) std::strcpy(h.text, "unknown-host");
@@ -145,7 +145,8 @@ void Logger::log(LogLevel level, std::string_view message) const {
   }
   // The pid read each time (a forked child has its own). Rank -1 is the rendezvous root, which
   // serves every rank and is none of them.
-  line += host_name() + ":" + std::to_string(::getpid()) + ":" + std::to_string(::gettid()) +
+  line += host_name();
+  line += ":" + std::to_string(::getpid()) + ":" + std::to_string(::gettid()) +
           (rank_ < 0 ? " weft[root] " : " weft[rank " + std::to_string(rank_) + "] ");
   line += kNames[static_cast<int>(level)];
   line += ' ';

@@ -48,11 +48,17 @@ std::function<Result<UniqueId>()> create_id(Config config) {
     if (!(cond)) return std::string(what) + " (line " + std::to_string(__LINE__) + ")"; \
   } while (0)
 
-// An address on 127.0.0.1 that nothing listens on: a listener's, closed.
-Result<net::SocketAddress> address_nothing_listens_on() {
-  auto closed = net::Socket::listen("127.0.0.1", 0);
-  WEFT_TRY(closed);
-  return closed->local_address();
+// An id whose root would be on 127.0.0.1 where nothing listens: a listener's address, closed.
+Result<UniqueId> id_nothing_listens_for() {
+  Result<net::SocketAddress> at = internal_error("unset");
+  {
+    auto closed = net::Socket::listen("127.0.0.1", 0);
+    WEFT_TRY(closed);
+    at = closed->local_address();
+  }
+  WEFT_TRY(at);
+  std::vector<uint8_t> secret(UniqueId::kSecretBytes, 7);
+  return UniqueId::for_address(at->ip, at->port, secret);
 }
 
 uint8_t pattern(int rank, size_t i, size_t bytes) {
@@ -374,10 +380,7 @@ TEST(NetBootstrap, ARankAWatchFindsExitedFailsTheRendezvousEverywhere) {
 // to the timeout.
 TEST(NetBootstrap, AWatchThatFindsRankZeroExitedStopsTheWaitForTheRoot) {
   Config config = test_config(milliseconds(10000));
-  const Result<net::SocketAddress> at = address_nothing_listens_on();
-  ASSERT_TRUE(at.ok()) << at.status().to_string();
-  std::vector<uint8_t> secret(UniqueId::kSecretBytes, 7);
-  auto id = UniqueId::for_address(at->ip, at->port, secret);
+  auto id = id_nothing_listens_for();
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   const auto start = std::chrono::steady_clock::now();
   const Bootstrap::MemberWatch watch = [start]() -> std::vector<Bootstrap::Exited> {
@@ -394,10 +397,7 @@ TEST(NetBootstrap, AWatchThatFindsRankZeroExitedStopsTheWaitForTheRoot) {
 
 TEST(NetBootstrap, ARootThatNeverListensIsATimeoutSayingWhereItRuns) {
   Config config = test_config(milliseconds(600));
-  const Result<net::SocketAddress> at = address_nothing_listens_on();
-  ASSERT_TRUE(at.ok()) << at.status().to_string();
-  std::vector<uint8_t> secret(UniqueId::kSecretBytes, 7);
-  auto id = UniqueId::for_address(at->ip, at->port, secret);
+  auto id = id_nothing_listens_for();
   ASSERT_TRUE(id.ok()) << id.status().to_string();
   auto boot = Bootstrap::create(*id, 1, 2, config, Deadline::after(config.timeout));
   EXPECT_EQ(boot.status().code(), StatusCode::kTimeout) << boot.status().to_string();
