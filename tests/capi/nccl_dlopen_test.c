@@ -1,12 +1,12 @@
-/* libnccl.so.2 loaded with dlopen and closed with dlclose, as Python bindings and plugin hosts do:
- * two ranks of this process run groups of allreduces (which leave threads kept for the thread's
- * next group, src/thread_team.h), are destroyed, and the library is closed: first from a thread
- * that ends before the close (the library is then unloaded: the thread's exit ended its kept
- * threads), then twice on the main thread (glibc keeps the library loaded while a live thread
- * holds a thread_local of it with a destructor, as the main thread's group state). Nothing of it
- * may run after a close: the process sleeps 200 ms after each and must then exit 0, and a library
- * loaded again must work as the first. argv[1]: libnccl.so.2's path. Uses nccl.h for its types
- * only; every function comes from dlsym. */
+/* libnccl.so.2 loaded with dlopen and closed with dlclose, as Python bindings and plugin hosts do.
+ * First a UniqueId is made and the library closed: the UniqueId's root goes on waiting in a thread
+ * of this process, which wakes within a second; the library is linked -z nodelete, so its code is
+ * still there (unmapped, the process would die). Then two ranks of this process run groups of
+ * allreduces (which leave threads kept for the thread's next group, src/thread_team.h), are
+ * destroyed, and the library is closed: from a thread that ends before the close, then twice from
+ * the main thread. The process sleeps after each close and must then exit 0, and each load must
+ * work as the first. argv[1]: libnccl.so.2's path. Uses nccl.h for its types only; every function
+ * comes from dlsym. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -86,13 +86,32 @@ static void load_use_close(const char* where, int on_a_thread) {
   nanosleep(&nap, NULL);
 }
 
+/* A UniqueId made (its root now waits in a thread of this process for ranks that never come),
+ * then dlclose: the root's thread wakes within a second and must find its code still there. */
+static void unique_id_then_close(void) {
+  void* lib = dlopen(g_path, RTLD_NOW | RTLD_LOCAL);
+  CHECK(lib != NULL, "a UniqueId's root: dlopen %s: %s", g_path, dlerror());
+  if (lib == NULL) return;
+  ncclResult_t (*get_unique_id)(ncclUniqueId*) = NULL;
+  LOAD(lib, get_unique_id, "ncclGetUniqueId");
+  ncclUniqueId id;
+  CHECK(get_unique_id != NULL && get_unique_id(&id) == ncclSuccess, "a UniqueId's root: ncclGetUniqueId failed");
+  CHECK(dlclose(lib) == 0, "a UniqueId's root: dlclose: %s", dlerror());
+  void* still = dlopen(g_path, RTLD_NOW | RTLD_NOLOAD);
+  printf("a UniqueId's root: after dlclose the library is %s\n", still != NULL ? "still loaded" : "unloaded");
+  if (still != NULL) dlclose(still);
+  struct timespec nap = {1, 500 * 1000 * 1000};
+  nanosleep(&nap, NULL);
+}
+
 int main(int argc, char** argv) {
   CHECK(argc == 2, "usage: %s path/to/libnccl.so.2", argv[0]);
   if (argc != 2) return 1;
   g_path = argv[1];
+  unique_id_then_close();
   load_use_close("on a thread", 1);
   load_use_close("on the main thread", 0);
   load_use_close("on the main thread, again", 0);
-  if (failures == 0) printf("PASS: three loads of %s, each closed with dlclose\n", g_path);
+  if (failures == 0) printf("PASS: four loads of %s, each closed with dlclose\n", g_path);
   return failures == 0 ? 0 : 1;
 }
