@@ -11,8 +11,9 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <map>
+#include <new>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -248,7 +249,7 @@ class Root {
   std::string missing_ranks() const;
   // Sends an error to every waiting rank and enters the failed state.
   void fail(StatusCode code, const std::string& message);
-  void send_error(Socket& s, StatusCode code, const std::string& message, Deadline deadline);
+  void send_error(int rank, Socket& s, StatusCode code, const std::string& message, Deadline deadline);
   // send_error() to every rank that arrived, the highest rank first: the root usually lives in
   // rank 0's process (a shrink's in the lowest kept rank's), which may exit as soon as it has its
   // answer, ending this thread; by then the others' answers are in their sockets.
@@ -268,31 +269,45 @@ class Root {
   int expected_ = 0;  // nranks of the first arrival
   std::vector<Pending> pending_;
   std::vector<Arrived> arrived_;
+  // `rank` has its answer (or wants none). A rank that came twice counts once; a rank number out
+  // of its own nranks not at all.
+  void told(int rank, int nranks);
+  // Every rank any rank said there were has its answer.
+  bool all_told() const { return static_cast<int>(told_.size()) >= most_ranks_; }
+
   // Failed state: every later rank gets this error, until the deadline.
   bool failed_ = false;
   bool done_ = false;
   StatusCode failure_code_ = StatusCode::kOk;
   std::string failure_;
-  int served_ = 0;      // ranks that got their answer
-  int most_ranks_ = 0;  // the largest nranks any rank claimed
+  std::set<int> told_;  // the ranks that have their answer
+  int most_ranks_ = 0;  // the largest nranks a rank of a valid number claimed
 };
+
+void Root::told(int rank, int nranks) {
+  if (rank < 0 || rank >= nranks) return;
+  most_ranks_ = std::max(most_ranks_, nranks);
+  told_.insert(rank);
+}
 
 // Replies are small (they fit in the socket buffer), so `deadline` is a backstop against a rank
 // that stopped reading, shared by every reply of one round so the root never lingers.
-void Root::send_error(Socket& s, StatusCode code, const std::string& message, Deadline d) {
+void Root::send_error(int rank, Socket& s, StatusCode code, const std::string& message, Deadline d) {
   ReplyHeader h{static_cast<uint32_t>(code), static_cast<uint32_t>(message.size())};
   auto head = encode_reply_header(h);
   Status st = s.send_all(head.data(), head.size(), d);
   if (st.ok()) st = s.send_all(message.data(), message.size(), d);
-  if (!st.ok()) log(LogLevel::kInfo, "could not deliver an error to a rank: " + st.message());
-  ++served_;
+  if (!st.ok()) log(LogLevel::kInfo, "could not deliver an error to rank " + std::to_string(rank) + ": " + st.message());
 }
 
 void Root::send_error_to_arrived(StatusCode code, const std::string& message) {
   std::sort(arrived_.begin(), arrived_.end(),
             [](const Arrived& a, const Arrived& b) { return a.hello.rank > b.hello.rank; });
   Deadline d = Deadline::after(std::chrono::milliseconds(500));
-  for (Arrived& a : arrived_) send_error(a.socket, code, message, d);
+  for (Arrived& a : arrived_) {
+    send_error(a.hello.rank, a.socket, code, message, d);
+    told(a.hello.rank, a.hello.nranks);
+  }
 }
 
 void Root::fail(StatusCode code, const std::string& message) {
@@ -304,7 +319,7 @@ void Root::fail(StatusCode code, const std::string& message) {
   failure_ = message;
   send_error_to_arrived(code, message);
   arrived_.clear();
-  if (served_ >= most_ranks_) done_ = true;
+  done_ = all_told();
 }
 
 void Root::send_table() {
@@ -343,22 +358,22 @@ void Root::on_hello(Socket socket, const Hello& hello) {
     deadline_ = Deadline::after(timeout_);
     expected_ = hello.nranks;
   }
-  most_ranks_ = std::max(most_ranks_, hello.nranks);
   if (hello.failed) {
     // A rank whose init failed before it could join: why follows; it wants no answer.
-    ++served_;
+    told(hello.rank, hello.nranks);
     auto report = read_report(socket);
     if (!failed_) {
       fail(StatusCode::kRemoteError, report.ok() ? report->second
                                                  : "rank " + std::to_string(hello.rank) + "'s init failed before the rendezvous");
-    } else if (served_ >= most_ranks_) {
-      done_ = true;
+    } else {
+      done_ = all_told();
     }
     return;
   }
   if (failed_) {
-    send_error(socket, failure_code_, failure_, Deadline::after(std::chrono::milliseconds(500)));
-    if (served_ >= most_ranks_) done_ = true;
+    send_error(hello.rank, socket, failure_code_, failure_, Deadline::after(std::chrono::milliseconds(500)));
+    told(hello.rank, hello.nranks);
+    done_ = all_told();
     return;
   }
   const std::string r = "rank " + std::to_string(hello.rank);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <cstring>
@@ -292,6 +293,25 @@ TEST(NetBootstrap, DuplicateRankIsAnError) {
   });
   EXPECT_EQ(reports[0], "");
   EXPECT_EQ(reports[1], "");
+}
+
+// Rank 1 comes twice, before rank 2: rank 2, coming later, still hears why at once. (The root
+// counted the ranks it had answered, the second rank 1 among them, and so left before rank 2 came;
+// rank 2 then waited its whole timeout for a root that no longer listened.)
+TEST(NetBootstrap, ARankThatComesAfterADuplicateHearsWhy) {
+  Config config = test_config(milliseconds(4000));
+  auto reports = run_processes(4, create_id(config), [&](int process, const UniqueId& id) -> std::string {
+    const int rank = std::array{0, 1, 1, 2}[static_cast<size_t>(process)];
+    if (rank == 2) std::this_thread::sleep_for(milliseconds(800));  // after the root has failed
+    const auto start = std::chrono::steady_clock::now();
+    auto boot = Bootstrap::create(id, rank, 3, config, Deadline::after(config.timeout));
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHILD_CHECK(!boot.ok(), "create succeeded with rank 1 twice");
+    CHILD_CHECK(boot.status().message().find("rank 1 arrived twice") != std::string::npos, boot.status().to_string());
+    CHILD_CHECK(rank != 2 || took < milliseconds(1500), "not at once: " + boot.status().to_string());
+    return "";
+  });
+  for (int p = 0; p < 4; ++p) EXPECT_EQ(reports[static_cast<size_t>(p)], "") << "process " << p;
 }
 
 // A rank that dies after its hello (its connection to the root closes without a word) fails the
