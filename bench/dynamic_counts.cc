@@ -72,9 +72,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "weft-dynamic-counts: -b %zu leaves fewer than -n %d counts below it\n", bytes, calls);
     return 2;
   }
-  auto config = weft::Config::from_env();
-  if (!config.ok()) return fail(config.status());
-  auto comm = Communicator::init_from_env(*config);
+  auto comm = Communicator::init_from_env();
   if (!comm.ok()) return fail(comm.status());
   Communicator& c = **comm;
   const size_t n = static_cast<size_t>(c.size());

@@ -65,9 +65,7 @@ int main(int argc, char** argv) {
     }
   }
   if (o.min_bytes < sizeof(float) || o.iters < kMinCalls || o.iters > kMaxCalls) return usage("");
-  auto config = weft::Config::from_env();
-  if (!config.ok()) return fail(config.status());
-  auto comm = Communicator::init_from_env(*config);
+  auto comm = Communicator::init_from_env();
   if (!comm.ok()) return fail(comm.status());
   Communicator& c = **comm;
   weft::algorithms::CollectiveArgs a;
