@@ -15,13 +15,43 @@ std::string gnuplot_quote(const std::string& s) { return "'" + s + "'"; }
 
 }  // namespace
 
-Result<LossLog> LossLog::open(const std::string& path, bool append) {
-  const bool exists = std::filesystem::exists(path);
-  Result<UniqueFile> f = open_file(path, append ? "a" : "w", "the loss log");
-  WEFT_TRY(f);
-  if (!append || !exists) {
-    std::fputs("step,train_loss,val_loss,lr,grad_norm,tokens_per_s,skipped\n", f->get());
+namespace {
+
+constexpr char kHeader[] = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,skipped\n";
+
+// A resumed run's file: the header and the rows of steps up to `resumed_at`, rewritten in place
+// (a missing file becomes the header alone).
+Status keep_rows_up_to(const std::string& path, int64_t resumed_at) {
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path, ec);
+  if (ec) return Status(StatusCode::kSystemError, "cannot look for the loss log " + path + ": " + ec.message());
+  if (!exists) return write_file_atomically(path, kHeader);
+  Result<std::string> old = read_file(path);
+  WEFT_TRY(old);
+  if (old->rfind(kHeader, 0) != 0)
+    return invalid_argument("the loss log " + path + " does not begin with its header row (" +
+                            std::string(kHeader, sizeof(kHeader) - 2) + "): not a loss log, left as it is");
+  std::string kept = kHeader;
+  for (size_t at = sizeof(kHeader) - 1; at < old->size();) {
+    size_t end = old->find('\n', at);
+    end = end == std::string::npos ? old->size() : end + 1;
+    const std::string row = old->substr(at, end - at);
+    char* after = nullptr;
+    const long long step = std::strtoll(row.c_str(), &after, 10);
+    // A row cut short by the crash (no newline) goes too.
+    if (after != row.c_str() && *after == ',' && row.back() == '\n' && step <= resumed_at) kept += row;
+    at = end;
   }
+  return write_file_atomically(path, kept);
+}
+
+}  // namespace
+
+Result<LossLog> LossLog::open(const std::string& path, std::optional<int64_t> resumed_at) {
+  if (resumed_at) WEFT_TRY(keep_rows_up_to(path, *resumed_at));
+  Result<UniqueFile> f = open_file(path, resumed_at ? "a" : "w", "the loss log");
+  WEFT_TRY(f);
+  if (!resumed_at) std::fputs(kHeader, f->get());
   return LossLog(path, std::move(f).value());
 }
 
@@ -56,7 +86,8 @@ Result<bool> plot_loss_curve(const std::string& csv_path, const std::string& png
   WEFT_TRY(write_file_atomically(script_path, script));
   const std::string command = "gnuplot " + gnuplot_quote(script_path) + " 2>&1";
   const int rc = std::system(command.c_str());
-  std::filesystem::remove(script_path);
+  std::error_code ignored;  // a script left behind is harmless
+  std::filesystem::remove(script_path, ignored);
   if (rc != 0) {
     return system_error("gnuplot failed (exit status " + std::to_string(rc) + ") drawing " +
                         png_path);

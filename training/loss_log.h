@@ -7,6 +7,7 @@
 // Ownership: LossLog owns its FILE*. Thread-safety: none.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -18,9 +19,12 @@ namespace weft::training {
 
 class LossLog {
  public:
-  // Creates `path` with the header row, or, with append (a resumed run), appends to it (writing
-  // the header only if the file is new). SystemError if it cannot be opened.
-  static Result<LossLog> open(const std::string& path, bool append);
+  // Creates `path` with the header row. For a run resumed from a checkpoint of `resumed_at`
+  // steps, keeps the file's rows of those steps and appends after them: the rows a run wrote
+  // after its last checkpoint go, as the resumed run makes those steps again (a missing file is
+  // started afresh). SystemError if it cannot be read or written; InvalidArgument, leaving it
+  // as it is, if a resumed run's file does not begin with the header row.
+  static Result<LossLog> open(const std::string& path, std::optional<int64_t> resumed_at);
 
   Status add(const StepReport& step, std::optional<float> val_loss, double tokens_per_s);
   const std::string& path() const { return path_; }

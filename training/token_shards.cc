@@ -67,6 +67,16 @@ Result<int> write_token_split(const std::string& dir, const std::string& split, 
     shards++;
     start += count;
   } while (start < n);
+  // An earlier write of this split with more shards left its higher ones, which a read would
+  // take as part of this one (they are read until one is missing).
+  for (int i = shards;; i++) {
+    const std::string stale = shard_path(dir, split, i);
+    std::error_code ec;
+    if (!std::filesystem::remove(stale, ec)) {
+      if (ec) return Status(StatusCode::kSystemError, "cannot remove " + stale + " (left by an earlier write of the split): " + ec.message());
+      break;
+    }
+  }
   return shards;
 }
 
@@ -90,7 +100,7 @@ Result<TokenSplit> read_token_shard(const std::string& path) {
     return bad("vocabulary size " + std::to_string(header.vocab_size) + " out of range");
   }
   const size_t payload = content->size() - kHeaderBytes;
-  if (payload != header.num_tokens * sizeof(uint16_t)) {
+  if (payload % sizeof(uint16_t) != 0 || header.num_tokens != payload / sizeof(uint16_t)) {
     return bad("header says " + std::to_string(header.num_tokens) + " tokens but the file holds " +
                std::to_string(payload) + " bytes of them (truncated or corrupt)");
   }
@@ -111,7 +121,9 @@ Result<TokenSplit> read_token_split(const std::string& dir, const std::string& s
   TokenSplit all;
   for (int i = 0;; i++) {
     const std::string path = shard_path(dir, split, i);
-    if (!std::filesystem::exists(path)) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      if (ec) return Status(StatusCode::kSystemError, "cannot look for " + path + ": " + ec.message());
       if (i == 0) {
         return invalid_argument(path + " not found: prepare the data first (tools/prepare-data)");
       }

@@ -32,9 +32,10 @@ struct TokenSplit {
 std::string shard_path(const std::string& dir, const std::string& split, int index);
 
 // Writes tokens[0, n) as <dir>/<split>_0000.bin, _0001.bin, ..., each with at most
-// shard_tokens tokens (at least one shard, even when n = 0). Returns the number of shards.
+// shard_tokens tokens (at least one shard, even when n = 0), and removes the split's higher
+// shards an earlier write left. Returns the number of shards.
 // InvalidArgument if vocab_size is not in (0, 65536] or an id is outside [0, vocab_size);
-// SystemError if a file cannot be written.
+// SystemError if a file cannot be written or removed.
 Result<int> write_token_split(const std::string& dir, const std::string& split, const int* tokens,
                               size_t n, int vocab_size, size_t shard_tokens);
 
@@ -43,7 +44,7 @@ Result<TokenSplit> read_token_shard(const std::string& path);
 
 // Reads every shard of a split, in order. InvalidArgument if there is none
 // ("<dir>/<split>_0000.bin not found: run tools/prepare-data") or the shards disagree on the
-// vocabulary size.
+// vocabulary size; SystemError naming the path where the file system cannot look for a shard.
 Result<TokenSplit> read_token_split(const std::string& dir, const std::string& split);
 
 }  // namespace weft::training

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <set>
@@ -57,6 +58,34 @@ TEST(TokenShards, WriteThenReadRoundTripsAcrossShards) {
   for (size_t i = 0; i < ids.size(); i++) ASSERT_EQ(read->tokens[i], ids[i]) << i;
 }
 
+// A split written again with fewer shards reads back as the new one alone: the old run's
+// higher shards were read after it (the same vocabulary, so nothing failed).
+TEST(TokenShards, ASplitWrittenAgainWithFewerShardsLeavesNoneOfTheOld) {
+  TempDir dir;
+  std::vector<int> ids(25, 3);
+  ASSERT_TRUE(write_token_split(dir.str(), "train", ids.data(), ids.size(), 50257, 10).ok());  // 3 shards
+  ASSERT_TRUE(std::filesystem::exists(shard_path(dir.str(), "train", 2)));
+  const std::vector<int> fewer = {7, 8, 9, 10, 11};
+  Result<int> shards = write_token_split(dir.str(), "train", fewer.data(), fewer.size(), 50257, 10);
+  ASSERT_TRUE(shards.ok()) << shards.status().to_string();
+  EXPECT_EQ(*shards, 1);
+  EXPECT_FALSE(std::filesystem::exists(shard_path(dir.str(), "train", 1)));
+  EXPECT_FALSE(std::filesystem::exists(shard_path(dir.str(), "train", 2)));
+  Result<TokenSplit> read = read_token_split(dir.str(), "train");
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  EXPECT_EQ(read->tokens, std::vector<uint16_t>({7, 8, 9, 10, 11}));
+}
+
+// A path the file system cannot look at is an error naming it, not an exception.
+TEST(TokenShards, APathThatCannotBeLookedAtIsAnError) {
+  TempDir dir;
+  const std::string loop = dir.str() + "/loop";
+  ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
+  Result<TokenSplit> r = read_token_split(loop + "/data", "train");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(loop), std::string::npos) << r.status().message();
+}
+
 TEST(TokenShards, RefusesBadInputAndDamagedFiles) {
   TempDir dir;
   const int ids[] = {1, 2, 70000};
@@ -88,6 +117,12 @@ TEST(TokenShards, RefusesBadInputAndDamagedFiles) {
   bad_id[64] = '\xFF';
   bad_id[65] = '\xFF';  // 65535 >= 50257
   expect_error(bad_id, "not below the vocabulary size");
+  // A token count whose byte count wraps around 64 bits to the bytes there are (2^63 + 1 tokens:
+  // 2 bytes of them) is still a count that disagrees with the file.
+  std::string wrapping = good->substr(0, 64) + std::string(2, '\0');
+  const uint64_t count = (uint64_t{1} << 63) + 1;
+  std::memcpy(wrapping.data() + 16, &count, sizeof(count));
+  expect_error(wrapping, "truncated or corrupt");
 }
 
 TEST(DataLoader, BatchesAreWindowsAndTheirNextTokens) {

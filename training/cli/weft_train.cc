@@ -82,7 +82,8 @@ weft::Status run(const TrainOptions& o) {
 
   std::optional<LossLog> log;
   if (!o.csv_path.empty()) {
-    weft::Result<LossLog> opened = LossLog::open(o.csv_path, !o.resume_path.empty());
+    weft::Result<LossLog> opened = LossLog::open(
+        o.csv_path, o.resume_path.empty() ? std::nullopt : std::optional<int64_t>(trainer.steps_done()));
     WEFT_TRY(opened);
     log.emplace(std::move(opened).value());
   }

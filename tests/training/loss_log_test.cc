@@ -1,0 +1,113 @@
+// The loss curve's CSV: a fresh run's file, and a resumed run's, which keeps the rows of the
+// steps its checkpoint holds and drops those the crashed run wrote after it.
+#include "training/loss_log.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "training/file_io.h"
+
+namespace weft::training {
+namespace {
+
+const char kHeader[] = "step,train_loss,val_loss,lr,grad_norm,tokens_per_s,skipped\n";
+
+class TempFile {
+ public:
+  TempFile()
+      : path_((std::filesystem::temp_directory_path() /
+               ("weft_loss_log_test_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".csv"))
+                  .string()) {}
+  ~TempFile() { std::filesystem::remove(path_); }
+  const std::string& str() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Writes rows for steps [from, to) (their `step` column: from+1 .. to).
+void add_steps(LossLog& log, int64_t from, int64_t to) {
+  for (int64_t s = from; s < to; s++) {
+    StepReport r;
+    r.step = s;
+    r.loss = 1.0f;
+    ASSERT_TRUE(log.add(r, std::nullopt, 100.0).ok());
+  }
+}
+
+// The `step` column of every row, in order.
+std::vector<long> steps_of(const std::string& csv) {
+  std::vector<long> steps;
+  for (size_t at = csv.find('\n') + 1; at < csv.size(); at = csv.find('\n', at) + 1)
+    steps.push_back(std::stol(csv.substr(at, csv.find(',', at) - at)));
+  return steps;
+}
+
+TEST(LossLog, AFreshRunStartsTheFileWithItsHeader) {
+  TempFile f;
+  ASSERT_TRUE(write_file_atomically(f.str(), "old content\n").ok());
+  {
+    Result<LossLog> log = LossLog::open(f.str(), std::nullopt);
+    ASSERT_TRUE(log.ok()) << log.status().to_string();
+    add_steps(*log, 0, 3);
+  }
+  Result<std::string> csv = read_file(f.str());
+  ASSERT_TRUE(csv.ok());
+  EXPECT_EQ(csv->rfind(kHeader, 0), 0u) << *csv;
+  EXPECT_EQ(steps_of(*csv), (std::vector<long>{1, 2, 3}));
+}
+
+// A run checkpointed at step 50 and died at step 73; resumed from the checkpoint, it makes steps
+// 51-73 again: each appears once.
+TEST(LossLog, AResumedRunDropsTheRowsAfterItsCheckpoint) {
+  TempFile f;
+  {
+    Result<LossLog> log = LossLog::open(f.str(), std::nullopt);
+    ASSERT_TRUE(log.ok()) << log.status().to_string();
+    add_steps(*log, 0, 73);
+  }
+  {
+    Result<LossLog> log = LossLog::open(f.str(), int64_t{50});
+    ASSERT_TRUE(log.ok()) << log.status().to_string();
+    add_steps(*log, 50, 80);
+  }
+  Result<std::string> csv = read_file(f.str());
+  ASSERT_TRUE(csv.ok());
+  EXPECT_EQ(csv->rfind(kHeader, 0), 0u) << *csv;
+  std::vector<long> expected(80);
+  for (size_t i = 0; i < expected.size(); i++) expected[i] = static_cast<long>(i) + 1;
+  EXPECT_EQ(steps_of(*csv), expected);
+}
+
+// Resumed without the file (it was not kept): the file starts with its header.
+TEST(LossLog, AResumedRunWithoutTheFileStartsIt) {
+  TempFile f;
+  {
+    Result<LossLog> log = LossLog::open(f.str(), int64_t{50});
+    ASSERT_TRUE(log.ok()) << log.status().to_string();
+    add_steps(*log, 50, 52);
+  }
+  Result<std::string> csv = read_file(f.str());
+  ASSERT_TRUE(csv.ok());
+  EXPECT_EQ(csv->rfind(kHeader, 0), 0u) << *csv;
+  EXPECT_EQ(steps_of(*csv), (std::vector<long>{51, 52}));
+}
+
+// A file that is not a loss log is not truncated by a resumed run: an error names it.
+TEST(LossLog, AResumedRunRefusesAFileThatIsNoLossLog) {
+  TempFile f;
+  ASSERT_TRUE(write_file_atomically(f.str(), "my notes\nsecond line\n").ok());
+  Result<LossLog> log = LossLog::open(f.str(), int64_t{50});
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(log.status().message().find(f.str()), std::string::npos) << log.status().message();
+  Result<std::string> kept = read_file(f.str());
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, "my notes\nsecond line\n");
+}
+
+}  // namespace
+}  // namespace weft::training
