@@ -99,8 +99,9 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_TIMEOUT")) {
     char* end = nullptr;
     double seconds = std::strtod(v, &end);
-    if (end == v || *end != '\0' || !(seconds > 0))
-      return invalid_argument(std::string("WEFT_TIMEOUT='") + v + "' is not a positive number of seconds");
+    // Bounded as weft-run's --timeout: a deadline far enough ahead overflows the clock.
+    if (end == v || *end != '\0' || !(seconds > 0) || !(seconds <= 1e7))
+      return invalid_argument(std::string("WEFT_TIMEOUT='") + v + "' is not a number of seconds above 0 and up to 1e7");
     c.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0 + 0.5));
     if (c.timeout.count() == 0) c.timeout = std::chrono::milliseconds(1);
   }

@@ -2,6 +2,7 @@
 // libnccl.so.2 keeps setting), their precedence, and the errors naming the variable used.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -23,7 +24,7 @@ const char* const kVars[] = {
     "WEFT_STAGE_FIFO_BYTES", "WEFT_P2P_LEVEL", "NCCL_P2P_LEVEL", "WEFT_DEBUG_FILE", "NCCL_DEBUG_FILE",
     "WEFT_DEBUG_TIMESTAMP_FORMAT", "NCCL_DEBUG_TIMESTAMP_FORMAT", "WEFT_DEBUG_TIMESTAMP_LEVELS",
     "NCCL_DEBUG_TIMESTAMP_LEVELS", "WEFT_ALGO", "NCCL_ALGO", "WEFT_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME",
-    "WEFT_TOPO_FILE", "NCCL_TOPO_FILE",
+    "WEFT_TOPO_FILE", "NCCL_TOPO_FILE", "WEFT_TIMEOUT",
 };
 
 // Clears the variables, and restores them afterwards.
@@ -49,6 +50,24 @@ TEST_F(ConfigEnvTest, DefaultsWithoutVariables) {
   EXPECT_EQ(c.shm_fifo_bytes, size_t{4} << 20);
   EXPECT_EQ(c.debug, "WARN");
   EXPECT_FALSE(c.comm_blocking.has_value());
+}
+
+// Seconds, fractions allowed, up to 1e7 as weft-run's --timeout: infinity and values whose
+// deadline overflows the clock were taken, and every wait then ended at once (the deadline in the
+// past) with an error that did not name the variable.
+TEST_F(ConfigEnvTest, TimeoutIsAFiniteNumberOfSeconds) {
+  ::setenv("WEFT_TIMEOUT", "2.5", 1);
+  EXPECT_EQ(ok().timeout, std::chrono::milliseconds(2500));
+  ::setenv("WEFT_TIMEOUT", "1e7", 1);
+  EXPECT_EQ(ok().timeout, std::chrono::milliseconds(10'000'000'000));
+  for (const char* bad : {"inf", "nan", "1e10", "1e30", "0", "-1", "abc", ""}) {
+    ::setenv("WEFT_TIMEOUT", bad, 1);
+    if (*bad == '\0') {
+      EXPECT_EQ(ok().timeout, Config().timeout) << "an empty value is unset";
+      continue;
+    }
+    EXPECT_EQ(error(), std::string("WEFT_TIMEOUT='") + bad + "' is not a number of seconds above 0 and up to 1e7");
+  }
 }
 
 TEST_F(ConfigEnvTest, CudaStreamOrderIsOptIn) {
