@@ -23,6 +23,7 @@ std::string_view collective_name(Collective c) {
 std::optional<Collective> parse_collective(std::string_view name) {
   for (int c = 0; c <= static_cast<int>(Collective::kSendRecv); ++c)
     if (collective_name(static_cast<Collective>(c)) == name) return static_cast<Collective>(c);
+  if (name == "reducescatter") return Collective::kReduceScatter;  // NCCL's spelling (NCCL_ALGO)
   return std::nullopt;
 }
 

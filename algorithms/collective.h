@@ -27,7 +27,8 @@ enum class Collective : uint8_t {
 };
 
 std::string_view collective_name(Collective c);
-// The collective called `name` (as collective_name prints it); nullopt if there is none.
+// The collective called `name` (as collective_name prints it, or "reducescatter", NCCL's
+// spelling); nullopt if there is none.
 std::optional<Collective> parse_collective(std::string_view name);
 bool has_root(Collective c);
 bool has_op(Collective c);

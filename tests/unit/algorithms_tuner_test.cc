@@ -281,6 +281,23 @@ TEST(Tuner, FilterRestrictsTheChoice) {
   EXPECT_EQ(t.choose(allreduce(2, 8)).reason, "order");  // one candidate left
 }
 
+// NCCL's collective names too (NCCL_ALGO='ReduceScatter:ring'): NCCL matches them without case,
+// and spells reduce_scatter without the underscore.
+TEST(Tuner, FilterTakesNcclsCollectiveNames) {
+  for (const char* text : {"ring;ReduceScatter:^ring", "ring;reduce_scatter:^ring", "ring;REDUCESCATTER:^ring"}) {
+    auto f = AlgoFilter::parse(text, "NCCL_ALGO");
+    ASSERT_TRUE(f.ok()) << text << ": " << f.status().to_string();
+    EXPECT_FALSE(f->allows(Collective::kReduceScatter, Algorithm::kRing)) << text;
+    EXPECT_TRUE(f->allows(Collective::kAllReduce, Algorithm::kRing)) << text;
+  }
+  for (const char* text : {"AllReduce:ring", "AllGather:ring", "Broadcast:ring", "Reduce:ring"})
+    EXPECT_TRUE(AlgoFilter::parse(text, "NCCL_ALGO").ok()) << text;
+  auto bad = AlgoFilter::parse("reduce-scatter:ring", "NCCL_ALGO");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'reduce-scatter' is not a collective"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(Tuner, HierarchicalWithoutASecondLevelIsNotWeighed) {
   EXPECT_TRUE(duplicates_flat(allreduce(4, 8), Layout::flat(4), Algorithm::kHierarchical));
   EXPECT_TRUE(duplicates_flat(allreduce(4, 8), Layout::blocks(4, 1), Algorithm::kHierarchical));
