@@ -395,6 +395,8 @@ Result<Cluster> Cluster::from_spec(ClusterSpec s) {
   if (s.nodes < 1 || s.ranks_per_node < 1) return bad("nodes and ranks must be positive");
   if (static_cast<int64_t>(s.nodes) * s.ranks_per_node > kMaxDevices)
     return bad("more than " + std::to_string(kMaxDevices) + " devices");
+  if (static_cast<int64_t>(s.nodes) * s.nics > kMaxDevices)
+    return bad("more than " + std::to_string(kMaxDevices) + " NICs (nodes x nics)");
   if (s.torus.empty() && s.nodes > 1 && s.nics < 1)
     return bad(std::to_string(s.nodes) + " nodes but no NICs: set nics= and nic=");
   WEFT_TRY(check_class("intra", s.intra));

@@ -79,6 +79,10 @@ TEST(ClusterParse, ErrorsNameTheTokenAndTheProblem) {
       {"shm:2 cache=12MiBs", {"unknown size unit 'MiBs'"}},
       {"shm:2 spill=1.5", {"'spill=1.5'", "(0, 1]"}},
       {"shm:2 shm=yes", {"'shm=yes'", "not 0 or 1"}},
+      // NICs are links the model keeps: more than devices are refused, not allocated (the
+      // first threw bad_alloc; the second overflowed int).
+      {"nodes=2 ranks=1 nics=200000000 nic=1Gb/s fabric=fattree", {"more than 4194304 NICs"}},
+      {"nodes=3 ranks=1 nics=999999999 nic=1Gb/s", {"more than 4194304 NICs"}},
   };
   for (const Case& c : cases) {
     auto r = Cluster::parse(c.text);
