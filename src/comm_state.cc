@@ -265,12 +265,12 @@ Status CommState::init(const UniqueId& id, const Bootstrap::MemberWatch& watch, 
   put_blob(card, std::vector<uint8_t>(sms.begin(), sms.end()));
   std::string out_of_reach;  // bus ids, comma-separated
   {
-    // Under a P2P level, the machine that says how far apart its GPUs are: the topology file's,
-    // else discovered, where there are GPUs to compare.
+    // Under a P2P level, the machines that say how far apart its GPUs are: the topology file's
+    // and the discovered one, where there are GPUs to compare (gpus_out_of_reach weighs them).
     auto gpus_here = cuda::device_count();
     const bool judge = level != topology::PathType::kSys && gpu_ >= 0 && gpus_here.ok() && *gpus_here > 1;
-    const topology::System* machine = !judge ? nullptr : topo.system ? &*topo.system : this_machine();
-    for (const OutOfReach& o : gpus_out_of_reach(gpu_, level, machine)) {
+    const topology::System* file = judge && topo.system ? &*topo.system : nullptr;
+    for (const OutOfReach& o : gpus_out_of_reach(gpu_, level, file, judge ? this_machine() : nullptr)) {
       log_.info("GPU " + o.bus_id + " is out of reach of this rank's GPU (" + gpu.bus_id + "): " + o.why);
       out_of_reach += (out_of_reach.empty() ? "" : ",") + o.bus_id;
     }

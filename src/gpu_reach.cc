@@ -19,16 +19,19 @@ bool lists(const std::string& list, const std::string& bus_id) {
   return false;
 }
 
-// Whether `machine` says the two GPUs (by bus id) are farther apart than `level`; the class of
-// their path in *type. False where it does not hold both or finds no route.
-bool beyond(const topology::System& machine, const std::string& a, const std::string& b, topology::PathType level,
-            topology::PathType* type) {
-  const int va = machine.find(topology::normal_bus_id(a)), vb = machine.find(topology::normal_bus_id(b));
-  if (va < 0 || vb < 0) return false;
-  auto path = machine.path(va, vb);
-  if (!path.ok()) return false;
-  *type = path->type;
-  return path->type > level;
+// The class of the path between the GPUs with bus ids `a` and `b` as `machine` has it; none where
+// it does not hold both as GPUs (a topology file may name a GPU's <pci> without its <gpu>, leaving
+// the rest to discovery, as NCCL's do) or finds no route.
+std::optional<topology::PathType> path_between(const topology::System* machine, const std::string& a,
+                                               const std::string& b) {
+  if (machine == nullptr) return std::nullopt;
+  const int va = machine->find(topology::normal_bus_id(a)), vb = machine->find(topology::normal_bus_id(b));
+  if (va < 0 || vb < 0 || machine->vertex(va).type != topology::VertexType::kGpu ||
+      machine->vertex(vb).type != topology::VertexType::kGpu)
+    return std::nullopt;
+  auto path = machine->path(va, vb);
+  if (!path.ok()) return std::nullopt;
+  return path->type;
 }
 
 }  // namespace
@@ -54,7 +57,8 @@ const topology::System* this_machine() {
   return machine ? &*machine : nullptr;
 }
 
-std::vector<OutOfReach> gpus_out_of_reach(int gpu, topology::PathType level, const topology::System* machine) {
+std::vector<OutOfReach> gpus_out_of_reach(int gpu, topology::PathType level, const topology::System* file,
+                                          const topology::System* discovered) {
   std::vector<OutOfReach> out;
   if (gpu < 0) return out;
   auto count = cuda::device_count();
@@ -66,11 +70,18 @@ std::vector<OutOfReach> gpus_out_of_reach(int gpu, topology::PathType level, con
     auto back = cuda::can_access_peer(d, gpu);
     auto id = cuda::gpu_identity(d);
     if (!there.ok() || !back.ok() || !id.ok()) continue;
-    topology::PathType type = topology::PathType::kLoc;
-    if (!*there || !*back)
+    if (!*there || !*back) {
       out.push_back({id->bus_id, "no peer access between the two"});
-    else if (machine != nullptr && beyond(*machine, mine->bus_id, id->bus_id, level, &type))
-      out.push_back({id->bus_id, "their path (" + std::string(topology::path_type_name(type)) + ") is farther than " +
+      continue;
+    }
+    // The file's path where it holds both GPUs, else discovery's; an NVLink path discovery finds
+    // wins, as NCCL adds NVML's NVLinks to a topology file.
+    const auto in_file = path_between(file, mine->bus_id, id->bus_id);
+    const auto found = path_between(discovered, mine->bus_id, id->bus_id);
+    auto type = in_file ? in_file : found;
+    if (found && *found <= topology::PathType::kNvl) type = found;
+    if (type && *type > level)
+      out.push_back({id->bus_id, "their path (" + std::string(topology::path_type_name(*type)) + ") is farther than " +
                                      std::string(topology::path_type_name(level)) + ", the P2P level"});
   }
   return out;

@@ -36,9 +36,12 @@ Result<topology::PathType> p2p_level(const std::string& level);
 const topology::System* this_machine();
 
 // The GPUs this process sees that `gpu` (-1: none, so none) does not map memory with: without
-// peer access either way (cudaDeviceCanAccessPeer), or, where `machine` holds both, whose path
-// from `gpu` is farther than `level`.
-std::vector<OutOfReach> gpus_out_of_reach(int gpu, topology::PathType level, const topology::System* machine);
+// peer access either way (cudaDeviceCanAccessPeer), or whose path from `gpu` is farther than
+// `level`. The path is the topology `file`'s where it holds both as GPUs, else the `discovered`
+// machine's (this_machine()); but an NVLink path the discovered machine has wins, as NCCL adds
+// NVML's NVLinks to a topology file. Either may be null; a pair neither holds is not judged.
+std::vector<OutOfReach> gpus_out_of_reach(int gpu, topology::PathType level, const topology::System* file,
+                                          const topology::System* discovered);
 
 // For each rank, whether `rank`'s GPU and its GPU can map each other's memory: true for itself,
 // for a rank without a GPU or on the same GPU, and unless either lists the other. `gpus[r]`: rank

@@ -33,22 +33,32 @@ TEST(GpuReach, APairIsReachedUnlessEitherEndListsTheOther) {
   EXPECT_EQ(gpus_reached(0, {kA, kB}, {"0000:1b:00", ""}), (std::vector<bool>{true, true}));
 }
 
+// What a machine's topology XML says of its GPUs.
+enum class Gpus {
+  kPcie,     // GPUs, no NVLink
+  kNvLinked, // GPUs, each with an NVLink to the next
+  kPciOnly,  // the GPUs' <pci> elements without their <gpu>: a skeleton, as Azure's files are
+};
+
 // NCCL's topology XML of one machine: a GPU at each bus id of `gpus`, all under one PCIe switch of
 // CPU 0 (`one_switch`), else one on each of two CPUs.
-topology::System machine(const std::vector<std::string>& gpus, bool one_switch) {
-  auto gpu = [](const std::string& bus, int dev) {
-    return "<pci busid=\"" + bus + "\" class=\"0x030200\" vendor=\"0x10de\"><gpu dev=\"" + std::to_string(dev) +
-           "\" sm=\"90\"/></pci>\n";
+topology::System machine(const std::vector<std::string>& gpus, bool one_switch, Gpus what = Gpus::kPcie) {
+  auto gpu = [&](size_t i) {
+    std::string nvlink;
+    if (what == Gpus::kNvLinked && gpus.size() > 1)
+      nvlink = "<nvlink target=\"" + gpus[(i + 1) % gpus.size()] + "\" count=\"4\" tclass=\"0x030200\"/>";
+    const std::string inside = what == Gpus::kPciOnly ? "" : "<gpu dev=\"" + std::to_string(i) + "\" sm=\"90\">" + nvlink + "</gpu>";
+    return "<pci busid=\"" + gpus[i] + "\" class=\"0x030200\" vendor=\"0x10de\">" + inside + "</pci>\n";
   };
   const std::string cpu = "<cpu numaid=\"%\" arch=\"x86_64\" vendor=\"GenuineIntel\">\n";
   auto cpu_of = [&](int numa) { return std::string(cpu).replace(cpu.find('%'), 1, std::to_string(numa)); };
   std::string xml = "<system version=\"1\">\n" + cpu_of(0);
   if (one_switch) {
     xml += "<pci busid=\"0000:d0:00.0\" class=\"0x060400\">\n";
-    for (size_t i = 0; i < gpus.size(); ++i) xml += gpu(gpus[i], static_cast<int>(i));
+    for (size_t i = 0; i < gpus.size(); ++i) xml += gpu(i);
     xml += "</pci>\n</cpu>\n";
   } else {
-    for (size_t i = 0; i < gpus.size(); ++i) xml += (i > 0 ? "</cpu>\n" + cpu_of(static_cast<int>(i)) : "") + gpu(gpus[i], static_cast<int>(i));
+    for (size_t i = 0; i < gpus.size(); ++i) xml += (i > 0 ? "</cpu>\n" + cpu_of(static_cast<int>(i)) : "") + gpu(i);
     xml += "</cpu>\n";
   }
   auto m = topology::read_nccl_xml(xml + "</system>\n", "test");
@@ -84,26 +94,46 @@ TEST(GpuReach, ThisProcessListsTheGpusOutOfReach) {
   EXPECT_FALSE(*cuda::can_access_peer(1, 1)) << "as CUDA's: a GPU is not its own peer";
   EXPECT_FALSE(cuda::can_access_peer(0, 2).ok());
   const std::string gpu0 = cuda::gpu_identity(0)->bus_id, gpu1 = cuda::gpu_identity(1)->bus_id;
-  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kSys, nullptr)), apart ? gpu1 : "");
-  EXPECT_EQ(ids(gpus_out_of_reach(1, PathType::kSys, nullptr)), apart ? gpu0 : "");
-  EXPECT_EQ(ids(gpus_out_of_reach(-1, PathType::kSys, nullptr)), "") << "no GPU";
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kSys, nullptr, nullptr)), apart ? gpu1 : "");
+  EXPECT_EQ(ids(gpus_out_of_reach(1, PathType::kSys, nullptr, nullptr)), apart ? gpu0 : "");
+  EXPECT_EQ(ids(gpus_out_of_reach(-1, PathType::kSys, nullptr, nullptr)), "") << "no GPU";
   if (apart) {
-    EXPECT_EQ(gpus_out_of_reach(0, PathType::kSys, nullptr)[0].why, "no peer access between the two");
+    EXPECT_EQ(gpus_out_of_reach(0, PathType::kSys, nullptr, nullptr)[0].why, "no peer access between the two");
     return;
   }
   // With peer access, the machine's paths decide: one GPU on each CPU (SYS), or both under one
   // PCIe switch (PIX). The machine names bus ids in lower case, CUDA in upper: the same GPUs.
   const topology::System two_cpus = machine({gpu0, gpu1}, false);
   const topology::System one_switch = machine({gpu0, gpu1}, true);
-  const auto far = gpus_out_of_reach(0, PathType::kPxb, &two_cpus);
-  ASSERT_EQ(ids(far), gpu1);
-  EXPECT_EQ(far[0].why, "their path (SYS) is farther than PXB, the P2P level");
-  EXPECT_EQ(ids(gpus_out_of_reach(1, PathType::kPxb, &two_cpus)), gpu0);
-  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kSys, &two_cpus)), "");
-  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kPxb, &one_switch)), "");
-  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kNvl, &one_switch)), gpu1);
-  const topology::System others = machine({kA, kB}, false);
-  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kLoc, &others)), "") << "a machine without these GPUs cannot judge";
+  for (const bool as_file : {true, false}) {  // the topology file's machine, or the discovered one
+    const auto out = [&](int gpu, PathType level, const topology::System& m) {
+      return gpus_out_of_reach(gpu, level, as_file ? &m : nullptr, as_file ? nullptr : &m);
+    };
+    const auto far = out(0, PathType::kPxb, two_cpus);
+    ASSERT_EQ(ids(far), gpu1);
+    EXPECT_EQ(far[0].why, "their path (SYS) is farther than PXB, the P2P level");
+    EXPECT_EQ(ids(out(1, PathType::kPxb, two_cpus)), gpu0);
+    EXPECT_EQ(ids(out(0, PathType::kSys, two_cpus)), "");
+    EXPECT_EQ(ids(out(0, PathType::kPxb, one_switch)), "");
+    EXPECT_EQ(ids(out(0, PathType::kNvl, one_switch)), gpu1);
+    const topology::System others = machine({kA, kB}, false);
+    EXPECT_EQ(ids(out(0, PathType::kLoc, others)), "") << "a machine without these GPUs cannot judge";
+    // A file that names the GPUs' <pci> without their <gpu> (a skeleton, such as Azure's) does not
+    // judge them: read as PCIe devices, their path was that between two switches.
+    EXPECT_EQ(ids(out(0, PathType::kLoc, machine({gpu0, gpu1}, false, Gpus::kPciOnly))), "");
+  }
+  // Both: the file's PCIe path wins over the discovered one (in a virtual machine the discovered
+  // tree is the hypervisor's), but an NVLink the discovered machine has wins over the file's path,
+  // as NCCL adds NVML's NVLinks to its topology file.
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kPxb, &two_cpus, &one_switch)), gpu1);
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kPxb, &one_switch, &two_cpus)), "");
+  const topology::System nvlinked = machine({gpu0, gpu1}, false, Gpus::kNvLinked);
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kPxb, &two_cpus, &nvlinked)), "");
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kNvl, &two_cpus, &nvlinked)), "");
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kLoc, &two_cpus, &nvlinked)), gpu1);
+  const topology::System skeleton = machine({gpu0, gpu1}, false, Gpus::kPciOnly);
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kPxb, &skeleton, &nvlinked)), "");
+  EXPECT_EQ(ids(gpus_out_of_reach(0, PathType::kPxb, &skeleton, &two_cpus)), gpu1) << "the skeleton leaves it to discovery";
 }
 
 }  // namespace
