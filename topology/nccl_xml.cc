@@ -425,6 +425,7 @@ class Builder {
   System system_;
   std::map<std::string, int> names_;  // vertex name -> line of the element that made it
   std::map<std::string, int> ids_;    // vertex name -> id
+  std::map<int, std::set<int>> nic_parents_;  // a NIC's vertex -> the vertices it hangs under
   std::map<std::string, BusId> bus_ids_;
   std::map<int, int> numas_;  // numaid -> line
   std::vector<GpuElement> gpus_;
@@ -455,7 +456,8 @@ Status Builder::add_cpu(const XmlElement& e) {
   Vertex v;
   v.type = VertexType::kCpu;
   WEFT_TRY(int_attr(*numaid, e, &v.numa));
-  if (v.numa < 0) return error(numaid->line, "numaid " + std::to_string(v.numa) + " of <cpu> is negative");
+  // -1: NCCL's where the NUMA node is unknown (sysfs says -1, as in many virtual machines).
+  if (v.numa < -1) return error(numaid->line, "numaid " + std::to_string(v.numa) + " of <cpu> is below -1 (unknown)");
   if (auto [it, fresh] = numas_.emplace(v.numa, e.line); !fresh)
     return error(numaid->line, "numaid " + std::to_string(v.numa) + " is already used by the <cpu> at line " +
                                    std::to_string(it->second));
@@ -613,9 +615,17 @@ Status Builder::add_nets(const XmlElement& nic, int parent, double link_bandwidt
         v.attrs.emplace_back("net." + a.name, a.value);
       }
     }
-    WEFT_TRY(claim_name(v.name, net.line, "<net> name"));
     const double bandwidth = link_bandwidth > 0 ? link_bandwidth : v.speed > 0 ? v.speed : default_pcie_bandwidth();
+    // The same NIC listed again under another parent (NCCL lists a socket NIC under each <cpu>):
+    // one NIC, reached from both.
+    if (auto it = ids_.find(v.name); it != ids_.end() && system_.vertex(it->second) == v &&
+                                     nic_parents_[it->second].insert(parent).second) {
+      system_.add_link(parent, it->second, LinkType::kPci, bandwidth, kPciLatency);
+      continue;
+    }
+    WEFT_TRY(claim_name(v.name, net.line, "<net> name"));
     const int id = add(std::move(v));
+    nic_parents_[id].insert(parent);
     system_.add_link(parent, id, LinkType::kPci, bandwidth, kPciLatency);
   }
   return Status();
@@ -633,8 +643,13 @@ Status Builder::add_nvlinks() {
       if (link.name != "nvlink") continue;
       const XmlAttr* target = link.attr("target");
       if (target == nullptr) return error(link.line, "<nvlink> has no target attribute");
-      if (!is_bus_id(trim(target->value)))
-        return error(target->line, "nvlink target " + quote(target->value) + " is not a PCI address (DDDD:BB:DD.F, hex)");
+      // The target's PCI class: an NVSwitch's (0x068000) makes any target one, as in NCCL, which
+      // writes a switch that is not a PCI device of the machine as an all-f bus id.
+      const XmlAttr* tclass = link.attr("tclass");
+      const bool to_switch = tclass != nullptr && starts_with_nocase(trim(tclass->value), "0x0680");
+      if (!is_bus_id(trim(target->value)) && !(to_switch && !trim(target->value).empty()))
+        return error(target->line, "nvlink target " + quote(target->value) +
+                                       " is not a PCI address (DDDD:BB:DD.F, hex), nor of an NVSwitch's tclass 0x068000");
       const std::string name = to_lower(trim(target->value));
       if (name == self) return error(link.line, "<nvlink> from GPU " + self + " to itself");
       const XmlAttr* count_attr = link.attr("count");

@@ -491,6 +491,56 @@ TEST(NcclXmlRead, SkipsUnknownElementsKeepsUnknownAttributes) {
   EXPECT_EQ(written.find("c2c"), std::string::npos);
 }
 
+// Shapes NCCL's own files take that a first reader refused.
+// - An NVSwitch that is not a PCI device of the machine (a virtual machine's, an HGX board's) is
+//   an <nvlink> target NCCL writes as an all-f bus id; its class (tclass 0x068000) says it is a
+//   switch, and NCCL reads any target of that class as one.
+// - numaid -1: NCCL's where sysfs knows no NUMA node (common in virtual machines).
+// - A socket NIC listed the same under each <cpu>.
+TEST(NcclXmlRead, TakesTheShapesOfNcclsOwnFiles) {
+  const std::string gpu = "      <pci busid=\"0000:%:00.0\" class=\"0x030200\">\n        <gpu dev=\"%\" sm=\"90\">\n"
+                          "          <nvlink target=\"fffffff:ff:ff.0\" count=\"18\" tclass=\"0x068000\"/>\n"
+                          "        </gpu>\n      </pci>\n";
+  auto gpu_at = [&](const std::string& bus, int dev) {
+    std::string g = gpu;
+    g.replace(g.find('%'), 1, bus);
+    g.replace(g.find('%'), 1, std::to_string(dev));
+    return g;
+  };
+  const std::string socket_nic = "    <nic>\n      <net name=\"eth0\" dev=\"0\" speed=\"100000\"/>\n    </nic>\n";
+  const std::string text = "<system version=\"1\">\n  <cpu numaid=\"-1\" arch=\"x86_64\">\n" + kSwitch + gpu_at("18", 0) +
+                           "    </pci>\n" + socket_nic + "  </cpu>\n  <cpu numaid=\"1\" arch=\"x86_64\">\n" +
+                           "    <pci busid=\"0000:27:00.0\" class=\"0x060400\">\n" + gpu_at("28", 1) + "    </pci>\n" +
+                           socket_nic + "  </cpu>\n</system>\n";
+  const System s = read_ok(text, "vm.xml");
+  // One NVSwitch, joined to both GPUs: their path is NVLink.
+  const int nvswitch = id_of(s, "fffffff:ff:ff.0");
+  ASSERT_GE(nvswitch, 0);
+  EXPECT_EQ(s.vertex(nvswitch).type, VertexType::kNvSwitch);
+  EXPECT_EQ(path_between(s, "0000:18:00.0", "0000:28:00.0").type, PathType::kNvl);
+  // The CPU whose NUMA node is unknown.
+  EXPECT_EQ(s.vertex(id_of(s, "cpu-1")).numa, -1);
+  // One NIC, reached from both CPUs.
+  const int eth0 = id_of(s, "eth0");
+  ASSERT_GE(eth0, 0);
+  EXPECT_EQ(links_between(s, "eth0", "cpu-1").size(), 1u);
+  EXPECT_EQ(links_between(s, "eth0", "cpu1").size(), 1u);
+  // Written back, it reads (the writer puts the NIC under its first CPU, gives the CPU a numaid and
+  // the switch a bus id of its own: docs/TOPOLOGY.md).
+  EXPECT_TRUE(read_nccl_xml(write_nccl_xml(s), "written").ok()) << write_nccl_xml(s);
+  // What NCCL does not write stays refused: a second NIC of that name that differs, and a
+  // switch-less target that is no bus id without the class that makes it a switch.
+  std::string other = text;
+  other.replace(other.rfind("speed=\"100000\""), 14, "speed=\"25000\"");
+  auto differs = read_nccl_xml(other, "vm.xml");
+  ASSERT_FALSE(differs.ok());
+  EXPECT_NE(differs.status().message().find("<net> name 'eth0' is already used"), std::string::npos)
+      << differs.status().message();
+  std::string classless = text;
+  classless.replace(classless.find(" tclass=\"0x068000\""), 17, "");
+  EXPECT_FALSE(read_nccl_xml(classless, "vm.xml").ok());
+}
+
 // Deterministic corruptions of the DGX file: truncations, byte flips, deletions, insertions of XML's
 // special characters. None may crash; each either fails with a located message or reads into a
 // valid system that writes and reads back to the same text.
