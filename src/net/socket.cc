@@ -390,38 +390,49 @@ Result<SocketAddress> Socket::peer_address() const {
   return from_addr(addr);
 }
 
-Result<std::string> interface_ipv4(std::string_view ifname) {
+Result<std::vector<InterfaceIpv4>> interfaces_ipv4() {
   IfAddrs ifs;
   if (::getifaddrs(&ifs.list) != 0) return system_error("getifaddrs");
-  std::string available;
+  std::vector<InterfaceIpv4> out;
   for (ifaddrs* i = ifs.list; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    std::string ip = from_addr(*reinterpret_cast<const sockaddr_in*>(i->ifa_addr)).ip;
-    if ((i->ifa_flags & IFF_UP) && ifname_matches(ifname, i->ifa_name)) return ip;
-    available += (available.empty() ? "" : ", ") + std::string(i->ifa_name) + "=" + ip;
+    out.push_back({i->ifa_name, from_addr(*reinterpret_cast<const sockaddr_in*>(i->ifa_addr)).ip,
+                   (i->ifa_flags & IFF_UP) != 0, (i->ifa_flags & IFF_LOOPBACK) != 0});
+  }
+  return out;
+}
+
+Result<std::string> interface_ipv4(std::string_view ifname) {
+  auto ifs = interfaces_ipv4();
+  WEFT_TRY(ifs);
+  std::string available;
+  for (const InterfaceIpv4& i : *ifs) {
+    if (i.up && ifname_matches(ifname, i.name)) return i.ip;
+    available += (available.empty() ? "" : ", ") + i.name + "=" + i.ip;
   }
   return invalid_argument("no UP interface with an IPv4 address matches '" + std::string(ifname) +
                           "' (" + Config::variable("WEFT_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") + "); interfaces with one: " +
                           (available.empty() ? "none" : available));
 }
 
-Result<std::string> first_non_loopback_ipv4() {
-  IfAddrs ifs;
-  if (::getifaddrs(&ifs.list) != 0) return system_error("getifaddrs");
-  for (ifaddrs* i = ifs.list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
-    return from_addr(*reinterpret_cast<const sockaddr_in*>(i->ifa_addr)).ip;
-  }
-  errno = 0;
-  return system_error("no UP non-loopback interface has an IPv4 address");
+std::optional<InterfaceIpv4> preferred_interface(const std::vector<InterfaceIpv4>& ifs) {
+  const auto rank = [](const InterfaceIpv4& i) {
+    if (i.loopback) return 3;
+    if (i.name.starts_with("ib")) return 0;
+    return i.name.starts_with("docker") ? 2 : 1;
+  };
+  std::optional<InterfaceIpv4> best;
+  for (const InterfaceIpv4& i : ifs)
+    if (i.up && (!best || rank(i) < rank(*best))) best = i;
+  return best;
 }
 
 Result<std::string> default_ipv4(std::string_view socket_ifname) {
   if (!socket_ifname.empty()) return interface_ipv4(socket_ifname);
-  auto ip = first_non_loopback_ipv4();
-  if (ip.ok()) return ip;
-  return std::string("127.0.0.1");
+  auto ifs = interfaces_ipv4();
+  if (!ifs.ok()) return std::string("127.0.0.1");
+  const auto best = preferred_interface(*ifs);
+  return best ? best->ip : std::string("127.0.0.1");
 }
 
 std::string format_seconds(std::chrono::milliseconds d) {

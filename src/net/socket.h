@@ -17,9 +17,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "src/deadline.h"
 #include "weft/status.h"
@@ -143,10 +145,21 @@ class Socket {
 // to exclude prefixes; the first UP interface that matches wins. The error lists the interfaces
 // that have an IPv4 address.
 Result<std::string> interface_ipv4(std::string_view ifname);
-// The first IPv4 address of an UP, non-loopback interface; kSystemError when there is none.
-Result<std::string> first_non_loopback_ipv4();
-// socket_ifname's address if set (an error if it has none), else the first non-loopback IPv4,
-// else "127.0.0.1".
+// An interface's IPv4 address (getifaddrs lists one entry per address).
+struct InterfaceIpv4 {
+  std::string name;
+  std::string ip;
+  bool up = false;
+  bool loopback = false;
+};
+// This machine's, in getifaddrs's order.
+Result<std::vector<InterfaceIpv4>> interfaces_ipv4();
+// The interface to use when none is named, in NCCL's order: the first UP one named ib* (IPoIB),
+// else the first that is neither docker's bridge (docker*) nor loopback, else docker's, else
+// loopback; none where none is UP.
+std::optional<InterfaceIpv4> preferred_interface(const std::vector<InterfaceIpv4>& ifs);
+// socket_ifname's address if set (an error if it has none), else preferred_interface()'s, else
+// "127.0.0.1".
 Result<std::string> default_ipv4(std::string_view socket_ifname);
 
 // "1.5 s": for timeout messages.

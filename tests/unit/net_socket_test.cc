@@ -251,20 +251,35 @@ TEST(NetSocket, InterfaceAddresses) {
     EXPECT_NE(*not_lo, "127.0.0.1");
   }
 
-  auto first = first_non_loopback_ipv4();
-  if (first.ok()) {
-    EXPECT_NE(first->rfind("127.", 0), 0u) << *first;
-  }
+  auto ifs = interfaces_ipv4();
+  ASSERT_TRUE(ifs.ok()) << ifs.status().to_string();
+  const auto best = preferred_interface(*ifs);
   auto def = default_ipv4("");
   ASSERT_TRUE(def.ok());
-  if (first.ok()) {
-    EXPECT_EQ(*def, *first);
-  } else {
-    EXPECT_EQ(*def, "127.0.0.1");
-  }
+  EXPECT_EQ(*def, best ? best->ip : "127.0.0.1");
   auto def_lo = default_ipv4("lo");
   ASSERT_TRUE(def_lo.ok());
   EXPECT_EQ(*def_lo, "127.0.0.1");
+}
+
+// Without a named interface, NCCL's order: IPoIB, then any but docker's bridge and loopback, then
+// docker's, then loopback. (The first UP non-loopback one was taken: docker0, which has the same
+// address on every host, where it came before the real NIC.)
+TEST(NetSocket, TheDefaultInterfaceFollowsNcclsOrder) {
+  const InterfaceIpv4 lo{"lo", "127.0.0.1", true, true}, docker{"docker0", "172.17.0.1", true, false},
+      bond{"bond0", "10.0.0.5", true, false}, eth{"eth0", "10.0.1.5", true, false}, ib{"ib0", "10.1.0.5", true, false},
+      eth_down{"eth1", "10.0.2.5", false, false};
+  const auto pick = [](const std::vector<InterfaceIpv4>& ifs) {
+    const auto best = preferred_interface(ifs);
+    return best ? best->name : "none";
+  };
+  EXPECT_EQ(pick({lo, docker, bond}), "bond0");
+  EXPECT_EQ(pick({lo, eth, ib}), "ib0");
+  EXPECT_EQ(pick({lo, bond, eth}), "bond0") << "the first of a kind";
+  EXPECT_EQ(pick({lo, eth_down, docker}), "docker0") << "an interface that is down is not taken";
+  EXPECT_EQ(pick({docker, lo}), "docker0");
+  EXPECT_EQ(pick({lo}), "lo");
+  EXPECT_EQ(pick({eth_down}), "none");
 }
 
 TEST(NetSocket, WireHelpers) {
