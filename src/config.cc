@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "src/byte_size.h"
@@ -30,23 +32,28 @@ Status parse_flag(const char* name, const char* text, bool* out) {
   return Status();
 }
 
-// NCCL_P2P_LEVEL: a class of path (any case; NVB, NVLink through a GPU, is weft's NVL) or one
-// of NCCL's older numbers; *out is the class's name.
+// NCCL_P2P_LEVEL: a class of path (any case) or one of NCCL's older numbers; *out is the class's
+// name. NCCL's classes weft has no paths of are the nearest class below them: NVB (NVLink
+// through a GPU) and C2C (a GPU's chip-to-chip link to its CPU) are NVL, P2C and PXN (through a
+// PCIe switch and a CPU's C2C link, or a peer GPU's NVLink) are PXB. Numbers above 5 are SYS, as
+// in NCCL.
 Status parse_p2p_level(const char* name, const char* text, std::string* out) {
   std::string s = text;
   for (char& ch : s) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  if (s == "NVB") s = "NVL";
+  if (s == "NVB" || s == "C2C") s = "NVL";
+  if (s == "P2C" || s == "PXN") s = "PXB";
   for (const char* level : {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS"})
     if (s == level) {
       *out = s;
       return Status();
     }
   static const char* const kOldNumbers[] = {"LOC", "PIX", "PXB", "PHB", "SYS", "SYS"};
-  if (s.size() == 1 && s[0] >= '0' && s[0] <= '5') {
-    *out = kOldNumbers[s[0] - '0'];
+  if (!s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    *out = kOldNumbers[std::min(std::stoi(s), 5)];
     return Status();
   }
-  return invalid_argument(std::string(name) + "='" + text + "' is not LOC, NVL, PIX, PXB, PHB, SYS or 0-5");
+  return invalid_argument(std::string(name) + "='" + text +
+                          "' is not LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS or a number (0-5; above 5 is SYS)");
 }
 
 Status parse_size(const char* name, const char* text, size_t min, size_t* out) {
@@ -125,7 +132,16 @@ Result<Config> Config::from_env() {
   const char* name = nullptr;
   std::optional<size_t> buffsize;
   if (const char* v = env("NCCL_BUFFSIZE")) {
-    WEFT_TRY(parse_size("NCCL_BUFFSIZE", v, 4096, &n));
+    // Hexadecimal too, as NCCL reads it (strtoll, base 0).
+    if (v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) {
+      const std::string_view hex = std::string_view(v).substr(2);
+      const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), n, 16);
+      if (hex.empty() || ec != std::errc() || end != hex.data() + hex.size() || n < 4096)
+        return invalid_argument(std::string("NCCL_BUFFSIZE='") + v +
+                                "' is not a size >= 4096 (digits, then optionally K, M or G; or 0x and hex digits)");
+    } else {
+      WEFT_TRY(parse_size("NCCL_BUFFSIZE", v, 4096, &n));
+    }
     buffsize = n;
   }
   if (const char* v = env("WEFT_SHM_FIFO_BYTES")) {

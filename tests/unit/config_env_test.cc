@@ -153,17 +153,23 @@ TEST_F(ConfigEnvTest, P2pLevelTakesNcclsClassesAndOldNumbers) {
   EXPECT_EQ(ok().p2p_level, "");
   for (const auto& [value, level] : std::vector<std::pair<const char*, const char*>>{
            {"LOC", "LOC"}, {"nvl", "NVL"}, {"NVB", "NVL"}, {"PIX", "PIX"}, {"PXB", "PXB"}, {"PHB", "PHB"},
-           {"SYS", "SYS"}, {"0", "LOC"}, {"1", "PIX"}, {"2", "PXB"}, {"3", "PHB"}, {"4", "SYS"}, {"5", "SYS"}}) {
+           {"SYS", "SYS"}, {"0", "LOC"}, {"1", "PIX"}, {"2", "PXB"}, {"3", "PHB"}, {"4", "SYS"}, {"5", "SYS"},
+           // NCCL's classes weft has no paths of, as the nearest class below; numbers above 5
+           // are SYS, as in NCCL.
+           {"C2C", "NVL"}, {"P2C", "PXB"}, {"pxn", "PXB"}, {"6", "SYS"}, {"99", "SYS"}}) {
     ::setenv("NCCL_P2P_LEVEL", value, 1);
     EXPECT_EQ(ok().p2p_level, level) << value;
   }
   ::setenv("WEFT_P2P_LEVEL", "PIX", 1);
   EXPECT_EQ(ok().p2p_level, "PIX") << "WEFT_ wins";
-  ::setenv("WEFT_P2P_LEVEL", "6", 1);
-  EXPECT_EQ(error(), "WEFT_P2P_LEVEL='6' is not LOC, NVL, PIX, PXB, PHB, SYS or 0-5");
+  for (const char* bad : {"-1", "1.5", "1234567890"}) {
+    ::setenv("WEFT_P2P_LEVEL", bad, 1);
+    EXPECT_EQ(error(), std::string("WEFT_P2P_LEVEL='") + bad +
+                           "' is not LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS or a number (0-5; above 5 is SYS)");
+  }
   ::unsetenv("WEFT_P2P_LEVEL");
   ::setenv("NCCL_P2P_LEVEL", "NVLINK", 1);
-  EXPECT_EQ(error(), "NCCL_P2P_LEVEL='NVLINK' is not LOC, NVL, PIX, PXB, PHB, SYS or 0-5");
+  EXPECT_EQ(error(), "NCCL_P2P_LEVEL='NVLINK' is not LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS or a number (0-5; above 5 is SYS)");
 }
 
 TEST_F(ConfigEnvTest, ShmDisableMeansTcpUnlessWeftTransportIsSet) {
@@ -203,6 +209,13 @@ TEST_F(ConfigEnvTest, BuffsizeSizesEveryFifoAndWeftWins) {
   ::unsetenv("WEFT_DEVICE_WALKER_SLOT_BYTES");
   ::setenv("NCCL_BUFFSIZE", "12", 1);
   EXPECT_EQ(error(), "NCCL_BUFFSIZE='12' is not a size >= 4096 (digits, then optionally K, M or G)");  // names the variable used
+  // Hexadecimal too, as NCCL reads it (strtoll, base 0).
+  ::setenv("NCCL_BUFFSIZE", "0x800000", 1);
+  EXPECT_EQ(sizes(), (std::vector<size_t>{8, 64, 32, 8192}));
+  for (const char* bad : {"0x", "0x10", "0xfffffffffffffffff", "0x1g"}) {
+    ::setenv("NCCL_BUFFSIZE", bad, 1);
+    EXPECT_EQ(error(), std::string("NCCL_BUFFSIZE='") + bad + "' is not a size >= 4096 (digits, then optionally K, M or G; or 0x and hex digits)");
+  }
 }
 
 // NCCL accepts any NCCL_BUFFSIZE; each FIFO takes its share of it (its default over NCCL's 4 MiB)
