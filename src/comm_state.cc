@@ -207,6 +207,12 @@ Result<CommState::Local> CommState::prepare() {
   } else if (!config_.topo_file.empty()) {
     auto t = topology::load_topology_file(config_.topo_file);
     WEFT_TRY(t);
+    // An empty file: no information under NCCL_TOPO_FILE, as NCCL reads it; weft's own must
+    // describe something.
+    if (t->empty() && Config::variable("WEFT_TOPO_FILE", "NCCL_TOPO_FILE") == std::string_view("NCCL_TOPO_FILE"))
+      log_.warn("NCCL_TOPO_FILE '" + config_.topo_file + "' is empty: ignored, as NCCL does; the machine as discovered is used");
+    else if (t->empty())
+      return invalid_argument("topology file '" + config_.topo_file + "' describes nothing (it holds only blanks and comments)");
     local.topo = std::move(*t);
   }
   return local;

@@ -21,9 +21,12 @@ namespace weft::topology {
 struct TopologyFile {
   std::optional<System> system;    // an NCCL XML file
   std::optional<Cluster> cluster;  // a cluster description
+  bool empty() const { return !system && !cluster; }
 };
 
-// Reads and checks `path`. Errors name the file (and, for XML, the line) and what is wrong.
+// Reads and checks `path`. Errors name the file (and, for XML, the line) and what is wrong. A
+// file of nothing but blanks and comments describes nothing: neither member is set (NCCL reads an
+// empty NCCL_TOPO_FILE as no information; the caller decides). A UTF-8 byte order mark is skipped.
 Result<TopologyFile> load_topology_file(const std::string& path);
 
 }  // namespace weft::topology

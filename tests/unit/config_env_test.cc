@@ -1,9 +1,12 @@
 // Config::from_env: the NCCL_ twins of weft's variables (what a program moved onto weft's
 // libnccl.so.2 keeps setting), their precedence, and the errors naming the variable used.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -291,6 +294,30 @@ TEST_F(ConfigEnvTest, AMissingNcclTopoFileIsAWarningAndAMissingWeftOneAnError) {
     }
     ::unsetenv(variable);
   }
+}
+
+// An empty topology file: under NCCL_TOPO_FILE no information, as NCCL reads it (a warning); under
+// WEFT_TOPO_FILE an error naming the file. (It was read as a cluster description and failed:
+// "cluster: empty description".)
+TEST_F(ConfigEnvTest, AnEmptyNcclTopoFileIsNoInformationAndAnEmptyWeftOneAnError) {
+  const std::string empty = "/tmp/weft-empty-topo-" + std::to_string(::getpid()) + ".xml";
+  { std::ofstream(empty) << "\n"; }
+  for (const char* variable : {"NCCL_TOPO_FILE", "WEFT_TOPO_FILE"}) {
+    ::setenv(variable, empty.c_str(), 1);
+    Config c = ok();
+    auto id = UniqueId::create(c);
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    auto comm = Communicator::init(*id, 0, 1, c);
+    if (std::string(variable) == "NCCL_TOPO_FILE") {
+      EXPECT_TRUE(comm.ok()) << comm.status().to_string();
+    } else {
+      ASSERT_FALSE(comm.ok());
+      EXPECT_NE(comm.status().message().find("'" + empty + "' describes nothing"), std::string::npos)
+          << comm.status().to_string();
+    }
+    ::unsetenv(variable);
+  }
+  std::remove(empty.c_str());
 }
 
 // A program that fills Config itself gets the same bounds, checked when it makes a communicator

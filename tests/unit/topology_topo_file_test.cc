@@ -52,10 +52,29 @@ TEST_F(TopoFileTest, NcclXmlIsRecognisedByItsFirstCharacter) {
   EXPECT_EQ(t->system->of_type(VertexType::kGpu).size(), 1u);
 }
 
+// A file of blanks and comments describes nothing (NCCL reads an empty NCCL_TOPO_FILE as no
+// information; comm_state decides what that means), and a UTF-8 byte order mark before the XML
+// is skipped.
+TEST_F(TopoFileTest, AnEmptyFileDescribesNothingAndAByteOrderMarkIsSkipped) {
+  for (const char* text : {"", "\n  \n", "# nothing yet\n"}) {
+    auto t = load_topology_file(write(text));
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_TRUE(t->empty()) << "'" << text << "'";
+  }
+  auto bom = load_topology_file(write("\xEF\xBB\xBF<system version=\"1\">\n  <cpu numaid=\"0\"/>\n</system>\n"));
+  ASSERT_TRUE(bom.ok()) << bom.status().message();
+  EXPECT_TRUE(bom->system.has_value());
+}
+
 TEST_F(TopoFileTest, ErrorsNameTheFileAndTheProblem) {
   auto missing = load_topology_file("/nonexistent/weft-topo.xml");
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("'/nonexistent/weft-topo.xml' cannot be opened"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("'/nonexistent/weft-topo.xml' cannot be opened (No such file or directory)"),
+            std::string::npos) << missing.status().message();
+  // A directory was read as an empty cluster description ("cluster: empty description").
+  auto directory = load_topology_file("/tmp");
+  ASSERT_FALSE(directory.ok());
+  EXPECT_NE(directory.status().message().find("'/tmp' is a directory"), std::string::npos) << directory.status().message();
 
   const std::string p = write("shm:2 nodes=two\n");
   auto bad = load_topology_file(p);
