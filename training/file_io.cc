@@ -1,6 +1,9 @@
 // Whole-file reads and atomic writes. See file_io.h.
 #include "training/file_io.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -39,6 +42,11 @@ Status write_file_atomically(const std::string& path,
   Result<UniqueFile> f = open_file(tmp, "wb", "writing");
   WEFT_TRY(f);
   Status written = write_body(f->get());
+  // On the disk before the rename: else, after a power loss, the rename may be there and the
+  // data not, and the file it replaced is lost with it.
+  errno = 0;
+  if (written.ok() && (std::fflush(f->get()) != 0 || ::fsync(::fileno(f->get())) != 0))
+    written = system_error("cannot write " + tmp);
   errno = 0;
   const bool closed = std::fclose(f->release()) == 0;
   if (written.ok() && !closed) written = system_error("cannot write " + tmp);
@@ -46,7 +54,18 @@ Status write_file_atomically(const std::string& path,
   if (written.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
     written = system_error("cannot rename " + tmp + " to " + path);
   }
-  if (!written.ok()) std::remove(tmp.c_str());
+  if (!written.ok()) {
+    std::remove(tmp.c_str());
+    return written;
+  }
+  // The rename itself, on the disk: the directory's entry.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)::fsync(fd);  // some file systems refuse a directory's fsync; the file's data is there
+    ::close(fd);
+  }
   return written;
 }
 

@@ -24,7 +24,8 @@ static_assert(std::endian::native == std::endian::little,
 Result<std::string> read_file(const std::string& path);
 
 // Writes `content` to `path` through `path + ".tmp"` and a rename, so a reader never sees a
-// half-written file. SystemError naming the path on failure (the temporary file is removed).
+// half-written file; the data is on the disk (fsync) before the rename, and the rename after it.
+// SystemError naming the path on failure (the temporary file is removed).
 Status write_file_atomically(const std::string& path, std::string_view content);
 // The same for content too large to build in memory: `write_body` writes it to the open
 // temporary file and returns OK, or a Status that aborts the write (the file is then removed).

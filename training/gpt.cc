@@ -2,7 +2,11 @@
 #include "training/gpt.h"
 
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
+
+#include "training/allocation.h"
 
 namespace weft::training {
 
@@ -16,6 +20,18 @@ Status validate(const GPTConfig& config) {
     if (value <= 0) {
       return invalid_argument(std::string("GPTConfig.") + name + " = " + std::to_string(value) +
                               " must be positive");
+    }
+  }
+  // Bounds that keep every count of the model's (parameters, activations, a layer's indices) in
+  // range of the integers that hold it.
+  const std::tuple<const char*, int, int> bounded[] = {{"max_seq_len", config.max_seq_len, kMaxSeqLen},
+                                                       {"vocab_size", config.vocab_size, kMaxVocabSize},
+                                                       {"num_layers", config.num_layers, kMaxLayers},
+                                                       {"channels", config.channels, kMaxChannels}};
+  for (const auto& [name, value, most] : bounded) {
+    if (value > most) {
+      return invalid_argument(std::string("GPTConfig.") + name + " = " + std::to_string(value) + " is above " +
+                              std::to_string(most));
     }
   }
   if (config.channels % config.num_heads != 0) {
@@ -66,11 +82,14 @@ size_t num_parameters(const GPTConfig& config) {
 
 Result<GPTParameters> GPTParameters::create(const GPTConfig& config) {
   WEFT_TRY(validate(config));
-  return GPTParameters(config);
+  std::vector<float> buffer;
+  const size_t n = num_parameters(config);
+  WEFT_TRY(allocate("the parameters of model " + describe(config), n * sizeof(float), [&] { buffer.assign(n, 0.0f); }));
+  return GPTParameters(config, std::move(buffer));
 }
 
-GPTParameters::GPTParameters(const GPTConfig& config)
-    : config_(config), buffer_(num_parameters(config), 0.0f) {
+GPTParameters::GPTParameters(const GPTConfig& config, std::vector<float> buffer)
+    : config_(config), buffer_(std::move(buffer)) {
   float* next = buffer_.data();
   for (const ParameterSpec& spec : parameter_layout(config)) {
     tensors_.*spec.view = next;

@@ -34,8 +34,16 @@ struct GPTConfig {
 // "L=12 NH=12 C=768 maxT=1024 V=50257", for messages.
 std::string describe(const GPTConfig& config);
 
-// OK, or InvalidArgument naming the field: every field must be positive and channels divisible by
-// num_heads.
+// The largest a config's fields may be: they keep every count of the model's (parameters,
+// activations, a layer's indices) in range of the integers that hold it. GPT-2 XL is 1024, 50257,
+// 48 and 1600.
+inline constexpr int kMaxSeqLen = 1 << 20;
+inline constexpr int kMaxVocabSize = 1 << 22;
+inline constexpr int kMaxLayers = 1 << 12;
+inline constexpr int kMaxChannels = 1 << 16;
+
+// OK, or InvalidArgument naming the field: every field must be positive and at most its bound
+// above, and channels divisible by num_heads.
 Status validate(const GPTConfig& config);
 
 // Views into the parameter buffer, in buffer order. Per-layer tensors stack the L layers along
@@ -76,7 +84,7 @@ size_t num_parameters(const GPTConfig& config);
 // One contiguous, zero-initialised buffer of num_parameters(config) floats and its named views.
 class GPTParameters {
  public:
-  // InvalidArgument if the config is invalid.
+  // InvalidArgument if the config is invalid; SystemError naming the size where memory runs out.
   static Result<GPTParameters> create(const GPTConfig& config);
 
   GPTParameters(GPTParameters&&) noexcept = default;
@@ -91,7 +99,7 @@ class GPTParameters {
   size_t size() const { return buffer_.size(); }
 
  private:
-  explicit GPTParameters(const GPTConfig& config);
+  GPTParameters(const GPTConfig& config, std::vector<float> buffer);
 
   GPTConfig config_;
   std::vector<float> buffer_;  // (num_parameters(config_))

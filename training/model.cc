@@ -4,31 +4,37 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <numbers>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
 
+#include "training/allocation.h"
 #include "training/layers.h"
 
 namespace weft::training {
 
 namespace {
 
+// One activation tensor: its view and element count, in `Count` (size_t, or a 128-bit integer to
+// check that a shape's counts fit in size_t at all).
+template <typename Count>
 struct ActivationSpec {
   float* ActivationTensors::*view;
-  size_t count;
+  Count count;
 };
 constexpr size_t kNumActivationTensors = 23;
 
-std::array<ActivationSpec, kNumActivationTensors> activation_layout(const GPTConfig& config,
-                                                                    int B, int T) {
-  const size_t BT = static_cast<size_t>(B) * static_cast<size_t>(T);
-  const size_t L = static_cast<size_t>(config.num_layers);
-  const size_t C = static_cast<size_t>(config.channels);
-  const size_t NH = static_cast<size_t>(config.num_heads);
-  const size_t V = static_cast<size_t>(config.vocab_size);
-  const size_t att = static_cast<size_t>(B) * NH * static_cast<size_t>(T) * static_cast<size_t>(T);
+template <typename Count = size_t>
+std::array<ActivationSpec<Count>, kNumActivationTensors> activation_layout(const GPTConfig& config, int B, int T) {
+  const Count BT = static_cast<Count>(B) * static_cast<Count>(T);
+  const Count L = static_cast<Count>(config.num_layers);
+  const Count C = static_cast<Count>(config.channels);
+  const Count NH = static_cast<Count>(config.num_heads);
+  const Count V = static_cast<Count>(config.vocab_size);
+  const Count att = static_cast<Count>(B) * NH * static_cast<Count>(T) * static_cast<Count>(T);
   using A = ActivationTensors;
   return {{
       {&A::encoded, BT * C},       {&A::ln1, L * BT * C},         {&A::ln1_mean, L * BT},
@@ -46,7 +52,7 @@ std::array<ActivationSpec, kNumActivationTensors> activation_layout(const GPTCon
 // num_activations(config, B, T) floats.
 ActivationTensors point_activations(const GPTConfig& config, int B, int T, float* buffer) {
   ActivationTensors tensors;
-  for (const ActivationSpec& spec : activation_layout(config, B, T)) {
+  for (const auto& spec : activation_layout(config, B, T)) {
     tensors.*spec.view = buffer;
     buffer += spec.count;
   }
@@ -87,8 +93,25 @@ class NormalSource {
 
 size_t num_activations(const GPTConfig& config, int B, int T) {
   size_t total = 0;
-  for (const ActivationSpec& spec : activation_layout(config, B, T)) total += spec.count;
+  for (const auto& spec : activation_layout(config, B, T)) total += spec.count;
   return total;
+}
+
+Status check_batch_shape(int B, int T) {
+  if (static_cast<int64_t>(B) * T > std::numeric_limits<int>::max()) {
+    return invalid_argument("B = " + std::to_string(B) + " times T = " + std::to_string(T) +
+                            " tokens is above 2^31 - 1 (the layers count a batch's tokens in int)");
+  }
+  return Status();
+}
+
+std::optional<size_t> activation_bytes(const GPTConfig& config, int B, int T) {
+  // Within the config's bounds and B * T < 2^31, every count is below 2^80: 128 bits hold them.
+  unsigned __int128 total = 0;
+  for (const auto& spec : activation_layout<unsigned __int128>(config, B, T)) total += spec.count;
+  total *= sizeof(float);
+  if (total > std::numeric_limits<size_t>::max()) return std::nullopt;
+  return static_cast<size_t>(total);
 }
 
 void init_gpt2(GPTParameters& params, uint64_t seed) {
@@ -142,6 +165,7 @@ Result<float> GPT::forward(const int* inputs, const int* targets, int B, int T) 
                             " exceeds the config's max_seq_len = " +
                             std::to_string(cfg.max_seq_len));
   }
+  WEFT_TRY(check_batch_shape(B, T).with_context("GPT::forward"));
   if (alloc_B_ != 0 && (B > alloc_B_ || T > alloc_T_)) {
     return invalid_argument("GPT::forward: B = " + std::to_string(B) + ", T = " +
                             std::to_string(T) + " exceeds the activations, sized by the first "
@@ -153,9 +177,21 @@ Result<float> GPT::forward(const int* inputs, const int* targets, int B, int T) 
   WEFT_TRY(validate_tokens(targets, BT, cfg.vocab_size).with_context("GPT::forward targets"));
 
   if (alloc_B_ == 0) {  // first call: size the buffers once
-    const size_t n = num_activations(cfg, B, T);
-    acts_buffer_.assign(n, 0.0f);
-    grad_acts_buffer_.assign(n, 0.0f);
+    const std::string what = "the activations and their gradients of B = " + std::to_string(B) + ", T = " +
+                             std::to_string(T) + " (model " + describe(cfg) + ")";
+    const std::optional<size_t> bytes = activation_bytes(cfg, B, T);
+    if (!bytes || *bytes > std::numeric_limits<size_t>::max() / 2)
+      return Status(StatusCode::kSystemError, "GPT::forward: out of memory for " + what + ": more bytes than size_t counts");
+    const size_t n = *bytes / sizeof(float);
+    const Status allocated = allocate(what, 2 * *bytes, [&] {
+      acts_buffer_.assign(n, 0.0f);
+      grad_acts_buffer_.assign(n, 0.0f);
+    });
+    if (!allocated.ok()) {
+      acts_buffer_ = {};  // what was had goes back
+      grad_acts_buffer_ = {};
+      return allocated.with_context("GPT::forward");
+    }
     alloc_B_ = B;
     alloc_T_ = T;
   }

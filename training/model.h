@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "training/gpt.h"
@@ -53,6 +54,12 @@ struct ActivationTensors {
 // Total activation element count for a forward of shape (B, T).
 // REQUIRES: validate(config).ok(), B > 0, T > 0.
 size_t num_activations(const GPTConfig& config, int B, int T);
+// Its bytes, where they fit in size_t (nullopt where not). REQUIRES: validate(config).ok(),
+// B > 0, T > 0, check_batch_shape(B, T).ok().
+std::optional<size_t> activation_bytes(const GPTConfig& config, int B, int T);
+// OK where a batch's B * T tokens fit the int the layers count them in (below 2^31);
+// InvalidArgument naming B and T where not.
+Status check_batch_shape(int B, int T);
 
 // GPT-2's initialisation, deterministic in `seed`: every weight matrix (wte, wpe, qkvw, attprojw,
 // fcw, fcprojw) ~ normal(0, 0.02), except the residual projections attprojw and fcprojw, whose std
@@ -75,8 +82,10 @@ class GPT {
   // Runs the model on inputs (B, T) and returns the mean over all B*T positions of the
   // cross-entropy of targets (B, T) (targets[b,t] is the token that follows inputs[b,t]).
   // Keeps the activations, inputs and targets for backward(). InvalidArgument, with nothing
-  // changed, if inputs or targets is null, B or T is not positive, T > max_seq_len, B or T exceeds
-  // the first call's (which sized the activations), or a token id is outside [0, vocab_size).
+  // changed, if inputs or targets is null, B or T is not positive, T > max_seq_len, B * T fails
+  // check_batch_shape(), B or T exceeds the first call's (which sized the activations), or a
+  // token id is outside [0, vocab_size); SystemError naming the size where the first call's
+  // activations do not fit in memory.
   Result<float> forward(const int* inputs, const int* targets, int B, int T);
 
   // Sets every parameter gradient to 0.

@@ -32,6 +32,7 @@ Status validate(const TrainConfig& c) {
                             " must be in [1, context = " + std::to_string(c.model.max_seq_len) +
                             "]");
   }
+  WEFT_TRY(check_batch_shape(c.batch_size, c.seq_len));
   if (!std::isfinite(c.grad_clip) || c.grad_clip < 0.0f) {
     return invalid_argument("grad clip = " + std::to_string(c.grad_clip) +
                             " must be finite and >= 0 (0: off)");

@@ -251,6 +251,11 @@ TEST(Trainer, RefusesBadConfigs) {
   c = tiny_run();
   c.grad_clip = -1.0f;
   EXPECT_FALSE(Trainer::create(c, train_text()).ok());
+  c = tiny_run();
+  c.batch_size = 1 << 28;  // x T = 16: 2^32 tokens, more than the layers count
+  Result<Trainer> too_many = Trainer::create(c, train_text());
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("above 2^31 - 1"), std::string::npos) << too_many.status().message();
   // Evaluation needs the run's batch shape (the activations were sized for it).
   Trainer t = make_trainer(tiny_run());
   Result<DataLoader> other_shape =
