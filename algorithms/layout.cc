@@ -46,6 +46,10 @@ Result<std::vector<int>> Layout::parse_torus(std::string_view text, std::string_
   }
   if (dims.size() < 2 || dims.size() > 3)
     return invalid_argument(where + ": a torus has 2 or 3 dimensions, not " + std::to_string(dims.size()));
+  int64_t ranks = 1;
+  for (int d : dims) ranks *= d;
+  if (ranks > kMaxTorusRanks)
+    return invalid_argument(where + ": " + std::to_string(ranks) + " ranks, more than " + std::to_string(kMaxTorusRanks));
   return dims;
 }
 

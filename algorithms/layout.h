@@ -4,6 +4,7 @@
 // placement); the verifier and the simulator build synthetic ones. Value type; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,10 +27,12 @@ struct Layout {
   static Layout blocks(int nranks, int per_node);
   // Ranks grouped by equal node names, nodes and local indices in order of first appearance.
   static Layout from_node_names(const std::vector<std::string>& names);
-  // "4x4" / "2x4x8" -> the dimensions (2 or 3 of them, each >= 1); `name` labels errors
-  // ("WEFT_TORUS").
+  // The most ranks a torus may have.
+  static constexpr int64_t kMaxTorusRanks = int64_t{1} << 22;
+  // "4x4" / "2x4x8" -> the dimensions (2 or 3 of them, each >= 1, their product at most
+  // kMaxTorusRanks); `name` labels errors ("WEFT_TORUS").
   static Result<std::vector<int>> parse_torus(std::string_view text, std::string_view name);
-  // A flat layout with the given torus dimensions (product must be nranks).
+  // A flat layout with the given torus dimensions (their product at most kMaxTorusRanks).
   static Layout torus_of(std::vector<int> dims);
 
   int node_count() const { return static_cast<int>(nodes.size()); }

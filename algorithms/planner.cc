@@ -62,8 +62,8 @@ constexpr AlgorithmEntry kTable[] = {
 bool applies_uniform_nodes(const CollectiveArgs&, const Layout& l) { return l.uniform(); }
 
 bool applies_torus(const CollectiveArgs& a, const Layout& l) {
-  int n = 1;
-  for (int d : l.torus) n *= d;
+  int64_t n = 1;
+  for (int d : l.torus) n *= d;  // in 64 bits: parse_torus bounds the product, a layout made otherwise may not
   return !l.torus.empty() && n == a.nranks;
 }
 

@@ -216,6 +216,7 @@ class Machine {
       WEFT_TRY(try_step(r, s));
     }
     WEFT_TRY(check_finished());
+    WEFT_TRY(check_barrier());
     return check_outputs();
   }
 
@@ -241,6 +242,10 @@ class Machine {
     if (static_cast<int>(programs_.size()) != n())
       return invalid_argument("verifier: " + std::to_string(programs_.size()) + " programs for " + std::to_string(n()) + " ranks");
     ranks_.resize(static_cast<size_t>(n()));
+    if (a_.coll == Collective::kBarrier) {
+      heard_.resize(static_cast<size_t>(n()));
+      for (int r = 0; r < n(); ++r) heard_[static_cast<size_t>(r)].resize(programs_[r].steps.size());
+    }
     for (int r = 0; r < n(); ++r) {
       Rank& k = ranks_[r];
       const Program& p = programs_[r];
@@ -345,6 +350,39 @@ class Machine {
     return Status();
   }
 
+  // A barrier's steps: the ranks each has heard from, as bits (itself, what its dependencies heard,
+  // and a received message's send step's). Empty for other collectives.
+  void hear(int r, uint32_t s, const std::vector<uint64_t>* received = nullptr) {
+    if (heard_.empty()) return;
+    std::vector<uint64_t>& h = heard_[static_cast<size_t>(r)][s];
+    h.assign((static_cast<size_t>(n()) + 63) / 64, 0);
+    h[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+    const Program& p = programs_[r];
+    const Step& st = p.steps[s];
+    for (uint32_t d = 0; d < st.deps_count; ++d)
+      for (size_t w = 0; w < h.size(); ++w) h[w] |= heard_[static_cast<size_t>(r)][p.deps_of(st)[d]][w];
+    if (received != nullptr)
+      for (size_t w = 0; w < h.size(); ++w) h[w] |= (*received)[w];
+  }
+
+  // A barrier ends on no rank before every rank has entered it: each rank's steps together have
+  // heard from every rank. (Its outputs are none, so this is what a barrier's schedule proves.)
+  Status check_barrier() const {
+    if (heard_.empty()) return Status();
+    for (int r = 0; r < n(); ++r) {
+      std::vector<uint64_t> all((static_cast<size_t>(n()) + 63) / 64, 0);
+      all[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+      for (const std::vector<uint64_t>& h : heard_[static_cast<size_t>(r)])
+        for (size_t w = 0; w < h.size(); ++w) all[w] |= h[w];
+      for (int q = 0; q < n(); ++q)
+        if ((all[static_cast<size_t>(q) / 64] >> (q % 64) & 1) == 0)
+          return invalid_usage(describe(a_) + " on " + std::to_string(n()) + " ranks: rank " + std::to_string(r) +
+                               " ends the barrier without hearing from rank " + std::to_string(q) +
+                               ", which may not have entered it yet");
+    }
+    return Status();
+  }
+
   void complete(int r, uint32_t s) {
     Rank& k = ranks_[r];
     k.state[s] = State::kDone;
@@ -385,6 +423,7 @@ class Machine {
         Value* unused = nullptr;
         WEFT_TRY(locate(r, s, st.src, false, &unused));  // a bad region fails at the send
         k.state[s] = State::kPosted;
+        hear(r, s);
         advance(r, queue);
         const auto link = link_of(st.peer, r, st.channel);
         if (!link) {  // the peer never receives from us on this channel
@@ -407,6 +446,8 @@ class Machine {
         if (sent.count != st.dst.count)
           return fail(r, s, "expects " + std::to_string(st.dst.count) + " elements but " + step_name(m.from, m.send_step) +
                                 " sent " + std::to_string(sent.count));
+        if (st.kind == StepKind::kRecvReduce && st.src.count != st.dst.count)
+          return fail(r, s, "reduces regions of different sizes");
         WEFT_TRY(read(m.from, m.send_step, sent, incoming_));
         Value* dst = nullptr;
         WEFT_TRY(locate(r, s, st.dst, true, &dst));
@@ -418,6 +459,7 @@ class Machine {
           dst[i] = std::move(incoming_[i]);
           dst[i].by_step = s;
         }
+        hear(r, s, heard_.empty() ? nullptr : &heard_[static_cast<size_t>(m.from)][m.send_step]);
         complete(r, s);
         complete(m.from, m.send_step);
         advance(r, queue);
@@ -456,6 +498,7 @@ class Machine {
         break;
       }
     }
+    hear(r, s);
     complete(r, s);
     return Status();
   }
@@ -575,6 +618,14 @@ class Machine {
       int n = 0;
       if (step_writes_dst(st.kind)) touched[n++] = {st.dst, true};
       if (step_reads_src(st.kind)) touched[n++] = {st.src, false};
+      // A step's source and destination are one region or apart: the executor's copies and
+      // reductions run forward, so a partial overlap has no one meaning.
+      if (n == 2 && st.src.count > 0 && st.dst.count > 0) {
+        const SpaceRange w = space_range(st.dst, in_off), rd = space_range(st.src, in_off);
+        const bool same = w.space == rd.space && w.begin == rd.begin && w.end == rd.end;
+        if (!same && w.space == rd.space && w.begin < rd.end && rd.begin < w.end)
+          return fail(r, s, "reads and writes regions that overlap without being the same");
+      }
       for (int i = 0; i < n; ++i) {
         if (touched[i].g.count == 0) continue;
         const SpaceRange range = space_range(touched[i].g, in_off);
@@ -604,6 +655,7 @@ class Machine {
   std::vector<std::pair<int, uint32_t>> work_;
   std::optional<std::pair<int, uint32_t>> unreceived_;  // the first send to a rank with no such link
   std::vector<Value> scratch_, incoming_;
+  std::vector<std::vector<std::vector<uint64_t>>> heard_;  // [rank][step]: hear()
   std::vector<uint32_t> seen_, stack_;
   uint32_t stamp_ = 0;
 };

@@ -41,6 +41,7 @@ struct Options {
   bool in_place = false;
   int root = 0;
   std::string op = "sum";
+  std::vector<std::string> case_options;  // the explicit case's options given (--count, --root, ...)
   size_t slice = size_t{1} << 20;
   std::string dot;  // write the (first) verified schedule here as Graphviz
   bool digest = false;
@@ -63,14 +64,14 @@ std::string gigabytes(double bytes) {
   return text;
 }
 
+constexpr const char kUsage[] =
+    "usage: weft-verify [--suite small|large] [--coll C] [--algo A] [-n N[,N...]]\n"
+    "       weft-verify --coll C [--algo A] -n N[,N...] [--count C] [--nodes RANKS_PER_NODE]\n"
+    "                   [--torus XxY[xZ]] [--in-place] [--root R] [--op sum|prod|max|min|avg] [--slice ELEMS]\n"
+    "       either with --digest: also FNV-1a over every verified program's text\n";
+
 [[noreturn]] void usage(const std::string& error) {
-  std::fprintf(stderr,
-               "weft-verify: %s\n"
-               "usage: weft-verify [--suite small|large] [--coll C] [--algo A] [-n N[,N...]]\n"
-               "       weft-verify --coll C [--algo A] -n N[,N...] [--count C] [--nodes RANKS_PER_NODE]\n"
-               "                   [--torus XxY[xZ]] [--in-place] [--root R] [--op sum|prod|max|min|avg] [--slice ELEMS]\n"
-               "       either with --digest: also FNV-1a over every verified program's text\n",
-               error.c_str());
+  std::fprintf(stderr, "weft-verify: %s\n%s", error.c_str(), kUsage);
   std::exit(2);
 }
 
@@ -86,6 +87,12 @@ std::vector<int> parse_list(const std::string& text, const char* what) {
   return out;
 }
 
+// The one value of a list an option takes one of.
+int one_of(const std::vector<int>& values, const char* option) {
+  if (values.size() != 1) usage(std::string(option) + " takes one value");
+  return values[0];
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -94,6 +101,8 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(arg + " needs a value");
       return argv[++i];
     };
+    for (const char* option : {"--count", "--nodes", "--torus", "--in-place", "--root", "--op", "--slice"})
+      if (arg == option) o.case_options.push_back(arg);
     if (arg == "--suite") {
       o.suite = value();
       o.suite_given = true;
@@ -106,23 +115,33 @@ Options parse(int argc, char** argv) {
       if (v.empty() || v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) usage("bad count '" + v + "'");
       o.count = std::stoul(v);
     }
-    else if (arg == "--nodes") o.nodes = parse_list(value(), "ranks per node")[0];
+    else if (arg == "--nodes") o.nodes = one_of(parse_list(value(), "ranks per node"), "--nodes");
     else if (arg == "--torus") {
       auto dims = Layout::parse_torus(value(), "--torus");
       if (!dims.ok()) usage(dims.status().message());
       o.torus = *dims;
     }
     else if (arg == "--in-place") o.in_place = true;
-    else if (arg == "--root") o.root = std::atoi(value().c_str());
+    else if (arg == "--root") {
+      const std::string v = value();
+      if (v.empty() || v.size() > 7 || v.find_first_not_of("0123456789") != std::string::npos) usage("bad root '" + v + "'");
+      o.root = std::stoi(v);
+    }
     else if (arg == "--op") o.op = value();
     else if (arg == "--dot") o.dot = value();
     else if (arg == "--digest") o.digest = true;
-    else if (arg == "--slice") o.slice = static_cast<size_t>(parse_list(value(), "slice")[0]);
-    else if (arg == "-h" || arg == "--help") usage("help");
+    else if (arg == "--slice") o.slice = static_cast<size_t>(one_of(parse_list(value(), "slice"), "--slice"));
+    else if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
     else usage("unknown argument '" + arg + "'");
   }
   if (o.suite != "small" && o.suite != "large") usage("--suite is small or large, not '" + o.suite + "'");
   if (!o.coll.empty() && o.sizes.empty() && !o.suite_given) usage("--coll needs -n (or --suite)");
+  // The options of an explicit case mean nothing to a suite's cases.
+  if ((o.coll.empty() || o.suite_given) && !o.case_options.empty())
+    usage(o.case_options.front() + " describes an explicit case: give --coll and -n, without --suite");
   if (!o.dot.empty() && (o.coll.empty() || o.algo.empty() || o.sizes.size() != 1))
     usage("--dot draws one schedule: give --coll, --algo and one -n");
   return o;

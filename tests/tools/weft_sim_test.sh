@@ -2,7 +2,7 @@
 # weft-sim end to end: a sweep run two simulations at a time and three at a time predicts what one
 # at a time does, row for row in size order; --race finds the same winners with the same times,
 # every row it stopped past its size's winner; the winners line; --tuner's picks; the exit codes of
-# bad input.
+# bad input; a sweep from 0 bytes.
 #   sh weft_sim_test.sh WEFT_SIM
 set -u
 SIM=$1
@@ -68,4 +68,7 @@ grep -q "not a job count" "$TMP/err" || fail "--jobs 0: $(cat "$TMP/err")"
 "$SIM" --cluster shm:4 --algo bogus >"$TMP/out" 2>"$TMP/err"
 [ $? = 2 ] || fail "--algo bogus did not exit 2"
 grep -q "unknown algorithm 'bogus'" "$TMP/err" || fail "--algo bogus: $(cat "$TMP/err")"
+# A sweep from 0 bytes goes on past it (0 x the factor stayed 0, and the sweep ended there).
+"$SIM" --cluster shm:4 -b 0 -e 1K -f 32 --csv >"$TMP/out" 2>"$TMP/err" || fail "-b 0 exited $?: $(cat "$TMP/err")"
+awk -F, 'NR > 1 && $4 == 1024 { found = 1 } END { exit !found }' "$TMP/out" || fail "-b 0 -e 1K -f 32 did not reach 1024 bytes"
 echo PASS

@@ -194,6 +194,75 @@ TEST(Verifier, RejectsWritesToTheSendBufferOutOfPlace) {
   EXPECT_THAT(s.message(), HasSubstr("writes IN"));
 }
 
+// A RECV_REDUCE whose own source is shorter than its destination (and the message): the verifier
+// read past the source's values (found by a read-through under ASan).
+TEST(Verifier, RejectsARecvReduceOfRegionsOfDifferentSizes) {
+  const CollectiveArgs a = allreduce(2, 4);
+  ProgramBuilder b0(0, 2, DataType::kFloat32, RedOp::kSum), b1(1, 2, DataType::kFloat32, RedOp::kSum);
+  b0.send(1, {kIn, 0, 4});
+  b0.copy({kIn, 0, 4}, {kOut, 0, 4});
+  b1.recv_reduce(0, {kIn, 0, 2}, {kOut, 0, 4});
+  Status s = verify_programs(a, {b0.finish(), b1.finish()});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("rank 1 step 0"));
+  EXPECT_THAT(s.message(), HasSubstr("reduces regions of different sizes"));
+}
+
+// A step whose source and destination overlap without being the same region: the verifier read the
+// whole source first, where the executor's forward copy does not (its result is undefined).
+TEST(Verifier, RejectsAStepWhoseSourceAndDestinationPartlyOverlap) {
+  const CollectiveArgs a = allreduce(1, 3);
+  ProgramBuilder b(0, 1, DataType::kFloat32, RedOp::kSum);
+  b.copy({kIn, 0, 3}, {kOut, 0, 3});
+  b.copy({kOut, 0, 2}, {kOut, 1, 2});
+  b.copy({kOut, 1, 2}, {kOut, 0, 2});
+  Status s = verify_programs(a, {b.finish()});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("rank 0 step 1"));
+  EXPECT_THAT(s.message(), HasSubstr("overlap"));
+  // In place, IN and OUT are one buffer: a copy from IN to OUT shifted by one overlaps too.
+  CollectiveArgs in_place = allreduce(1, 3);
+  in_place.in_place = true;
+  ProgramBuilder c(0, 1, DataType::kFloat32, RedOp::kSum, 0);
+  c.copy({kIn, 0, 2}, {kOut, 1, 2});
+  s = verify_programs(in_place, {c.finish()});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("overlap"));
+}
+
+// A barrier has no outputs: what its schedule proves is that no rank ends it before every rank has
+// entered it. An empty schedule, and one round of a ring, were taken (a finding of a read-through).
+TEST(Verifier, RejectsABarrierARankEndsBeforeHearingFromEveryRank) {
+  CollectiveArgs a;
+  a.coll = Collective::kBarrier;
+  a.nranks = 3;
+  std::vector<Program> empty;
+  for (int r = 0; r < 3; ++r) empty.push_back(ProgramBuilder(r, 3, DataType::kFloat32, RedOp::kSum).finish());
+  Status s = verify_programs(a, empty);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("rank 0 ends the barrier without hearing from rank 1"));
+  // One round of a ring: each rank hears from the one before it alone.
+  const auto ring_round = [](int rounds) {
+    std::vector<Program> ps;
+    for (int r = 0; r < 3; ++r) {
+      ProgramBuilder b(r, 3, DataType::kFloat32, RedOp::kSum);
+      b.need_tmp(static_cast<size_t>(rounds) + 1);
+      for (size_t i = 0; i < static_cast<size_t>(rounds); ++i) {  // as barrier_dissemination's rounds
+        b.send((r + 1) % 3, {kTmp, i, 1});
+        b.recv((r + 2) % 3, {kTmp, i + 1, 1});
+      }
+      ps.push_back(b.finish());
+    }
+    return ps;
+  };
+  s = verify_programs(a, ring_round(1));
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("ends the barrier without hearing from rank"));
+  // Two rounds, each send after the last receive (it sends what that receive wrote): every rank
+  // hears from the other two.
+  EXPECT_TRUE(verify_programs(a, ring_round(2)).ok()) << verify_programs(a, ring_round(2)).message();
+}
+
 TEST(Verifier, RejectsOutOfBoundsAndBadPeers) {
   const CollectiveArgs a = allreduce(2, 4);
   ProgramBuilder b0(0, 2, DataType::kFloat32, RedOp::kSum), b1(1, 2, DataType::kFloat32, RedOp::kSum);
