@@ -849,6 +849,35 @@ TEST_F(ShmTest, SendBufferFreedBeforeTheCmaReadIsARemoteError) {
   ASSERT_TRUE(write_all(sock_, &b, 1));
 }
 
+// A CMA send whose sender aborted before the receiver read it: the buffer is the sender's again
+// (its call failed) and may hold other data by then; the receive fails with the sender's reason.
+// Before, it was read and the receive succeeded with whatever the buffer held (found by a
+// read-through: a send that timed out, its buffer refilled, read by a receive posted later).
+TEST_F(ShmTest, ACmaSendItsSenderAbortedIsNotRead) {
+  Config cfg = small_config(true, 4096, 64 << 10);
+  const size_t bytes = kMiB;
+  start(cfg, cfg, [&](Connection& c, int sock) {
+    std::vector<uint8_t> buf = pattern(bytes, 7);
+    auto t = c.post_send(buf.data(), bytes);  // the descriptor is in the stream now
+    if (!t.ok()) child_fail("post_send");
+    c.abort("rank 1 gave up");
+    std::fill(buf.begin(), buf.end(), uint8_t{0xEE});  // the buffer is the caller's again
+    char b = 1;
+    write_all(sock, &b, 1);
+    read_all(sock, &b, 1, 20000);  // stay alive, the buffer mapped, until the parent is done
+    return 0;
+  });
+  char b;
+  ASSERT_TRUE(read_all(sock_, &b, 1));
+  std::vector<uint8_t> in(bytes);
+  auto r = conn().post_recv(RecvSink{in.data()}, bytes);
+  ASSERT_TRUE(r.ok());
+  Status s = drive(conn(), 0, *r, milliseconds(5000));
+  EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.to_string();
+  EXPECT_EQ(s.message(), "rank 1 aborted: rank 1 gave up");
+  ASSERT_TRUE(write_all(sock_, &b, 1));
+}
+
 TEST_F(ShmTest, PeerClosingWithWorkPendingIsAnError) {
   Config cfg = small_config(false, 4096, 64 << 10);
   start(cfg, cfg, [&](Connection& c, int sock) {

@@ -464,6 +464,12 @@ Status ShmConnection::cma_read(void* dst, uint64_t remote, size_t bytes) {
       return system_error(describe() + ": process_vm_readv of " + std::to_string(bytes) +
                           " bytes from pid " + std::to_string(params_.peer_pid) + " failed");
     }
+    // The sender marks its abort or close before its call gives the buffer back to its caller,
+    // who may then refill it: a mark seen after a read means the read may hold that.
+    if (peer_aborted()) return peer_abort_status();
+    if (peer_info_->closed.load(std::memory_order_acquire) != 0)
+      return remote_error(peer_name() + ": it closed the connection before its send was read (" +
+                          std::to_string(bytes) + " bytes were left to read)");
     d += n;
     remote += static_cast<uint64_t>(n);
     bytes -= static_cast<size_t>(n);
