@@ -182,6 +182,9 @@ Result<CommState::Local> CommState::prepare() {
       return invalid_argument(std::string("Config::") + name + " is " + std::to_string(bytes) +
                               "; it must be a multiple of " + Config::kDeviceFifoBounds);
   }
+  if (config_.shm_fifo_bytes < Config::kMinShmFifoBytes || config_.shm_fifo_bytes > Config::kMaxShmFifoBytes)
+    return invalid_argument("Config::shm_fifo_bytes is " + std::to_string(config_.shm_fifo_bytes) +
+                            "; it must be from 4 KiB to 1 GiB");
   auto filter = algorithms::AlgoFilter::parse(config_.algo, Config::variable("WEFT_ALGO", "NCCL_ALGO"));
   WEFT_TRY(filter);
   if (!config_.torus.empty()) {

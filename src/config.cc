@@ -145,9 +145,11 @@ Result<Config> Config::from_env() {
     buffsize = n;
   }
   if (const char* v = env("WEFT_SHM_FIFO_BYTES")) {
-    WEFT_TRY(parse_size("WEFT_SHM_FIFO_BYTES", v, 4096, &c.shm_fifo_bytes));
+    WEFT_TRY(parse_size("WEFT_SHM_FIFO_BYTES", v, Config::kMinShmFifoBytes, &c.shm_fifo_bytes));
+    if (c.shm_fifo_bytes > Config::kMaxShmFifoBytes)
+      return invalid_argument(std::string("WEFT_SHM_FIFO_BYTES='") + v + "' is above 1G");
   } else if (buffsize) {
-    c.shm_fifo_bytes = *buffsize;
+    c.shm_fifo_bytes = std::min(*buffsize, Config::kMaxShmFifoBytes);  // within bounds, as the other FIFOs
   }
   for (const auto& [name, out] : {std::pair{"WEFT_CUDA_FIFO_BYTES", &c.cuda_fifo_bytes},
                                   std::pair{"WEFT_STAGE_FIFO_BYTES", &c.stage_fifo_bytes}})

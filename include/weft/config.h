@@ -34,7 +34,10 @@ struct Config {
   // the cuda FIFO 8 times it, the staging 4 times it), rounded down to each one's step within its
   // bounds. The WEFT_ variables refuse a value out of bounds.
   //
-  // WEFT_SHM_FIFO_BYTES: bytes in each shared-memory FIFO (one per direction per peer pair).
+  // WEFT_SHM_FIFO_BYTES: bytes in each shared-memory FIFO (one per direction per peer pair), from
+  // 4 KiB to 1 GiB.
+  static constexpr size_t kMinShmFifoBytes = size_t{4} << 10;
+  static constexpr size_t kMaxShmFifoBytes = size_t{1} << 30;
   size_t shm_fifo_bytes = size_t{4} << 20;
   // WEFT_CUDA_FIFO_BYTES: bytes of each cuda transport FIFO (device memory, one per direction per
   // peer pair and channel), in 4 slots: a slot is the largest chunk a device message moves in, and
