@@ -340,6 +340,8 @@ WEFT_NCCL_API(ncclResult_t, CommShrink, ncclComm_t comm, int* excludeRanksList, 
 }
 
 WEFT_NCCL_API(ncclResult_t, CommFinalize, ncclComm_t comm) {
+  // As NCCL: NULL (as a split's NCCL_SPLIT_NOCOLOR gives) has nothing to finalize.
+  if (comm == nullptr) return ncclSuccess;
   return with_comm(comm, "ncclCommFinalize", [&](ncclComm& c) -> Status {
     c.finalized = true;
     return Status();
@@ -454,9 +456,12 @@ WEFT_NCCL_API(ncclResult_t, CommRegister, const ncclComm_t comm, void* buff, siz
 WEFT_NCCL_API(ncclResult_t, CommDeregister, const ncclComm_t comm, void* handle) {
   return entry(comm, [&]() -> Status {
     if (comm == nullptr) return weft::invalid_argument("ncclCommDeregister: comm is NULL");
+    // As NCCL: a NULL handle (NCCL's ncclCommRegister gives one where it registers nothing) is
+    // nothing to deregister; one it never gave out is a usage error.
+    if (handle == nullptr) return Status();
     if (comm->registrations.erase(handle) == 0)
-      return weft::invalid_argument("ncclCommDeregister: the handle was not returned by ncclCommRegister on this "
-                                    "communicator (or was deregistered already)");
+      return weft::invalid_usage("ncclCommDeregister: the handle was not returned by ncclCommRegister on this "
+                                 "communicator (or was deregistered already)");
     return Status();
   });
 }

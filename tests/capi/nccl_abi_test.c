@@ -391,7 +391,11 @@ static void test_one_thread_many_ranks(void) {
   NCCLCHECK(ncclCommRegister(c, f, sizeof f, &h2));
   CHECK(h1 != NULL && h2 != NULL && h1 != h2, "register handles %p %p", h1, h2);
   NCCLCHECK(ncclCommDeregister(c, h1));
-  EXPECT_ERROR(ncclCommDeregister(c, h1), ncclInvalidArgument, "not returned by ncclCommRegister");
+  EXPECT_ERROR(ncclCommDeregister(c, h1), ncclInvalidUsage, "not returned by ncclCommRegister");
+  /* As NCCL's: a NULL handle (NCCL gives one where it registers nothing) deregisters nothing, and
+   * finalizing NULL (a split's NCCL_SPLIT_NOCOLOR result) does nothing. */
+  NCCLCHECK(ncclCommDeregister(c, NULL));
+  NCCLCHECK(ncclCommFinalize(NULL));
   EXPECT_ERROR(ncclCommRegister(c, NULL, 8, &h1), ncclInvalidArgument, "buff is NULL with size 8");
   NCCLCHECK(ncclCommDeregister(c, h2));
 

@@ -74,6 +74,10 @@ typedef enum {
 #define NCCL_UNDEF_FLOAT -1.0f
 #define NCCL_API_MAGIC 0xcafebeef
 
+/* ncclConfig_t.CTAPolicy: accepted, and changes nothing here. */
+#define NCCL_CTA_POLICY_DEFAULT 0x00
+#define NCCL_CTA_POLICY_EFFICIENCY 0x01
+
 /* Communicator configuration for ncclCommInitRankConfig and ncclCommSplit. Start from
  * NCCL_CONFIG_INITIALIZER and set the fields you need; the library copies min(size, its own
  * sizeof) bytes, so a program built against an older or newer layout works. weft honours
@@ -92,7 +96,7 @@ typedef struct ncclConfig_v22703 {
   int trafficClass;
   const char* commName;
   int collnetEnable;
-  int CTAPolicy;
+  int CTAPolicy; /* NCCL_CTA_POLICY_*, below */
   int shrinkShare;
   int nvlsCTAs;
   int nChannelsPerNetPeer;
@@ -157,7 +161,7 @@ typedef enum {
 
 /* Where the scalar of ncclRedOpCreatePreMulSum lives. ncclScalarHostImmediate: read once, by
  * ncclRedOpCreatePreMulSum. ncclScalarDevice: the pointer is kept and read by every collective
- * that uses the op (on this build it must point to host-readable memory). */
+ * that uses the op (host memory, or device memory where there is a GPU). */
 typedef enum {
   ncclScalarDevice = 0,
   ncclScalarHostImmediate = 1
@@ -196,8 +200,9 @@ ncclResult_t  ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId 
 ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                      ncclConfig_t* config);
 
-/* ndev communicators in this process, one per rank. devlist (may be NULL) only names the device
- * ncclCommCuDevice reports; entries may repeat. */
+/* ndev communicators in this process, rank i on device devlist[i] (entries may repeat: ranks may
+ * share a GPU); devlist NULL: rank i on device i, wrapping around past the last GPU. Without a GPU
+ * devlist only names the device ncclCommCuDevice reports. */
 ncclResult_t  ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist);
 ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist);
 
@@ -222,7 +227,8 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 
 ncclResult_t  ncclCommCount(const ncclComm_t comm, int* count);
 ncclResult_t pncclCommCount(const ncclComm_t comm, int* count);
-/* The device named at init: devlist[i] for ncclCommInitAll, else 0 (this build uses no CUDA). */
+/* The communicator's CUDA device: the one current when it was made (devlist[i] for
+ * ncclCommInitAll); without a GPU, devlist[i] or 0. */
 ncclResult_t  ncclCommCuDevice(const ncclComm_t comm, int* device);
 ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device);
 ncclResult_t  ncclCommUserRank(const ncclComm_t comm, int* rank);
@@ -230,7 +236,8 @@ ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank);
 
 /* ---- Memory ---- */
 
-/* Page-aligned host memory on this build. ncclMemFree(NULL) does nothing. */
+/* Device memory (cudaMalloc) where there is a GPU, else page-aligned host memory. ncclMemFree(NULL)
+ * does nothing. */
 ncclResult_t  ncclMemAlloc(void** ptr, size_t size);
 ncclResult_t pncclMemAlloc(void** ptr, size_t size);
 ncclResult_t  ncclMemFree(void* ptr);
@@ -340,13 +347,15 @@ ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myra
 
 #define NCCL_SHRINK_DEFAULT 0x00
 #define NCCL_SHRINK_ABORT 0x01
-/* Not supported: returns ncclInvalidUsage (use ncclCommSplit). */
+/* The ranks not in excludeRanksList form a new communicator, in their old order (docs/NCCL.md). */
 ncclResult_t  ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                              ncclConfig_t* config, int shrinkFlags);
 ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                              ncclConfig_t* config, int shrinkFlags);
 
 /* Symmetric memory windows and device-side communicators: not supported, ncclInvalidUsage. */
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
 typedef struct ncclWindow_vidmem* ncclWindow_t;
 ncclResult_t  ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
