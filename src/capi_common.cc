@@ -21,6 +21,7 @@ struct ThreadGroup {
   std::vector<CommHandle*> comms;                // communicators used inside the group
   std::vector<Request> blocking;                 // calls that complete by group_end()
   std::vector<std::function<Status()>> at_end;   // at_group_end() callbacks
+  Status failed;                                 // fail_open_group()'s first failure
 };
 thread_local ThreadGroup t_group;
 thread_local std::string t_last_error;
@@ -152,10 +153,15 @@ void wait_until_idle(const CommHandle& h) {
   while (h.active_calls.load(std::memory_order_acquire) > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
+void fail_open_group(const Status& s) {
+  if (in_group() && t_group.failed.ok() && !s.ok() && s.code() != StatusCode::kInProgress) t_group.failed = s;
+}
+
 Status group_end() {
   if (t_group.depth == 0) return invalid_usage("group end without a matching group start");
   if (--t_group.depth > 0) return Status();
-  Status first;
+  Status first = std::move(t_group.failed);
+  t_group.failed = Status();
   std::vector<CommHandle*> comms;
   comms.swap(t_group.comms);
   // Every communicator of the group is in use until its calls have completed (an abort from
@@ -164,10 +170,13 @@ Status group_end() {
   GroupInUse using_them(comms);
   for (CommHandle* h : comms) h->comm->state().group().span = static_cast<int>(comms.size());
   std::vector<Status> ended(comms.size());
-  if (Status shared = check_shared_streams(comms); !shared.ok()) {
+  // A call of the group failed: its queued calls are dropped (the others' failure says why).
+  Status refused = !first.ok() ? Status(first.code(), "dropped: a call of its group failed: " + first.message())
+                               : check_shared_streams(comms);
+  if (!refused.ok()) {
     for (size_t i = 0; i < comms.size(); ++i) {
-      comms[i]->comm->state().fail_group(shared);
-      ended[i] = shared;
+      comms[i]->comm->state().fail_group(refused);
+      ended[i] = refused;
     }
   } else {
     end_groups(comms, ended);

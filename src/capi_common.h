@@ -85,8 +85,15 @@ void group_start();
 // then runs the at_group_end() callbacks. Returns the first failure. A group that puts two ranks
 // of one communicator on one GPU on the same stream, where their work would hold it for each
 // other (the device-side executor, stream order), starts nothing and fails (kInvalidUsage).
+// A group one of whose calls failed (fail_open_group) starts none of its queued calls: they fail,
+// and group_end() returns that call's failure.
 // REQUIRES: in_group() (else kInvalidUsage).
 Status group_end();
+// As NCCL's ncclGroupErrCheck: a call made inside the calling thread's open group failed with `s`
+// (not OK, not kInProgress): the group's end then fails with the first such failure and drops
+// the group's queued calls (sends, receives, device collectives; a host collective started when
+// it was made). Does nothing outside a group.
+void fail_open_group(const Status& s);
 // Inside a group, the first call on a communicator opens that communicator's group. Fails
 // (kInvalidUsage) where `h` was destroyed earlier in the group.
 // REQUIRES: h.comm is not null.

@@ -215,7 +215,7 @@ WEFT_NCCL_API(ncclResult_t, RedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
 
 WEFT_NCCL_API(ncclResult_t, AllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return with_comm(comm, "ncclAllReduce", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclAllReduce", [&](ncclComm& c) -> Status {
     auto r = resolve(c, "ncclAllReduce", raw(op), raw(datatype), sendbuff, count, 1, stream);
     WEFT_TRY(r);
     return run(c, stream, [&](Communicator& w) { return w.allreduce(r->send, recvbuff, count, dt(raw(datatype)), r->op); },
@@ -225,7 +225,7 @@ WEFT_NCCL_API(ncclResult_t, AllReduce, const void* sendbuff, void* recvbuff, siz
 
 WEFT_NCCL_API(ncclResult_t, ReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return with_comm(comm, "ncclReduceScatter", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclReduceScatter", [&](ncclComm& c) -> Status {
     auto r = resolve(c, "ncclReduceScatter", raw(op), raw(datatype), sendbuff, recvcount,
                      static_cast<size_t>(c.comm->size()), stream);
     WEFT_TRY(r);
@@ -236,7 +236,7 @@ WEFT_NCCL_API(ncclResult_t, ReduceScatter, const void* sendbuff, void* recvbuff,
 
 WEFT_NCCL_API(ncclResult_t, Reduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return with_comm(comm, "ncclReduce", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclReduce", [&](ncclComm& c) -> Status {
     auto r = resolve(c, "ncclReduce", raw(op), raw(datatype), sendbuff, count, 1, stream);
     WEFT_TRY(r);
     return run(c, stream, [&](Communicator& w) { return w.reduce(r->send, recvbuff, count, dt(raw(datatype)), r->op, root); },
@@ -246,56 +246,56 @@ WEFT_NCCL_API(ncclResult_t, Reduce, const void* sendbuff, void* recvbuff, size_t
 
 WEFT_NCCL_API(ncclResult_t, Broadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  return with_comm(comm, "ncclBroadcast", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclBroadcast", [&](ncclComm& c) -> Status {
     return run(c, stream, [&](Communicator& w) { return w.broadcast(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Bcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
               cudaStream_t stream) {
-  return with_comm(comm, "ncclBcast", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclBcast", [&](ncclComm& c) -> Status {
     return run(c, stream, [&](Communicator& w) { return w.broadcast(buff, buff, count, dt(raw(datatype)), root); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, AllGather, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
               ncclComm_t comm, cudaStream_t stream) {
-  return with_comm(comm, "ncclAllGather", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclAllGather", [&](ncclComm& c) -> Status {
     return run(c, stream, [&](Communicator& w) { return w.allgather(sendbuff, recvbuff, sendcount, dt(raw(datatype))); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, AlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclComm_t comm, cudaStream_t stream) {
-  return with_comm(comm, "ncclAlltoAll", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclAlltoAll", [&](ncclComm& c) -> Status {
     return run(c, stream, [&](Communicator& w) { return w.alltoall(sendbuff, recvbuff, count, dt(raw(datatype))); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Gather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  return with_comm(comm, "ncclGather", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclGather", [&](ncclComm& c) -> Status {
     return run(c, stream, [&](Communicator& w) { return w.gather(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Scatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  return with_comm(comm, "ncclScatter", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclScatter", [&](ncclComm& c) -> Status {
     return run(c, stream, [&](Communicator& w) { return w.scatter(sendbuff, recvbuff, count, dt(raw(datatype)), root); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Send, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
               ncclComm_t comm, cudaStream_t stream) {
-  return with_comm(comm, "ncclSend", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclSend", [&](ncclComm& c) -> Status {
     return run(c, stream, [&](Communicator& w) { return w.send(sendbuff, count, dt(raw(datatype)), peer); });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, Recv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
               cudaStream_t stream) {
-  return with_comm(comm, "ncclRecv", [&](ncclComm& c) -> Status {
+  return group_call(comm, "ncclRecv", [&](ncclComm& c) -> Status {
     return run(c, stream, [&](Communicator& w) { return w.recv(recvbuff, count, dt(raw(datatype)), peer); });
   });
 }

@@ -167,4 +167,15 @@ ncclResult_t with_comm(ncclComm* c, const char* fn, F&& body) {
   });
 }
 
+// with_comm for a call that joins the thread's group (a collective, a send, a receive): inside a
+// group its failure also fails the group, as NCCL's ncclGroupErrCheck: ncclGroupEnd returns it
+// and drops the group's queued calls (capi::fail_open_group).
+template <typename F>
+ncclResult_t group_call(ncclComm* c, const char* fn, F&& body) {
+  const ncclResult_t r = with_comm(c, fn, std::forward<F>(body));
+  // StatusCode's values are ncclResult_t's (to_nccl).
+  if (r != ncclSuccess) capi::fail_open_group(Status(static_cast<StatusCode>(static_cast<int>(r)), capi::thread_last_error()));
+  return r;
+}
+
 }  // namespace weft::nccl

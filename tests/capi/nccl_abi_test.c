@@ -102,7 +102,8 @@ static void test_init_errors(void) {
   CHECK(now_s() - t0 < 2, "the calls on a communicator in the group that makes it took %.1f s", now_s() - t0);
   NCCLCHECK(ncclCommInitRank(&pair[1], 2, id, 1));
   NCCLCHECK(ncclCommAbort(pair[1]));
-  NCCLCHECK(ncclGroupEnd());
+  /* The failed collective fails the group, as NCCL's (its inits still run here). */
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidArgument, "being made in this group");
   NCCLCHECK(ncclCommDestroy(pair[0]));
 }
 
@@ -409,8 +410,48 @@ static void test_one_thread_many_ranks(void) {
                "ncclAllReduce: the communicator was destroyed earlier in this group");
   EXPECT_ERROR(ncclCommDestroy(comms[1]), ncclInvalidArgument, "ncclCommDestroy: the communicator was already destroyed");
   EXPECT_ERROR(ncclCommAbort(comms[2]), ncclInvalidArgument, "ncclCommAbort: the communicator was already destroyed");
-  NCCLCHECK(ncclGroupEnd());
+  /* The failed collective fails the group, as NCCL's; the host collectives made before it started
+   * when made and ran. */
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "destroyed earlier in this group");
   CHECK(out[2][1] == 303, "allreduce after errors: %lld", (long long)out[2][1]);
+}
+
+/* ---- A call that fails inside a group ---- */
+
+/* As NCCL's: the call returns its error, ncclGroupEnd returns it too, at once, and the group's
+ * sends and receives are dropped, not run; the communicators stay usable. Before, ncclGroupEnd
+ * returned ncclSuccess after running the rest of the group. (A collective on host buffers starts
+ * when made, so one made before the failed call still runs: docs/NCCL.md.) */
+static void test_failed_call_in_a_group(void) {
+  ncclComm_t comms[2];
+  NCCLCHECK(ncclCommInitAll(comms, 2, NULL));
+  int64_t x[2] = {10, 20}, got[2] = {-1, -1};
+  float f[2][2] = {{1, 2}, {3, 4}};
+  NCCLCHECK(ncclGroupStart());
+  NCCLCHECK(ncclSend(&x[0], 1, ncclInt64, 1, comms[0], NULL));
+  NCCLCHECK(ncclRecv(&got[1], 1, ncclInt64, 0, comms[1], NULL));
+  EXPECT_ERROR(ncclAllReduce(f[1], f[1], 2, (ncclDataType_t)77, ncclSum, comms[1], NULL), ncclInvalidArgument,
+               "data type 77");
+  const double start = now_s();
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidArgument, "data type 77");
+  CHECK(now_s() - start < 5.0, "ncclGroupEnd took %.1f s after a failed call in its group", now_s() - start);
+  CHECK(got[1] == -1, "the group's receive ran after a call of the group failed (got %lld)", (long long)got[1]);
+  /* Both ranks' calls fail alike. */
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < 2; ++i)
+    EXPECT_ERROR(ncclAllReduce(f[i], f[i], 2, ncclFloat, (ncclRedOp_t)99, comms[i], NULL), ncclInvalidArgument, "op 99");
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidArgument, "op 99");
+  /* The communicators work on: the same exchange, clean. */
+  NCCLCHECK(ncclGroupStart());
+  NCCLCHECK(ncclSend(&x[0], 1, ncclInt64, 1, comms[0], NULL));
+  NCCLCHECK(ncclRecv(&got[1], 1, ncclInt64, 0, comms[1], NULL));
+  NCCLCHECK(ncclGroupEnd());
+  CHECK(got[1] == 10, "after the failed groups: rank 1 received %lld", (long long)got[1]);
+  NCCLCHECK(ncclGroupStart());
+  for (int i = 0; i < 2; ++i) NCCLCHECK(ncclAllReduce(f[i], f[i], 2, ncclFloat, ncclSum, comms[i], NULL));
+  NCCLCHECK(ncclGroupEnd());
+  CHECK(f[0][0] == 4 && f[1][1] == 6, "after the failed groups: allreduce gave %g %g", f[0][0], f[1][1]);
+  for (int i = 0; i < 2; ++i) NCCLCHECK(ncclCommDestroy(comms[i]));
 }
 
 /* Shrink, in a group: ranks 0 and 2 leave rank 1 out (it does not call) and keep their order;
@@ -539,6 +580,7 @@ int main(void) {
   test_comm_blocking_env();
   test_comm_id_env();
   test_one_thread_many_ranks();
+  test_failed_call_in_a_group();
   test_shrink();
   test_memory();
   test_abort_unblocks(0);
