@@ -34,8 +34,15 @@ WEFT_NCCL_API(ncclResult_t, DevCommDestroy, ncclComm_t, ncclDevComm_t const*) {
   return unsupported("ncclDevCommDestroy", " (no device-side communicators)");
 }
 
+// As NCCL's, it ends the group (NCCL's runs the group's end with a simulation), here failed: its
+// queued calls are dropped.
 WEFT_NCCL_API(ncclResult_t, GroupSimulateEnd, ncclSimInfo_t*) {
-  return unsupported("ncclGroupSimulateEnd", "; weft-sim predicts collective times (docs/SIMULATOR.md)");
+  const ncclResult_t r = unsupported("ncclGroupSimulateEnd", "; weft-sim predicts collective times (docs/SIMULATOR.md)");
+  if (weft::capi::in_group()) {
+    weft::capi::fail_open_group(weft::Status(weft::StatusCode::kInvalidUsage, weft::capi::thread_last_error()));
+    (void)weft::capi::group_end();
+  }
+  return r;
 }
 
 }  // extern "C"

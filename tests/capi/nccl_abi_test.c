@@ -441,6 +441,15 @@ static void test_failed_call_in_a_group(void) {
   for (int i = 0; i < 2; ++i)
     EXPECT_ERROR(ncclAllReduce(f[i], f[i], 2, ncclFloat, (ncclRedOp_t)99, comms[i], NULL), ncclInvalidArgument, "op 99");
   EXPECT_ERROR(ncclGroupEnd(), ncclInvalidArgument, "op 99");
+  /* ncclGroupSimulateEnd (not supported) ends the group, as NCCL's, dropping its calls. */
+  ncclSimInfo_t sim;
+  memset(&sim, 0, sizeof sim);
+  NCCLCHECK(ncclGroupStart());
+  NCCLCHECK(ncclSend(&x[1], 1, ncclInt64, 1, comms[0], NULL));
+  NCCLCHECK(ncclRecv(&got[1], 1, ncclInt64, 0, comms[1], NULL));
+  EXPECT_ERROR(ncclGroupSimulateEnd(&sim), ncclInvalidUsage, "ncclGroupSimulateEnd is not supported");
+  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "group end without a matching group start");
+  CHECK(got[1] == -1, "the simulated group's receive ran (got %lld)", (long long)got[1]);
   /* The communicators work on: the same exchange, clean. */
   NCCLCHECK(ncclGroupStart());
   NCCLCHECK(ncclSend(&x[0], 1, ncclInt64, 1, comms[0], NULL));

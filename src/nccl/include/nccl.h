@@ -368,7 +368,7 @@ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const
 ncclResult_t  ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
 ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm);
 
-/* Not supported: returns ncclInvalidUsage; the group stays open (end it with ncclGroupEnd). */
+/* Not supported: returns ncclInvalidUsage, and ends the group (as NCCL's), dropping its calls. */
 typedef struct ncclSimInfo_v22200 {
   size_t size;
   unsigned int magic;
