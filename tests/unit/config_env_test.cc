@@ -284,23 +284,29 @@ TEST_F(ConfigEnvTest, LaterErrorsNameTheNcclTwinThatWasSet) {
 // A topology file that cannot be opened: under NCCL_TOPO_FILE a warning, as NCCL's (a job's
 // environment may name a file some machines lack), and the communicator is made; under
 // WEFT_TOPO_FILE an error naming the file.
-TEST_F(ConfigEnvTest, AMissingNcclTopoFileIsAWarningAndAMissingWeftOneAnError) {
-  const char* missing = "/nonexistent/weft-topo-file.xml";
+// A one-rank communicator made with `path` as NCCL_TOPO_FILE, then as WEFT_TOPO_FILE: the first is
+// made (a warning), the second fails saying `weft_error`.
+void expect_warning_under_nccl_error_under_weft(const std::string& path, const std::string& weft_error) {
   for (const char* variable : {"NCCL_TOPO_FILE", "WEFT_TOPO_FILE"}) {
-    ::setenv(variable, missing, 1);
-    Config c = ok();
-    auto id = UniqueId::create(c);
+    ::setenv(variable, path.c_str(), 1);
+    auto c = Config::from_env();
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    auto id = UniqueId::create(*c);
     ASSERT_TRUE(id.ok()) << id.status().to_string();
-    auto comm = Communicator::init(*id, 0, 1, c);
+    auto comm = Communicator::init(*id, 0, 1, *c);
     if (std::string(variable) == "NCCL_TOPO_FILE") {
       EXPECT_TRUE(comm.ok()) << comm.status().to_string();
     } else {
       ASSERT_FALSE(comm.ok());
-      EXPECT_NE(comm.status().message().find(std::string("'") + missing + "' cannot be opened"), std::string::npos)
-          << comm.status().to_string();
+      EXPECT_NE(comm.status().message().find(weft_error), std::string::npos) << comm.status().to_string();
     }
     ::unsetenv(variable);
   }
+}
+
+TEST_F(ConfigEnvTest, AMissingNcclTopoFileIsAWarningAndAMissingWeftOneAnError) {
+  const std::string missing = "/nonexistent/weft-topo-file.xml";
+  expect_warning_under_nccl_error_under_weft(missing, "'" + missing + "' cannot be opened");
 }
 
 // An empty topology file: under NCCL_TOPO_FILE no information, as NCCL reads it (a warning); under
@@ -309,21 +315,7 @@ TEST_F(ConfigEnvTest, AMissingNcclTopoFileIsAWarningAndAMissingWeftOneAnError) {
 TEST_F(ConfigEnvTest, AnEmptyNcclTopoFileIsNoInformationAndAnEmptyWeftOneAnError) {
   const std::string empty = "/tmp/weft-empty-topo-" + std::to_string(::getpid()) + ".xml";
   { std::ofstream(empty) << "\n"; }
-  for (const char* variable : {"NCCL_TOPO_FILE", "WEFT_TOPO_FILE"}) {
-    ::setenv(variable, empty.c_str(), 1);
-    Config c = ok();
-    auto id = UniqueId::create(c);
-    ASSERT_TRUE(id.ok()) << id.status().to_string();
-    auto comm = Communicator::init(*id, 0, 1, c);
-    if (std::string(variable) == "NCCL_TOPO_FILE") {
-      EXPECT_TRUE(comm.ok()) << comm.status().to_string();
-    } else {
-      ASSERT_FALSE(comm.ok());
-      EXPECT_NE(comm.status().message().find("'" + empty + "' describes nothing"), std::string::npos)
-          << comm.status().to_string();
-    }
-    ::unsetenv(variable);
-  }
+  expect_warning_under_nccl_error_under_weft(empty, "'" + empty + "' describes nothing");
   std::remove(empty.c_str());
 }
 

@@ -823,59 +823,54 @@ TEST_F(ShmTest, AnIdlePeerThatLeftIsSeenAsClosed) {
   EXPECT_EQ(*conn().last_note(), note);
 }
 
-TEST_F(ShmTest, SendBufferFreedBeforeTheCmaReadIsARemoteError) {
-  Config cfg = small_config(true, 4096, 64 << 10);
-  const size_t bytes = kMiB;
-  start(cfg, cfg, [&](Connection& c, int sock) {
-    void* buf = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buf == MAP_FAILED) child_fail("mmap");
-    auto t = c.post_send(buf, bytes);  // the descriptor is in the stream now
-    if (!t.ok()) child_fail("post_send");
-    ::munmap(buf, bytes);  // and the buffer is gone before the peer reads it
-    char b = 1;
-    write_all(sock, &b, 1);
-    read_all(sock, &b, 1, 20000);
-    return 0;
-  });
-  char b;
-  ASSERT_TRUE(read_all(sock_, &b, 1));
-  std::vector<uint8_t> in(bytes);
-  auto r = conn().post_recv(RecvSink{in.data()}, bytes);
-  ASSERT_TRUE(r.ok());
-  Status s = drive(conn(), 0, *r, milliseconds(5000));
+// A CMA send (1 MiB, its descriptor in the stream) whose sender then gives up on it
+// (`give_up(connection, buffer)`), after which the receiver posts its receive: its outcome.
+class ShmAbandonedCmaTest : public ShmTest {
+ protected:
+  static constexpr size_t kBytes = kMiB;
+  Status receive_abandoned(const std::function<void(Connection&, uint8_t*)>& give_up) {
+    Config cfg = small_config(true, 4096, 64 << 10);
+    start(cfg, cfg, [&](Connection& c, int sock) {
+      void* buf = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (buf == MAP_FAILED) child_fail("mmap");
+      std::memset(buf, 7, kBytes);
+      auto t = c.post_send(buf, kBytes);  // the descriptor is in the stream now
+      if (!t.ok()) child_fail("post_send");
+      give_up(c, static_cast<uint8_t*>(buf));
+      char b = 1;
+      write_all(sock, &b, 1);
+      read_all(sock, &b, 1, 20000);  // stay alive until the parent is done
+      return 0;
+    });
+    char b;
+    if (!read_all(sock_, &b, 1)) return internal_error("the child did not say it gave up");
+    std::vector<uint8_t> in(kBytes);
+    auto r = conn().post_recv(RecvSink{in.data()}, kBytes);
+    Status s = r.ok() ? drive(conn(), 0, *r, milliseconds(5000)) : r.status();
+    b = 1;
+    write_all(sock_, &b, 1);
+    return s;
+  }
+};
+
+// The sender's buffer is gone before the peer reads it.
+TEST_F(ShmAbandonedCmaTest, SendBufferFreedBeforeTheCmaReadIsARemoteError) {
+  Status s = receive_abandoned([](Connection&, uint8_t* buf) { ::munmap(buf, kBytes); });
   EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.to_string();
-  EXPECT_NE(s.message().find("rank 1 (shm, channel 0): its send buffer"), std::string::npos)
-      << s.message();
-  ASSERT_TRUE(write_all(sock_, &b, 1));
+  EXPECT_NE(s.message().find("rank 1 (shm, channel 0): its send buffer"), std::string::npos) << s.message();
 }
 
-// A CMA send whose sender aborted before the receiver read it: the buffer is the sender's again
-// (its call failed) and may hold other data by then; the receive fails with the sender's reason.
-// Before, it was read and the receive succeeded with whatever the buffer held (found by a
-// read-through: a send that timed out, its buffer refilled, read by a receive posted later).
-TEST_F(ShmTest, ACmaSendItsSenderAbortedIsNotRead) {
-  Config cfg = small_config(true, 4096, 64 << 10);
-  const size_t bytes = kMiB;
-  start(cfg, cfg, [&](Connection& c, int sock) {
-    std::vector<uint8_t> buf = pattern(bytes, 7);
-    auto t = c.post_send(buf.data(), bytes);  // the descriptor is in the stream now
-    if (!t.ok()) child_fail("post_send");
+// The sender aborted before the receiver read: the buffer is its caller's again (its call failed)
+// and may hold other data by then; the receive fails with the sender's reason. Before, it was
+// read and the receive succeeded with whatever the buffer held (found by a read-through: a send
+// that timed out, its buffer refilled, read by a receive posted later).
+TEST_F(ShmAbandonedCmaTest, ACmaSendItsSenderAbortedIsNotRead) {
+  Status s = receive_abandoned([](Connection& c, uint8_t* buf) {
     c.abort("rank 1 gave up");
-    std::fill(buf.begin(), buf.end(), uint8_t{0xEE});  // the buffer is the caller's again
-    char b = 1;
-    write_all(sock, &b, 1);
-    read_all(sock, &b, 1, 20000);  // stay alive, the buffer mapped, until the parent is done
-    return 0;
+    std::memset(buf, 0xEE, kBytes);  // the buffer is the caller's again
   });
-  char b;
-  ASSERT_TRUE(read_all(sock_, &b, 1));
-  std::vector<uint8_t> in(bytes);
-  auto r = conn().post_recv(RecvSink{in.data()}, bytes);
-  ASSERT_TRUE(r.ok());
-  Status s = drive(conn(), 0, *r, milliseconds(5000));
   EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.to_string();
   EXPECT_EQ(s.message(), "rank 1 aborted: rank 1 gave up");
-  ASSERT_TRUE(write_all(sock_, &b, 1));
 }
 
 TEST_F(ShmTest, PeerClosingWithWorkPendingIsAnError) {
