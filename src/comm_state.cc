@@ -184,7 +184,7 @@ Result<CommState::Local> CommState::prepare() {
   }
   if (config_.shm_fifo_bytes < Config::kMinShmFifoBytes || config_.shm_fifo_bytes > Config::kMaxShmFifoBytes)
     return invalid_argument("Config::shm_fifo_bytes is " + std::to_string(config_.shm_fifo_bytes) +
-                            "; it must be from 4 KiB to 1 GiB");
+                            "; it must be from 4 KiB to 1 TiB");
   auto filter = algorithms::AlgoFilter::parse(config_.algo, Config::variable("WEFT_ALGO", "NCCL_ALGO"));
   WEFT_TRY(filter);
   if (!config_.torus.empty()) {

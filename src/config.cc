@@ -147,7 +147,7 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_SHM_FIFO_BYTES")) {
     WEFT_TRY(parse_size("WEFT_SHM_FIFO_BYTES", v, Config::kMinShmFifoBytes, &c.shm_fifo_bytes));
     if (c.shm_fifo_bytes > Config::kMaxShmFifoBytes)
-      return invalid_argument(std::string("WEFT_SHM_FIFO_BYTES='") + v + "' is above 1G");
+      return invalid_argument(std::string("WEFT_SHM_FIFO_BYTES='") + v + "' is above 1024G (1 TiB)");
   } else if (buffsize) {
     c.shm_fifo_bytes = std::min(*buffsize, Config::kMaxShmFifoBytes);  // within bounds, as the other FIFOs
   }

@@ -35,9 +35,10 @@ struct Config {
   // bounds. The WEFT_ variables refuse a value out of bounds.
   //
   // WEFT_SHM_FIFO_BYTES: bytes in each shared-memory FIFO (one per direction per peer pair), from
-  // 4 KiB to 1 GiB.
+  // 4 KiB to 1 TiB (far past what /dev/shm holds; the bound keeps a segment's size, two FIFOs and
+  // their records, from overflowing).
   static constexpr size_t kMinShmFifoBytes = size_t{4} << 10;
-  static constexpr size_t kMaxShmFifoBytes = size_t{1} << 30;
+  static constexpr size_t kMaxShmFifoBytes = size_t{1} << 40;
   size_t shm_fifo_bytes = size_t{4} << 20;
   // WEFT_CUDA_FIFO_BYTES: bytes of each cuda transport FIFO (device memory, one per direction per
   // peer pair and channel), in 4 slots: a slot is the largest chunk a device message moves in, and

@@ -210,13 +210,13 @@ TEST_F(ConfigEnvTest, BuffsizeSizesEveryFifoAndWeftWins) {
   ::unsetenv("WEFT_CUDA_FIFO_BYTES");
   ::unsetenv("WEFT_STAGE_FIFO_BYTES");
   ::unsetenv("WEFT_DEVICE_WALKER_SLOT_BYTES");
-  // Above 1G: refused under the WEFT_ name, brought within bounds under NCCL_BUFFSIZE (the segment's
-  // size wrapped around at 2^63 and the rings ran off its mapping).
-  ::setenv("WEFT_SHM_FIFO_BYTES", "2G", 1);
-  EXPECT_EQ(error(), "WEFT_SHM_FIFO_BYTES='2G' is above 1G");
+  // Above 1024G: refused under the WEFT_ name, brought within bounds under NCCL_BUFFSIZE (the
+  // segment's size wrapped around at 2^63 and the rings ran off its mapping).
+  ::setenv("WEFT_SHM_FIFO_BYTES", "2048G", 1);
+  EXPECT_EQ(error(), "WEFT_SHM_FIFO_BYTES='2048G' is above 1024G (1 TiB)");
   ::unsetenv("WEFT_SHM_FIFO_BYTES");
   ::setenv("NCCL_BUFFSIZE", "0x8000000000000000", 1);
-  EXPECT_EQ(ok().shm_fifo_bytes, size_t{1} << 30);
+  EXPECT_EQ(ok().shm_fifo_bytes, Config::kMaxShmFifoBytes);
   ::setenv("NCCL_BUFFSIZE", "12", 1);
   EXPECT_EQ(error(), "NCCL_BUFFSIZE='12' is not a size >= 4096 (digits, then optionally K, M or G)");  // names the variable used
   // Hexadecimal too, as NCCL reads it (strtoll, base 0).
@@ -243,9 +243,9 @@ TEST_F(ConfigEnvTest, BuffsizeIsFittedToEachFifosBounds) {
   EXPECT_EQ(c.cuda_fifo_bytes, size_t{122} << 16);
   EXPECT_EQ(c.stage_fifo_bytes, size_t{61} << 16);
   EXPECT_EQ(c.device_walker_slot_bytes, size_t{244} << 12);
-  ::setenv("NCCL_BUFFSIZE", "8G", 1);  // above every FIFO's most
+  ::setenv("NCCL_BUFFSIZE", "8G", 1);  // above every device FIFO's most
   c = ok();
-  EXPECT_EQ(c.shm_fifo_bytes, Config::kMaxShmFifoBytes);
+  EXPECT_EQ(c.shm_fifo_bytes, size_t{8} << 30);
   EXPECT_EQ(c.cuda_fifo_bytes, Config::kMaxDeviceFifoBytes);
   EXPECT_EQ(c.stage_fifo_bytes, Config::kMaxDeviceFifoBytes);
   EXPECT_EQ(c.device_walker_slot_bytes, size_t{64} << 20);
@@ -340,7 +340,7 @@ TEST(ConfigFilledByAProgram, DeviceFifosOutOfBoundsFailInit) {
   EXPECT_NE(comm.status().message().find("Config::cuda_fifo_bytes is 2147483648"), std::string::npos)
       << comm.status().to_string();
   // The shm FIFO too: a size whose segment's byte count wrapped around ran off the mapping.
-  for (const size_t bytes : {size_t{1} << 63, ~size_t{0}, size_t{100}}) {
+  for (const size_t bytes : {size_t{1} << 63, (size_t{1} << 40) + 1, size_t{100}}) {
     id = UniqueId::create(Config());
     ASSERT_TRUE(id.ok()) << id.status().to_string();
     c = Config();
@@ -348,7 +348,7 @@ TEST(ConfigFilledByAProgram, DeviceFifosOutOfBoundsFailInit) {
     comm = Communicator::init(*id, 0, 1, c);
     ASSERT_FALSE(comm.ok());
     EXPECT_EQ(comm.status().message(), "rank 0: init: Config::shm_fifo_bytes is " + std::to_string(bytes) +
-                                           "; it must be from 4 KiB to 1 GiB");
+                                           "; it must be from 4 KiB to 1 TiB");
   }
 }
 
