@@ -210,7 +210,8 @@ std::vector<Size> plan_sweep(const Options& o, const weft::algorithms::Layout& l
     s.a.slice_count = weft::algorithms::slice_elements(o.slice_bytes, o.dtype);
     s.total = s.a.count * elem * blocks;
     for (Algorithm algo : algos) s.jobs.push_back({algo, weft::algorithms::applicable(s.a, layout, algo), std::nullopt, 0.0});
-    sizes.push_back(std::move(s));
+    // Sizes below one element of each block round to the size before them: one row each.
+    if (sizes.empty() || sizes.back().total != s.total) sizes.push_back(std::move(s));
     // At least one byte more: from 0 (or 1 at a factor below 2) a product alone stays put.
     const double next = std::max(std::floor(static_cast<double>(bytes) * o.factor), static_cast<double>(bytes) + 1);
     if (bytes >= o.max_bytes || next > static_cast<double>(o.max_bytes)) break;

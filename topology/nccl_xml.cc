@@ -425,7 +425,7 @@ class Builder {
   System system_;
   std::map<std::string, int> names_;  // vertex name -> line of the element that made it
   std::map<std::string, int> ids_;    // vertex name -> id
-  std::map<int, std::set<int>> nic_parents_;  // a NIC's vertex -> the vertices it hangs under
+  std::map<int, std::set<int>> nic_parents_;  // a NIC's vertex -> the vertices that list it
   std::map<std::string, BusId> bus_ids_;
   std::map<int, int> numas_;  // numaid -> line
   std::vector<GpuElement> gpus_;
@@ -617,12 +617,11 @@ Status Builder::add_nets(const XmlElement& nic, int parent, double link_bandwidt
     }
     const double bandwidth = link_bandwidth > 0 ? link_bandwidth : v.speed > 0 ? v.speed : default_pcie_bandwidth();
     // The same NIC listed again under another parent (NCCL lists a socket NIC under each <cpu>):
-    // one NIC, reached from both.
-    if (auto it = ids_.find(v.name); it != ids_.end() && system_.vertex(it->second) == v &&
-                                     nic_parents_[it->second].insert(parent).second) {
-      system_.add_link(parent, it->second, LinkType::kPci, bandwidth, kPciLatency);
+    // one NIC, kept where it was first listed. (Linked under both CPUs, it would carry their
+    // traffic as a bridge.) Twice under one parent is an error, as any other repeated name.
+    if (auto it = ids_.find(v.name);
+        it != ids_.end() && system_.vertex(it->second) == v && nic_parents_[it->second].insert(parent).second)
       continue;
-    }
     WEFT_TRY(claim_name(v.name, net.line, "<net> name"));
     const int id = add(std::move(v));
     nic_parents_[id].insert(parent);
@@ -741,11 +740,19 @@ class Writer {
 
   std::string write() {
     out_ << "<system version=\"1\">\n";
-    int index = 0;
-    for (int cpu : s_.of_type(VertexType::kCpu, machine_)) {
+    const std::vector<int> cpus = s_.of_type(VertexType::kCpu, machine_);
+    // A CPU whose NUMA node is unknown (numa -1) gets the lowest numaid no other CPU has.
+    std::set<int> numaids;
+    for (int cpu : cpus) numaids.insert(s_.vertex(cpu).numa);
+    int unused = 0;
+    for (int cpu : cpus) {
       claimed_[static_cast<size_t>(cpu)] = true;
       const Vertex& v = s_.vertex(cpu);
-      Attrs attrs{{"numaid", format_int(v.numa >= 0 ? v.numa : index)}};
+      if (v.numa < 0) {
+        while (numaids.count(unused) > 0) ++unused;
+        numaids.insert(unused);
+      }
+      Attrs attrs{{"numaid", format_int(v.numa >= 0 ? v.numa : unused)}};
       for (const auto& [k, value] : v.attrs)
         if (k != "numaid" && k != "package" && k != "cores" && k != "threads") attrs.emplace_back(k, value);
       if (v.package >= 0) attrs.emplace_back("package", format_int(v.package));
@@ -755,7 +762,6 @@ class Writer {
       open(1, "cpu", attrs, !children.empty());
       write_children(children, 2);
       if (!children.empty()) close(1, "cpu");
-      ++index;
     }
     out_ << "</system>\n";
     return out_.str();

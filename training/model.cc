@@ -18,8 +18,8 @@ namespace weft::training {
 
 namespace {
 
-// One activation tensor: its view and element count, in `Count` (size_t, or a 128-bit integer to
-// check that a shape's counts fit in size_t at all).
+// One activation tensor: its view and element count, in `Count` (size_t, or long double to check
+// that a shape's counts fit in size_t at all).
 template <typename Count>
 struct ActivationSpec {
   float* ActivationTensors::*view;
@@ -106,12 +106,12 @@ Status check_batch_shape(int B, int T) {
 }
 
 std::optional<size_t> activation_bytes(const GPTConfig& config, int B, int T) {
-  // Within the config's bounds and B * T < 2^31, every count is below 2^80: 128 bits hold them.
-  unsigned __int128 total = 0;
-  for (const auto& spec : activation_layout<unsigned __int128>(config, B, T)) total += spec.count;
-  total *= sizeof(float);
-  if (total > std::numeric_limits<size_t>::max()) return std::nullopt;
-  return static_cast<size_t>(total);
+  // In long double first (a 64-bit mantissa, an exponent far past any count here): whether the
+  // bytes fit in size_t at all; then exactly, in size_t.
+  long double estimate = 0;
+  for (const auto& spec : activation_layout<long double>(config, B, T)) estimate += spec.count;
+  if (estimate * sizeof(float) >= static_cast<long double>(std::numeric_limits<size_t>::max()) / 2) return std::nullopt;
+  return num_activations(config, B, T) * sizeof(float);
 }
 
 void init_gpt2(GPTParameters& params, uint64_t seed) {
@@ -180,7 +180,7 @@ Result<float> GPT::forward(const int* inputs, const int* targets, int B, int T) 
     const std::string what = "the activations and their gradients of B = " + std::to_string(B) + ", T = " +
                              std::to_string(T) + " (model " + describe(cfg) + ")";
     const std::optional<size_t> bytes = activation_bytes(cfg, B, T);
-    if (!bytes || *bytes > std::numeric_limits<size_t>::max() / 2)
+    if (!bytes)
       return Status(StatusCode::kSystemError, "GPT::forward: out of memory for " + what + ": more bytes than size_t counts");
     const size_t n = *bytes / sizeof(float);
     const Status allocated = allocate(what, 2 * *bytes, [&] {

@@ -54,8 +54,8 @@ struct ActivationTensors {
 // Total activation element count for a forward of shape (B, T).
 // REQUIRES: validate(config).ok(), B > 0, T > 0.
 size_t num_activations(const GPTConfig& config, int B, int T);
-// Its bytes, where they fit in size_t (nullopt where not). REQUIRES: validate(config).ok(),
-// B > 0, T > 0, check_batch_shape(B, T).ok().
+// Its bytes, where twice that fits in size_t (the activations and their gradients; nullopt where
+// not). REQUIRES: validate(config).ok(), B > 0, T > 0, check_batch_shape(B, T).ok().
 std::optional<size_t> activation_bytes(const GPTConfig& config, int B, int T);
 // OK where a batch's B * T tokens fit the int the layers count them in (below 2^31);
 // InvalidArgument naming B and T where not.

@@ -7,6 +7,7 @@
 #include <limits>
 #include <utility>
 
+#include "training/allocation.h"
 #include "training/checkpoint.h"
 #include "training/gradients.h"
 
@@ -64,14 +65,19 @@ Result<Trainer> Trainer::create(const TrainConfig& config,
                                                  config.seq_len, DataLoader::Order::kShuffled,
                                                  config.seed);
   WEFT_TRY(loader);
-  Trainer t(config, std::move(model).value(), std::move(optimizer).value(),
-            std::move(loader).value());
+  Trainer t(config, std::move(model).value(), std::move(optimizer).value(), std::move(loader).value());
+  const size_t tokens = static_cast<size_t>(config.batch_size) * static_cast<size_t>(config.seq_len);
+  WEFT_TRY(allocate("a batch's inputs and targets", 2 * tokens * sizeof(int), [&] {
+    t.inputs_.resize(tokens);
+    t.targets_.resize(tokens);
+  }));
   if (config.param_dtype == ParamDtype::kBf16) {
     Result<GPTParameters> master = GPTParameters::create(config.model);
     WEFT_TRY(master);
     std::memcpy(master->data(), t.model_.params().data(), master->size() * sizeof(float));
     t.master_.emplace(std::move(master).value());
-    t.stored_bf16_.resize(t.master_->size());
+    WEFT_TRY(allocate("the parameters stored as bf16", t.master_->size() * sizeof(uint16_t),
+                      [&] { t.stored_bf16_.resize(t.master_->size()); }));
     t.store_parameters();
   }
   return t;
@@ -81,9 +87,7 @@ Trainer::Trainer(const TrainConfig& config, GPT model, AdamW optimizer, DataLoad
     : config_(config),
       model_(std::move(model)),
       optimizer_(std::move(optimizer)),
-      loader_(std::move(loader)),
-      inputs_(static_cast<size_t>(config.batch_size) * static_cast<size_t>(config.seq_len)),
-      targets_(inputs_.size()) {}
+      loader_(std::move(loader)) {}  // create() sizes inputs_ and targets_
 
 void Trainer::store_parameters() {
   if (!master_) return;

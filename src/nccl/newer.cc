@@ -35,14 +35,15 @@ WEFT_NCCL_API(ncclResult_t, DevCommDestroy, ncclComm_t, ncclDevComm_t const*) {
 }
 
 // As NCCL's, it ends the group (NCCL's runs the group's end with a simulation), here failed: its
-// queued calls are dropped.
+// queued calls are dropped. Its own error is the last one (the group's end records the drops).
 WEFT_NCCL_API(ncclResult_t, GroupSimulateEnd, ncclSimInfo_t*) {
-  const ncclResult_t r = unsupported("ncclGroupSimulateEnd", "; weft-sim predicts collective times (docs/SIMULATOR.md)");
+  const weft::Status why = weft::invalid_usage(
+      "ncclGroupSimulateEnd is not supported by weft's libnccl.so.2; weft-sim predicts collective times (docs/SIMULATOR.md)");
   if (weft::capi::in_group()) {
-    weft::capi::fail_open_group(weft::Status(weft::StatusCode::kInvalidUsage, weft::capi::thread_last_error()));
+    weft::capi::fail_open_group(why);
     (void)weft::capi::group_end();
   }
-  return r;
+  return fail(why);
 }
 
 }  // extern "C"

@@ -272,8 +272,8 @@ class Root {
   // `rank` has its answer (or wants none). A rank that came twice counts once; a rank number out
   // of its own nranks not at all.
   void told(int rank, int nranks);
-  // Every rank any rank said there were has its answer.
-  bool all_told() const { return static_cast<int>(told_.size()) >= most_ranks_; }
+  // Every rank any rank said there were has its answer (none said how many: not yet).
+  bool all_told() const { return most_ranks_ > 0 && static_cast<int>(told_.size()) >= most_ranks_; }
 
   // Failed state: every later rank gets this error, until the deadline.
   bool failed_ = false;

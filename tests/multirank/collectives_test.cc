@@ -489,7 +489,7 @@ TEST(Collectives, Barrier) {
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(world().barrier().wait().ok());
 }
 
-// No rank leaves a barrier before the last one enters it: rank 1 enters 300 ms after the others.
+// No rank leaves a barrier before the last one enters it: rank 1 enters 600 ms after the others.
 // (Before the sixtieth session a rank's signal in a round could go before it had heard the earlier
 // rounds: at 8 ranks rank 6 left without rank 1, found by the verifier's barrier check.)
 TEST(Collectives, NoRankLeavesABarrierBeforeTheLastEntersIt) {
@@ -497,11 +497,14 @@ TEST(Collectives, NoRankLeavesABarrierBeforeTheLastEntersIt) {
   if (c.size() < 2) GTEST_SKIP() << "one rank";
   ASSERT_TRUE(c.barrier().wait().ok());
   const auto start = std::chrono::steady_clock::now();
-  if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(600));
   ASSERT_TRUE(c.barrier().wait().ok());
   const auto waited = std::chrono::steady_clock::now() - start;
-  // The first barrier's last rank may leave it a little after the others.
-  if (c.rank() != 1) EXPECT_GE(waited, std::chrono::milliseconds(250)) << "rank " << c.rank() << " left early";
+  // Each rank counts from its own exit of the first barrier: under load one may leave it well
+  // after rank 1 did, so half the delay is the bound (a rank that left early waited none of it).
+  if (c.rank() != 1) {
+    EXPECT_GE(waited, std::chrono::milliseconds(300)) << "rank " << c.rank() << " left early";
+  }
 }
 
 // Every rank sends a differently sized message to every rank (itself included), all in one

@@ -71,4 +71,5 @@ grep -q "unknown algorithm 'bogus'" "$TMP/err" || fail "--algo bogus: $(cat "$TM
 # A sweep from 0 bytes goes on past it (0 x the factor stayed 0, and the sweep ended there).
 "$SIM" --cluster shm:4 -b 0 -e 1K -f 32 --csv >"$TMP/out" 2>"$TMP/err" || fail "-b 0 exited $?: $(cat "$TMP/err")"
 awk -F, 'NR > 1 && $4 == 1024 { found = 1 } END { exit !found }' "$TMP/out" || fail "-b 0 -e 1K -f 32 did not reach 1024 bytes"
+[ "$(awk -F, 'NR > 1 { print $4, $6 }' "$TMP/out" | sort | uniq -d | wc -l)" = 0 ] || fail "-b 0: a size's row twice (1 byte rounds to 0)"
 echo PASS

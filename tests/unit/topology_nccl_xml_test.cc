@@ -520,14 +520,23 @@ TEST(NcclXmlRead, TakesTheShapesOfNcclsOwnFiles) {
   EXPECT_EQ(path_between(s, "0000:18:00.0", "0000:28:00.0").type, PathType::kNvl);
   // The CPU whose NUMA node is unknown.
   EXPECT_EQ(s.vertex(id_of(s, "cpu-1")).numa, -1);
-  // One NIC, reached from both CPUs.
+  // One NIC, under the CPU that lists it first: linked under both, it bridged them (a path from
+  // one CPU's GPU to the other's through it, wider than the CPUs' own link).
   const int eth0 = id_of(s, "eth0");
   ASSERT_GE(eth0, 0);
   EXPECT_EQ(links_between(s, "eth0", "cpu-1").size(), 1u);
-  EXPECT_EQ(links_between(s, "eth0", "cpu1").size(), 1u);
-  // Written back, it reads (the writer puts the NIC under its first CPU, gives the CPU a numaid and
-  // the switch a bus id of its own: docs/TOPOLOGY.md).
+  EXPECT_EQ(links_between(s, "eth0", "cpu1").size(), 0u);
+  EXPECT_EQ(path_between(s, "cpu-1", "cpu1").type, PathType::kSys);
+  // Written back, it reads (the writer gives the CPU of unknown NUMA node a numaid no other CPU has,
+  // and the switch a bus id of its own: docs/TOPOLOGY.md).
   EXPECT_TRUE(read_nccl_xml(write_nccl_xml(s), "written").ok()) << write_nccl_xml(s);
+  // Beside a CPU of numaid 0, the unknown one is written as another (both were written 0).
+  std::string with_zero = text;
+  with_zero.replace(with_zero.find("numaid=\"1\""), 10, "numaid=\"0\"");
+  const System z = read_ok(with_zero, "vm0.xml");
+  auto back = read_nccl_xml(write_nccl_xml(z), "written");
+  ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << write_nccl_xml(z);
+  EXPECT_EQ(back->of_type(VertexType::kCpu).size(), 2u);
   // What NCCL does not write stays refused: a second NIC of that name that differs, and a
   // switch-less target that is no bus id without the class that makes it a switch.
   std::string other = text;

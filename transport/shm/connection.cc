@@ -122,7 +122,10 @@ ShmConnection::ShmConnection(const Params& params) : params_(params) {
 }
 
 ShmConnection::~ShmConnection() {
-  if (self_info_ != nullptr) self_info_->closed.store(1, std::memory_order_release);
+  if (self_info_ != nullptr) {
+    self_info_->closed.store(1, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // before the caller may reuse a CMA send's buffer (cma_read)
+  }
 }
 
 std::string ShmConnection::describe() const {
@@ -465,7 +468,10 @@ Status ShmConnection::cma_read(void* dst, uint64_t remote, size_t bytes) {
                           " bytes from pid " + std::to_string(params_.peer_pid) + " failed");
     }
     // The sender marks its abort or close before its call gives the buffer back to its caller,
-    // who may then refill it: a mark seen after a read means the read may hold that.
+    // who may then refill it: a mark seen after a read means the read may hold that. The fences
+    // (here and after the sender's mark) keep the read before the look and the mark before any
+    // refill, on machines whose memory orders stores and loads less strictly than x86.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (peer_aborted()) return peer_abort_status();
     if (peer_info_->closed.load(std::memory_order_acquire) != 0)
       return remote_error(peer_name() + ": it closed the connection before its send was read (" +
@@ -642,6 +648,7 @@ void ShmConnection::abort(std::string_view reason) {
     std::memcpy(self_info_->reason, text.data(), text.size());
     self_info_->reason[text.size()] = '\0';
     self_info_->aborted.store(1, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // before the caller may refill a CMA send's buffer (cma_read)
   }
   aborted_.store(true, std::memory_order_release);  // after the reason: progress() reads it
 }
