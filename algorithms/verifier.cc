@@ -352,17 +352,21 @@ class Machine {
 
   // A barrier's steps: the ranks each has heard from, as bits (itself, what its dependencies heard,
   // and a received message's send step's). Empty for other collectives.
-  void hear(int r, uint32_t s, const std::vector<uint64_t>* received = nullptr) {
-    if (heard_.empty()) return;
-    std::vector<uint64_t>& h = heard_[static_cast<size_t>(r)][s];
-    h.assign((static_cast<size_t>(n()) + 63) / 64, 0);
+  using Heard = std::vector<uint64_t>;
+  Heard only(int r) const {
+    Heard h((static_cast<size_t>(n()) + 63) / 64, 0);
     h[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
-    const Program& p = programs_[r];
-    const Step& st = p.steps[s];
-    for (uint32_t d = 0; d < st.deps_count; ++d)
-      for (size_t w = 0; w < h.size(); ++w) h[w] |= heard_[static_cast<size_t>(r)][p.deps_of(st)[d]][w];
-    if (received != nullptr)
-      for (size_t w = 0; w < h.size(); ++w) h[w] |= (*received)[w];
+    return h;
+  }
+  static void add(Heard& to, const Heard& from) {
+    for (size_t w = 0; w < to.size(); ++w) to[w] |= from[w];
+  }
+  void hear(int r, uint32_t s, const Heard* received = nullptr) {
+    if (heard_.empty()) return;
+    Heard& h = heard_[static_cast<size_t>(r)][s] = only(r);
+    const Step& st = programs_[r].steps[s];
+    for (uint32_t d = 0; d < st.deps_count; ++d) add(h, heard_[static_cast<size_t>(r)][programs_[r].deps_of(st)[d]]);
+    if (received != nullptr) add(h, *received);
   }
 
   // A barrier ends on no rank before every rank has entered it: each rank's steps together have
@@ -370,10 +374,8 @@ class Machine {
   Status check_barrier() const {
     if (heard_.empty()) return Status();
     for (int r = 0; r < n(); ++r) {
-      std::vector<uint64_t> all((static_cast<size_t>(n()) + 63) / 64, 0);
-      all[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
-      for (const std::vector<uint64_t>& h : heard_[static_cast<size_t>(r)])
-        for (size_t w = 0; w < h.size(); ++w) all[w] |= h[w];
+      Heard all = only(r);
+      for (const Heard& h : heard_[static_cast<size_t>(r)]) add(all, h);
       for (int q = 0; q < n(); ++q)
         if ((all[static_cast<size_t>(q) / 64] >> (q % 64) & 1) == 0)
           return invalid_usage(describe(a_) + " on " + std::to_string(n()) + " ranks: rank " + std::to_string(r) +
@@ -655,7 +657,7 @@ class Machine {
   std::vector<std::pair<int, uint32_t>> work_;
   std::optional<std::pair<int, uint32_t>> unreceived_;  // the first send to a rank with no such link
   std::vector<Value> scratch_, incoming_;
-  std::vector<std::vector<std::vector<uint64_t>>> heard_;  // [rank][step]: hear()
+  std::vector<std::vector<Heard>> heard_;  // [rank][step]: hear()
   std::vector<uint32_t> seen_, stack_;
   uint32_t stamp_ = 0;
 };

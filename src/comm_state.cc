@@ -200,22 +200,20 @@ Result<CommState::Local> CommState::prepare() {
   const auto level = p2p_level(config_.p2p_level);
   WEFT_TRY(level);
   Local local{std::move(*filter), *level, {}};
-  // As NCCL: an NCCL_TOPO_FILE that cannot be opened is a warning, and the machine is discovered
-  // (a job's environment may name a file some of its machines lack); weft's own WEFT_TOPO_FILE,
-  // or Config::topo_file, must be there.
-  if (!config_.topo_file.empty() && Config::variable("WEFT_TOPO_FILE", "NCCL_TOPO_FILE") == std::string_view("NCCL_TOPO_FILE") &&
-      ::access(config_.topo_file.c_str(), R_OK) != 0) {
+  // As NCCL: an NCCL_TOPO_FILE that cannot be opened, or is empty, is a warning, and the machine
+  // is discovered (a job's environment may name a file some of its machines lack); weft's own
+  // WEFT_TOPO_FILE, or Config::topo_file, must be there and describe something.
+  const bool nccls = Config::variable("WEFT_TOPO_FILE", "NCCL_TOPO_FILE") == std::string_view("NCCL_TOPO_FILE");
+  if (!config_.topo_file.empty() && nccls && ::access(config_.topo_file.c_str(), R_OK) != 0) {
     log_.warn("NCCL_TOPO_FILE '" + config_.topo_file + "' cannot be opened (" + std::strerror(errno) +
               "): ignored, as NCCL does; the machine as discovered is used");
   } else if (!config_.topo_file.empty()) {
     auto t = topology::load_topology_file(config_.topo_file);
     WEFT_TRY(t);
-    // An empty file: no information under NCCL_TOPO_FILE, as NCCL reads it; weft's own must
-    // describe something.
-    if (t->empty() && Config::variable("WEFT_TOPO_FILE", "NCCL_TOPO_FILE") == std::string_view("NCCL_TOPO_FILE"))
+    if (t->empty() && nccls)
       log_.warn("NCCL_TOPO_FILE '" + config_.topo_file + "' is empty: ignored, as NCCL does; the machine as discovered is used");
-    else if (t->empty())
-      return invalid_argument("topology file '" + config_.topo_file + "' describes nothing (it holds only blanks and comments)");
+    else
+      WEFT_TRY(topology::describes_something(*t, config_.topo_file));
     local.topo = std::move(*t);
   }
   return local;

@@ -125,8 +125,7 @@ weft::Result<System> load(const Options& o) {
       auto file = weft::topology::load_topology_file(o.source_arg);
       WEFT_TRY(file);
       if (file->system) return std::move(*file->system);
-      if (file->empty())
-        return weft::invalid_argument("topology file '" + o.source_arg + "' describes nothing (it holds only blanks and comments)");
+      WEFT_TRY(weft::topology::describes_something(*file, o.source_arg));
       return weft::topology::system_of(*file->cluster);
     }
     case Options::Source::kSynthetic: return weft::topology::synthesize(o.source_arg);

@@ -42,4 +42,9 @@ Result<TopologyFile> load_topology_file(const std::string& path) {
   return out;
 }
 
+Status describes_something(const TopologyFile& file, const std::string& path) {
+  if (!file.empty()) return Status();
+  return invalid_argument("topology file '" + path + "' describes nothing (it holds only blanks and comments)");
+}
+
 }  // namespace weft::topology

@@ -29,4 +29,8 @@ struct TopologyFile {
 // empty NCCL_TOPO_FILE as no information; the caller decides). A UTF-8 byte order mark is skipped.
 Result<TopologyFile> load_topology_file(const std::string& path);
 
+// OK where `file` (read from `path`) describes something; InvalidArgument naming the path where it
+// is empty, for the callers that need a description.
+Status describes_something(const TopologyFile& file, const std::string& path);
+
 }  // namespace weft::topology

@@ -106,12 +106,13 @@ Status check_batch_shape(int B, int T) {
 }
 
 std::optional<size_t> activation_bytes(const GPTConfig& config, int B, int T) {
-  // In long double first (a 64-bit mantissa, an exponent far past any count here): whether the
-  // bytes fit in size_t at all; then exactly, in size_t.
-  long double estimate = 0;
-  for (const auto& spec : activation_layout<long double>(config, B, T)) estimate += spec.count;
-  if (estimate * sizeof(float) >= static_cast<long double>(std::numeric_limits<size_t>::max()) / 2) return std::nullopt;
-  return num_activations(config, B, T) * sizeof(float);
+  // In long double: its exponent holds any count here, and its 64-bit mantissa holds every
+  // integer below 2^64 exactly, so a total below the bound below was summed exactly.
+  long double total = 0;
+  for (const auto& spec : activation_layout<long double>(config, B, T)) total += spec.count;
+  total *= sizeof(float);
+  if (total >= static_cast<long double>(std::numeric_limits<size_t>::max() / 2)) return std::nullopt;
+  return static_cast<size_t>(total);
 }
 
 void init_gpt2(GPTParameters& params, uint64_t seed) {

@@ -10,9 +10,11 @@
 using namespace weft::nccl;  // NOLINT: the entry points below are the namespace's whole purpose
 
 namespace {
-ncclResult_t unsupported(const char* fn, const char* instead) {
-  return fail(weft::invalid_usage(std::string(fn) + " is not supported by weft's libnccl.so.2" + instead));
+weft::Status not_supported(const char* fn, const char* instead) {
+  return weft::invalid_usage(std::string(fn) + " is not supported by weft's libnccl.so.2" + instead);
 }
+
+ncclResult_t unsupported(const char* fn, const char* instead) { return fail(not_supported(fn, instead)); }
 }  // namespace
 
 extern "C" {
@@ -37,8 +39,7 @@ WEFT_NCCL_API(ncclResult_t, DevCommDestroy, ncclComm_t, ncclDevComm_t const*) {
 // As NCCL's, it ends the group (NCCL's runs the group's end with a simulation), here failed: its
 // queued calls are dropped. Its own error is the last one (the group's end records the drops).
 WEFT_NCCL_API(ncclResult_t, GroupSimulateEnd, ncclSimInfo_t*) {
-  const weft::Status why = weft::invalid_usage(
-      "ncclGroupSimulateEnd is not supported by weft's libnccl.so.2; weft-sim predicts collective times (docs/SIMULATOR.md)");
+  const weft::Status why = not_supported("ncclGroupSimulateEnd", "; weft-sim predicts collective times (docs/SIMULATOR.md)");
   if (weft::capi::in_group()) {
     weft::capi::fail_open_group(why);
     (void)weft::capi::group_end();

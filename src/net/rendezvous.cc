@@ -249,7 +249,8 @@ class Root {
   std::string missing_ranks() const;
   // Sends an error to every waiting rank and enters the failed state.
   void fail(StatusCode code, const std::string& message);
-  void send_error(int rank, Socket& s, StatusCode code, const std::string& message, Deadline deadline);
+  // Sends rank `to` the error, and counts it as told.
+  void send_error(const Hello& to, Socket& s, StatusCode code, const std::string& message, Deadline deadline);
   // send_error() to every rank that arrived, the highest rank first: the root usually lives in
   // rank 0's process (a shrink's in the lowest kept rank's), which may exit as soon as it has its
   // answer, ending this thread; by then the others' answers are in their sockets.
@@ -292,22 +293,20 @@ void Root::told(int rank, int nranks) {
 
 // Replies are small (they fit in the socket buffer), so `deadline` is a backstop against a rank
 // that stopped reading, shared by every reply of one round so the root never lingers.
-void Root::send_error(int rank, Socket& s, StatusCode code, const std::string& message, Deadline d) {
+void Root::send_error(const Hello& to, Socket& s, StatusCode code, const std::string& message, Deadline d) {
   ReplyHeader h{static_cast<uint32_t>(code), static_cast<uint32_t>(message.size())};
   auto head = encode_reply_header(h);
   Status st = s.send_all(head.data(), head.size(), d);
   if (st.ok()) st = s.send_all(message.data(), message.size(), d);
-  if (!st.ok()) log(LogLevel::kInfo, "could not deliver an error to rank " + std::to_string(rank) + ": " + st.message());
+  if (!st.ok()) log(LogLevel::kInfo, "could not deliver an error to rank " + std::to_string(to.rank) + ": " + st.message());
+  told(to.rank, to.nranks);
 }
 
 void Root::send_error_to_arrived(StatusCode code, const std::string& message) {
   std::sort(arrived_.begin(), arrived_.end(),
             [](const Arrived& a, const Arrived& b) { return a.hello.rank > b.hello.rank; });
   Deadline d = Deadline::after(std::chrono::milliseconds(500));
-  for (Arrived& a : arrived_) {
-    send_error(a.hello.rank, a.socket, code, message, d);
-    told(a.hello.rank, a.hello.nranks);
-  }
+  for (Arrived& a : arrived_) send_error(a.hello, a.socket, code, message, d);
 }
 
 void Root::fail(StatusCode code, const std::string& message) {
@@ -371,8 +370,7 @@ void Root::on_hello(Socket socket, const Hello& hello) {
     return;
   }
   if (failed_) {
-    send_error(hello.rank, socket, failure_code_, failure_, Deadline::after(std::chrono::milliseconds(500)));
-    told(hello.rank, hello.nranks);
+    send_error(hello, socket, failure_code_, failure_, Deadline::after(std::chrono::milliseconds(500)));
     done_ = all_told();
     return;
   }

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "training/file_io.h"
 
@@ -29,72 +31,53 @@ class TempFile {
   std::string path_;
 };
 
-// Writes rows for steps [from, to) (their `step` column: from+1 .. to).
-void add_steps(LossLog& log, int64_t from, int64_t to) {
+// Opens the log at `path` (a fresh run, or one resumed at `resumed_at`) and writes rows for steps
+// [from, to) (their `step` column: from+1 .. to).
+void run_steps(const std::string& path, std::optional<int64_t> resumed_at, int64_t from, int64_t to) {
+  Result<LossLog> log = LossLog::open(path, resumed_at);
+  ASSERT_TRUE(log.ok()) << log.status().to_string();
   for (int64_t s = from; s < to; s++) {
     StepReport r;
     r.step = s;
     r.loss = 1.0f;
-    ASSERT_TRUE(log.add(r, std::nullopt, 100.0).ok());
+    ASSERT_TRUE(log->add(r, std::nullopt, 100.0).ok());
   }
 }
 
-// The `step` column of every row, in order.
-std::vector<long> steps_of(const std::string& csv) {
-  std::vector<long> steps;
-  for (size_t at = csv.find('\n') + 1; at < csv.size(); at = csv.find('\n', at) + 1)
-    steps.push_back(std::stol(csv.substr(at, csv.find(',', at) - at)));
-  return steps;
+// The file at `path` begins with the header row, and its rows' `step` column is `steps`.
+void expect_steps(const std::string& path, const std::vector<long>& steps) {
+  Result<std::string> csv = read_file(path);
+  ASSERT_TRUE(csv.ok()) << csv.status().to_string();
+  EXPECT_EQ(csv->rfind(kHeader, 0), 0u) << *csv;
+  std::vector<long> got;
+  for (size_t at = csv->find('\n') + 1; at < csv->size(); at = csv->find('\n', at) + 1)
+    got.push_back(std::stol(csv->substr(at, csv->find(',', at) - at)));
+  EXPECT_EQ(got, steps);
 }
 
 TEST(LossLog, AFreshRunStartsTheFileWithItsHeader) {
   TempFile f;
   ASSERT_TRUE(write_file_atomically(f.str(), "old content\n").ok());
-  {
-    Result<LossLog> log = LossLog::open(f.str(), std::nullopt);
-    ASSERT_TRUE(log.ok()) << log.status().to_string();
-    add_steps(*log, 0, 3);
-  }
-  Result<std::string> csv = read_file(f.str());
-  ASSERT_TRUE(csv.ok());
-  EXPECT_EQ(csv->rfind(kHeader, 0), 0u) << *csv;
-  EXPECT_EQ(steps_of(*csv), (std::vector<long>{1, 2, 3}));
+  run_steps(f.str(), std::nullopt, 0, 3);
+  expect_steps(f.str(), {1, 2, 3});
 }
 
 // A run checkpointed at step 50 and died at step 73; resumed from the checkpoint, it makes steps
 // 51-73 again: each appears once.
 TEST(LossLog, AResumedRunDropsTheRowsAfterItsCheckpoint) {
   TempFile f;
-  {
-    Result<LossLog> log = LossLog::open(f.str(), std::nullopt);
-    ASSERT_TRUE(log.ok()) << log.status().to_string();
-    add_steps(*log, 0, 73);
-  }
-  {
-    Result<LossLog> log = LossLog::open(f.str(), int64_t{50});
-    ASSERT_TRUE(log.ok()) << log.status().to_string();
-    add_steps(*log, 50, 80);
-  }
-  Result<std::string> csv = read_file(f.str());
-  ASSERT_TRUE(csv.ok());
-  EXPECT_EQ(csv->rfind(kHeader, 0), 0u) << *csv;
+  run_steps(f.str(), std::nullopt, 0, 73);
+  run_steps(f.str(), int64_t{50}, 50, 80);
   std::vector<long> expected(80);
   for (size_t i = 0; i < expected.size(); i++) expected[i] = static_cast<long>(i) + 1;
-  EXPECT_EQ(steps_of(*csv), expected);
+  expect_steps(f.str(), expected);
 }
 
 // Resumed without the file (it was not kept): the file starts with its header.
 TEST(LossLog, AResumedRunWithoutTheFileStartsIt) {
   TempFile f;
-  {
-    Result<LossLog> log = LossLog::open(f.str(), int64_t{50});
-    ASSERT_TRUE(log.ok()) << log.status().to_string();
-    add_steps(*log, 50, 52);
-  }
-  Result<std::string> csv = read_file(f.str());
-  ASSERT_TRUE(csv.ok());
-  EXPECT_EQ(csv->rfind(kHeader, 0), 0u) << *csv;
-  EXPECT_EQ(steps_of(*csv), (std::vector<long>{51, 52}));
+  run_steps(f.str(), int64_t{50}, 50, 52);
+  expect_steps(f.str(), {51, 52});
 }
 
 // A file that is not a loss log is not truncated by a resumed run: an error names it.
