@@ -136,6 +136,9 @@ Request collective(CommState& st, CollectiveArgs a, const void* send, void* recv
   if (auto again = st.run_again(a, send, recv)) return std::move(*again);
   const Result<size_t> bytes = check_collective(st, a, send, recv);
   if (!bytes.ok()) return Request::completed(bytes.status());
+  // Empty (a barrier is not): discarded once checked, as NCCL discards it (it takes no call
+  // number, so a rank may make one its peers do not).
+  if (a.count == 0 && a.coll != Collective::kBarrier) return Request::completed(Status());
   auto device = st.on_device(a, send, recv, {});
   if (!device.ok()) return Request::completed(device.status());
   if (!*device)

@@ -138,7 +138,8 @@ class Communicator {
 
   // Collectives. counts are elements; for allgather/reduce_scatter/alltoall/gather/scatter,
   // count is per rank (recv holds size()*count for allgather and gather; send holds size()*count
-  // for reduce_scatter and scatter; both hold size()*count for alltoall).
+  // for reduce_scatter and scatter; both hold size()*count for alltoall). A call of count 0 is
+  // checked, then discarded (as NCCL's): it completes at once and its peers need not make it.
   Request allreduce(const void* send, void* recv, size_t count, DataType type, RedOp op);
   Request reduce_scatter(const void* send, void* recv, size_t count, DataType type, RedOp op);
   Request allgather(const void* send, void* recv, size_t count, DataType type);
