@@ -26,24 +26,29 @@ struct ThreadGroup {
 thread_local ThreadGroup t_group;
 thread_local std::string t_last_error;
 
-// A group's communicators counted as in use (CommHandle::active_calls, as ActiveCall counts one)
-// until release().
-class GroupInUse {
+// Lets go of one hold on `h` (CommHandle::holders); the last frees it.
+void let_go(CommHandle* h) {
+  if (h->holders.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::function<void()> free_handle = std::move(h->free_handle);
+  free_handle();
+}
+
+// The holds of a group's communicators (taken by enter()), let go on release().
+class GroupHolds {
  public:
-  explicit GroupInUse(const std::vector<CommHandle*>& comms) : comms_(&comms) {
-    for (CommHandle* h : comms) h->active_calls.fetch_add(1, std::memory_order_acq_rel);
-  }
-  ~GroupInUse() { release(); }
-  GroupInUse(const GroupInUse&) = delete;
-  GroupInUse& operator=(const GroupInUse&) = delete;
+  explicit GroupHolds(std::vector<CommHandle*>& comms) : comms_(&comms) {}
+  ~GroupHolds() { release(); }
+  GroupHolds(const GroupHolds&) = delete;
+  GroupHolds& operator=(const GroupHolds&) = delete;
   void release() {
     if (comms_ == nullptr) return;
-    for (CommHandle* h : *comms_) h->active_calls.fetch_sub(1, std::memory_order_acq_rel);
+    for (CommHandle* h : *comms_) let_go(h);
+    comms_->clear();
     comms_ = nullptr;
   }
 
  private:
-  const std::vector<CommHandle*>* comms_;
+  std::vector<CommHandle*>* comms_;
 };
 
 // Whether ending h's group may wait for its peers' group ends: it submits calls (collectives on
@@ -164,10 +169,10 @@ Status group_end() {
   t_group.failed = Status();
   std::vector<CommHandle*> comms;
   comms.swap(t_group.comms);
-  // Every communicator of the group is in use until its calls have completed (an abort from
-  // another thread waits for that before it frees one); not during the callbacks, which may free
-  // them (a destroy made in the group).
-  GroupInUse using_them(comms);
+  // The group holds each of its communicators until its calls have completed (an abort from
+  // another thread leaves the freeing to it); not during the callbacks, which may free them (a
+  // destroy made in the group).
+  GroupHolds holds(comms);
   for (CommHandle* h : comms) h->comm->state().group().span = static_cast<int>(comms.size());
   std::vector<Status> ended(comms.size());
   // A call of the group failed: its queued calls are dropped (the others' failure says why).
@@ -197,7 +202,7 @@ Status group_end() {
     if (first.ok()) first = std::move(s);
   }
   pending.clear();
-  using_them.release();
+  holds.release();
   std::vector<std::function<Status()>> callbacks;
   callbacks.swap(t_group.at_end);
   for (auto& fn : callbacks) {
@@ -210,8 +215,8 @@ Status group_end() {
 Status usable(const CommHandle& h, const char* fn) {
   if (!h.destroying) return Status();
   const std::string rank = h.comm ? "rank " + std::to_string(h.comm->rank()) + ": " : "";
-  return invalid_usage(rank + fn + ": the communicator was destroyed earlier in this group (it is freed when the group "
-                                   "ends)");
+  return invalid_usage(rank + fn + ": the communicator was destroyed earlier in this group, or by another thread (it "
+                                   "is freed when the open groups that used it end)");
 }
 
 Status enter(CommHandle& h) {
@@ -219,6 +224,7 @@ Status enter(CommHandle& h) {
   if (!in_group() || std::find(t_group.comms.begin(), t_group.comms.end(), &h) != t_group.comms.end())
     return Status();
   WEFT_TRY(h.comm->group_start());
+  h.holders.fetch_add(1, std::memory_order_acq_rel);
   t_group.comms.push_back(&h);
   return Status();
 }
@@ -245,16 +251,17 @@ Status at_group_end(std::function<Status()> fn) {
 }
 
 Status destroy(CommHandle& h, const char* fn, std::function<void()> free_handle, const std::function<void()>& stop) {
-  if (h.destroying)
-    return invalid_argument(std::string(fn) + ": the communicator was already destroyed in this group");
+  if (h.destroying.exchange(true, std::memory_order_acq_rel))
+    return invalid_argument(std::string(fn) + ": the communicator was already destroyed");
   if (stop) stop();
+  h.free_handle = std::move(free_handle);
+  // The owner's hold: let go now, or when this thread's group ends.
   if (!in_group()) {
-    free_handle();
+    let_go(&h);
     return Status();
   }
-  h.destroying = true;
-  return at_group_end([free_handle = std::move(free_handle)] {
-    free_handle();
+  return at_group_end([h = &h] {
+    let_go(h);
     return Status();
   });
 }

@@ -28,11 +28,18 @@ namespace weft::capi {
 struct CommHandle {
   std::unique_ptr<Communicator> comm;  // null while (or when) a background init has not made one
   std::string last_error;
-  bool destroying = false;  // destroyed inside the thread's open group: freed when it ends (destroy())
-  // Calls inside the library that use this handle (ActiveCall), a group's end waiting for its calls
-  // among them: freeing the handle waits for them to leave (wait_until_idle), so that an abort
-  // from another thread, which releases them, never frees what they still use.
+  // Destroyed (destroy()) but not yet freed: an open group holds it still.
+  std::atomic<bool> destroying{false};
+  // Calls inside the library that use this handle (ActiveCall): freeing the handle waits for them
+  // to leave (wait_until_idle), so that an abort from another thread, which releases them, never
+  // frees what they still use.
   std::atomic<int> active_calls{0};
+  // Who holds the handle: its owner until destroy(), and each open group, of any thread, that used
+  // it (enter() until group_end()): an abort from a watchdog thread must not free a handle whose
+  // group another thread has yet to end. The last to let go frees it, through `free_handle`
+  // (set by destroy()).
+  std::atomic<int> holders{1};
+  std::function<void()> free_handle;
 };
 
 // Counts a call on `h` for as long as it lives (CommHandle::active_calls).
@@ -108,7 +115,8 @@ Status finish_call(CommHandle& h, Request req, Request* out);
 Status at_group_end(std::function<Status()> fn);
 // Destroys `h` through free_handle(), which frees it: at once outside a group; inside one, when the
 // group ends, after its calls (as NCCL runs a destroy or abort made in a group at ncclGroupEnd), so
-// that the group's end never touches a freed handle. Until then every use of `h` fails
+// that the group's end never touches a freed handle; and where another thread's open group used
+// `h`, when that group ends (CommHandle::holders). Until then every use of `h` fails
 // (kInvalidUsage: enter(), the surfaces' own checks), and so does a second destroy or abort
 // (kInvalidArgument). `stop`, where given, runs at once (an abort's: the communicator's work
 // fails now, whenever the handle is freed). `fn` names the caller in the error.

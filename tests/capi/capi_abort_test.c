@@ -56,9 +56,52 @@ static void abort_unblocks(int grouped) {
   CHECK(weftCommAbort(comms[1]) == weftSuccess, "the peer's abort: %s", weftGetLastError(NULL));
 }
 
+/* A watchdog thread aborts a communicator another thread has queued a send on in its open group
+ * (PyTorch's batch_isend_irecv under its watchdog): the handle lives until that group ends, whose
+ * end fails naming the abort (before, the abort freed the handle under the open group, whose end
+ * then used it: a crash, a heap-use-after-free under ASan). */
+struct Grouped {
+  weftComm_t comm;
+  weftResult_t queued, ended;
+  char message[512];
+  volatile int aborted;
+};
+
+static void* send_in_open_group(void* arg) {
+  struct Grouped* g = (struct Grouped*)arg;
+  static double x[16];
+  weftGroupStart();
+  g->queued = weftSend(x, 16, weftFloat64, 1, g->comm, NULL);
+  const double start = now_s();
+  while (!__atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE) && now_s() - start < 10) usleep(1000);
+  g->ended = weftGroupEnd();
+  snprintf(g->message, sizeof g->message, "%s", weftGetLastError(NULL));
+  return NULL;
+}
+
+static void abort_of_a_comm_in_another_threads_group(void) {
+  weftComm_t comms[2];
+  CHECK(weftCommInitAll(comms, 2, NULL) == weftSuccess, "init: %s", weftGetLastError(NULL));
+  if (failures) return;
+  struct Grouped g = {comms[0], weftSuccess, weftSuccess, "", 0};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, send_in_open_group, &g) == 0, "pthread_create");
+  usleep(100 * 1000);
+  const double start = now_s();
+  CHECK(weftCommAbort(comms[0]) == weftSuccess, "abort: %s", weftGetLastError(NULL));
+  CHECK(now_s() - start < 5, "weftCommAbort waited %.1f s for another thread's open group", now_s() - start);
+  __atomic_store_n(&g.aborted, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  CHECK(g.queued == weftSuccess, "the send queued in the group: %d", g.queued);
+  CHECK(g.ended == weftRemoteError && strstr(g.message, "abort") != NULL, "the group's end after the abort: %d %s",
+        g.ended, g.message);
+  CHECK(weftCommAbort(comms[1]) == weftSuccess, "the peer's abort: %s", weftGetLastError(NULL));
+}
+
 int main(void) {
   abort_unblocks(0);
   abort_unblocks(1);
+  abort_of_a_comm_in_another_threads_group();
   if (failures == 0) printf("weftCommAbort from another thread: passed\n");
   return failures == 0 ? 0 : 1;
 }

@@ -581,6 +581,46 @@ static void test_abort_unblocks(int grouped) {
   NCCLCHECK(ncclCommAbort(comms[1]));
 }
 
+/* A watchdog thread aborts a communicator another thread has queued a send on in its open group
+ * (PyTorch's batch_isend_irecv under its watchdog): the handle lives until that group ends, whose
+ * end fails naming the abort (before, the abort freed it under the open group: a crash). */
+struct Grouped {
+  ncclComm_t comm;
+  ncclResult_t queued, ended;
+  char message[512];
+  volatile int aborted;
+};
+
+static void* send_in_open_group(void* arg) {
+  struct Grouped* g = (struct Grouped*)arg;
+  static double x[16];
+  ncclGroupStart();
+  g->queued = ncclSend(x, 16, ncclFloat64, 1, g->comm, NULL);
+  const double start = now_s();
+  while (!__atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE) && now_s() - start < 10) usleep(1000);
+  g->ended = ncclGroupEnd();
+  snprintf(g->message, sizeof g->message, "%s", ncclGetLastError(NULL));
+  return NULL;
+}
+
+static void test_abort_of_a_comm_in_another_threads_group(void) {
+  ncclComm_t comms[2];
+  NCCLCHECK(ncclCommInitAll(comms, 2, NULL));
+  struct Grouped g = {comms[0], ncclSuccess, ncclSuccess, "", 0};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, send_in_open_group, &g) == 0, "pthread_create");
+  usleep(100 * 1000);
+  const double start = now_s();
+  NCCLCHECK(ncclCommAbort(comms[0]));
+  CHECK(now_s() - start < 5, "ncclCommAbort waited %.1f s for another thread's open group", now_s() - start);
+  __atomic_store_n(&g.aborted, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  CHECK(g.queued == ncclSuccess, "the send queued in the group: %d", g.queued);
+  CHECK(g.ended == ncclRemoteError && strstr(g.message, "abort") != NULL, "the group's end after the abort: %d %s",
+        g.ended, g.message);
+  NCCLCHECK(ncclCommAbort(comms[1]));
+}
+
 int main(void) {
   test_version_and_strings();
   test_init_errors();
@@ -594,6 +634,7 @@ int main(void) {
   test_memory();
   test_abort_unblocks(0);
   test_abort_unblocks(1);
+  test_abort_of_a_comm_in_another_threads_group();
   if (failures == 0) printf("NCCL ABI checks passed\n");
   return failures == 0 ? 0 : 1;
 }
