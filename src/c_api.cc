@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "src/capi_common.h"
 #include "src/comm_state.h"
@@ -116,12 +117,13 @@ weftResult_t weftCommInitFromEnv(weftComm_t* comm) {
 
 weftResult_t weftCommInitAll(weftComm_t* comms, int ndev, const int* devlist) {
   return call(nullptr, [&]() -> weft::Status {
-    (void)devlist;  // host memory: devices do not apply
     if (comms == nullptr) return weft::invalid_argument("weftCommInitAll: comms is NULL");
     if (ndev < 1) return weft::invalid_argument("weftCommInitAll: ndev " + std::to_string(ndev) + " < 1");
     auto config = weft::Config::from_env();
     WEFT_TRY(config);
-    auto all = capi::init_all(ndev, *config);
+    std::vector<int> devices;
+    if (devlist != nullptr) devices.assign(devlist, devlist + ndev);
+    auto all = capi::init_all(ndev, *config, devices);
     WEFT_TRY(all);
     for (int i = 0; i < ndev; ++i) comms[i] = wrap(std::move((*all)[static_cast<size_t>(i)]));
     return weft::Status();
@@ -130,7 +132,13 @@ weftResult_t weftCommInitAll(weftComm_t* comms, int ndev, const int* devlist) {
 
 weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newcomm) {
   return call(comm, [&]() -> weft::Status {
-    if (comm == nullptr || newcomm == nullptr) return weft::invalid_argument("weftCommSplit: comm or newcomm is NULL");
+    if (comm == nullptr) return weft::invalid_argument("weftCommSplit: comm is NULL");
+    // This rank's own bad argument: its part of the split's exchange tells the others, whose split
+    // fails at once (not at their timeout), and the communicator stays usable.
+    weft::Status refusal = capi::usable(*comm, "weftCommSplit");
+    if (refusal.ok() && newcomm == nullptr)
+      refusal = weft::invalid_argument("rank " + std::to_string(comm->comm->rank()) + ": weftCommSplit: newcomm is NULL");
+    if (!refusal.ok()) return comm->comm->refuse_split(refusal);
     *newcomm = nullptr;
     auto sub = comm->comm->split(color, key);
     WEFT_TRY(sub);
@@ -143,6 +151,7 @@ weftResult_t weftCommShrink(weftComm_t comm, const int* exclude, int nexclude, w
   return call(comm, [&]() -> weft::Status {
     if (comm == nullptr || newcomm == nullptr) return weft::invalid_argument("weftCommShrink: comm or newcomm is NULL");
     *newcomm = nullptr;
+    WEFT_TRY(capi::usable(*comm, "weftCommShrink"));
     if (nexclude < 0 || (nexclude > 0 && exclude == nullptr))
       return weft::invalid_argument("weftCommShrink: nexclude is " + std::to_string(nexclude) +
                                     (exclude == nullptr ? " and exclude is NULL" : ""));
@@ -170,6 +179,7 @@ weftResult_t weftCommAbort(weftComm_t comm) {
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* async_error) {
   if (comm == nullptr || async_error == nullptr) return fail(comm, "weftCommGetAsyncError: comm or asyncError is NULL");
   return call(comm, [&] {
+    WEFT_TRY(capi::usable(*comm, "weftCommGetAsyncError"));
     weft::Status s = comm->comm->state().async_error();
     *async_error = to_result(s);
     if (!s.ok()) comm->last_error = s.message();
@@ -179,21 +189,32 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* async_error) {
 
 weftResult_t weftCommCount(weftComm_t comm, int* count) {
   if (comm == nullptr || count == nullptr) return fail(comm, "weftCommCount: comm or count is NULL");
-  *count = comm->comm->size();
-  return weftSuccess;
+  return call(comm, [&] {
+    WEFT_TRY(capi::usable(*comm, "weftCommCount"));
+    *count = comm->comm->size();
+    return weft::Status();
+  });
 }
 
 weftResult_t weftCommUserRank(weftComm_t comm, int* rank) {
   if (comm == nullptr || rank == nullptr) return fail(comm, "weftCommUserRank: comm or rank is NULL");
-  *rank = comm->comm->rank();
-  return weftSuccess;
+  return call(comm, [&] {
+    WEFT_TRY(capi::usable(*comm, "weftCommUserRank"));
+    *rank = comm->comm->rank();
+    return weft::Status();
+  });
 }
 
+// A collective, send or receive: *request is NULL unless the call hands one back; a call that
+// fails inside a group fails the group, as NCCL's (capi::fail_open_group).
 #define WEFT_C_CALL(comm, request, op)                                                           \
+  if (request != nullptr) *request = nullptr;                                                    \
   if (comm == nullptr) return fail(nullptr, "communicator is NULL");                             \
   return call(comm, [&]() -> weft::Status {                                                      \
-    WEFT_TRY(capi::enter(*comm));                                                                \
-    return finish(comm, comm->comm->op, request);                                                \
+    weft::Status outcome = capi::enter(*comm);                                                   \
+    if (outcome.ok()) outcome = finish(comm, comm->comm->op, request);                           \
+    capi::fail_open_group(outcome);                                                              \
+    return outcome;                                                                              \
   })
 
 weftResult_t weftAllReduce(const void* s, void* r, size_t count, weftDataType_t t, weftRedOp_t op, weftComm_t comm,

@@ -357,7 +357,8 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) { 
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, const Config& config) {
   if (color < kNoColor)
-    return refuse_split(invalid_argument("split: color " + std::to_string(color) + " is negative (use kNoColor = -1 to opt out)"));
+    return refuse_split(invalid_argument("rank " + std::to_string(rank()) + ": split: color " + std::to_string(color) +
+                                         " is negative (use kNoColor = -1 to opt out)"));
   return split_as(color, key, config, Status());
 }
 
@@ -374,7 +375,13 @@ Result<std::unique_ptr<Communicator>> Communicator::split_as(int color, int key,
     char why[120];
   };
   Entry mine{refusal.ok() ? color : kRefused, key, {}};
-  if (!refusal.ok()) std::snprintf(mine.why, sizeof mine.why, "%s", refusal.message().c_str());
+  if (!refusal.ok()) {
+    // The others name this rank before `why`: not twice.
+    std::string_view why = refusal.message();
+    const std::string me = "rank " + std::to_string(st.rank()) + ": ";
+    if (why.starts_with(me)) why.remove_prefix(me.size());
+    std::snprintf(mine.why, sizeof mine.why, "%.*s", static_cast<int>(why.size()), why.data());
+  }
   std::vector<Entry> all(static_cast<size_t>(n));
   if (Status s = st.bootstrap().allgather(&mine, all.data(), sizeof(Entry), deadline); !s.ok())
     return st.bootstrap_failed(s.with_context("split"));
@@ -400,18 +407,33 @@ Result<std::unique_ptr<Communicator>> Communicator::split_as(int color, int key,
   std::stable_sort(members.begin(), members.end(), [&](int x, int y) {
     return all[static_cast<size_t>(x)].key < all[static_cast<size_t>(y)].key;
   });
-  UniqueId my_id;
-  const bool leader = !members.empty() && members.front() == st.rank();
-  if (leader) {
+  // The first member of each color makes its communicator's id, or says why it could not: its
+  // members then fail at once, and this communicator stays usable.
+  struct IdEntry {
+    UniqueId id;
+    char why[120];
+  };
+  IdEntry my_id{};
+  Status made;
+  if (!members.empty() && members.front() == st.rank()) {
     auto id = UniqueId::create(st.config());
-    WEFT_TRY(id);
-    my_id = *id;
+    if (id.ok()) my_id.id = *id;
+    else made = id.status().with_context("rank " + std::to_string(st.rank()) + ": split: the new communicator's id");
+    if (!made.ok()) std::snprintf(my_id.why, sizeof my_id.why, "%s", id.status().message().c_str());
   }
-  std::vector<UniqueId> ids(static_cast<size_t>(n));
-  if (Status s = st.bootstrap().allgather(&my_id, ids.data(), sizeof(UniqueId), deadline); !s.ok())
+  std::vector<IdEntry> ids(static_cast<size_t>(n));
+  if (Status s = st.bootstrap().allgather(&my_id, ids.data(), sizeof(IdEntry), deadline); !s.ok())
     return st.bootstrap_failed(s.with_context("split"));
+  if (!made.ok()) return made;
   if (color == kNoColor) return std::unique_ptr<Communicator>();
-  return init_child(st, ids[static_cast<size_t>(members.front())], members, config);
+  IdEntry& first = ids[static_cast<size_t>(members.front())];
+  first.why[sizeof(IdEntry::why) - 1] = '\0';
+  if (first.why[0] != '\0')
+    return st.with_world_ranks(remote_error("rank " + std::to_string(st.rank()) + ": split: rank " +
+                                            std::to_string(members.front()) +
+                                            ", the new communicator's first member, could not make its id (" +
+                                            first.why + "); no communicator was made, and this one stays usable"));
+  return init_child(st, first.id, members, config);
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> exclude) {
@@ -423,16 +445,16 @@ Result<std::unique_ptr<Communicator>> Communicator::shrink(std::span<const int> 
   const int n = st.nranks();
   std::vector<int> gone(exclude.begin(), exclude.end());
   std::sort(gone.begin(), gone.end());
+  const std::string me = "rank " + std::to_string(st.rank()) + ": shrink: ";
   for (size_t i = 0; i < gone.size(); ++i) {
     if (gone[i] < 0 || gone[i] >= n)
-      return invalid_argument("shrink: excluded rank " + std::to_string(gone[i]) + " is out of range for " +
+      return invalid_argument(me + "excluded rank " + std::to_string(gone[i]) + " is out of range for " +
                               std::to_string(n) + " ranks");
     if (i > 0 && gone[i] == gone[i - 1])
-      return invalid_argument("shrink: rank " + std::to_string(gone[i]) + " is excluded twice");
+      return invalid_argument(me + "rank " + std::to_string(gone[i]) + " is excluded twice");
   }
   if (std::binary_search(gone.begin(), gone.end(), st.rank()))
-    return invalid_argument("shrink: rank " + std::to_string(st.rank()) +
-                            " is in the exclude list; excluded ranks must not call shrink");
+    return invalid_argument(me + "this rank is in the exclude list; excluded ranks must not call shrink");
   std::vector<int> kept;
   for (int r = 0; r < n; ++r)
     if (!std::binary_search(gone.begin(), gone.end(), r)) kept.push_back(r);

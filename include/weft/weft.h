@@ -93,6 +93,9 @@ weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId id, int
 weftResult_t weftCommInitFromEnv(weftComm_t* comm);
 /* ndev communicators in this process, one per rank (threads are started internally). */
 weftResult_t weftCommInitAll(weftComm_t* comms, int ndev, const int* devlist);
+/* Runs at once, in a group too (one thread cannot split several ranks in one group). A rank that
+ * passes a NULL newcomm or a color below WEFT_SPLIT_NOCOLOR tells the others, whose split fails at
+ * once; the communicator stays usable. */
 weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newcomm);
 /* The ranks not in exclude[0..nexclude) form a new communicator in their old order; the excluded
  * ranks do not call and may be dead (Communicator::shrink, docs/API.md). */
@@ -129,7 +132,9 @@ weftResult_t weftRecv(void* recvbuff, size_t count, weftDataType_t datatype, int
 weftResult_t weftGroupStart(void);
 weftResult_t weftGroupEnd(void);
 
-/* Blocks until the request completes; returns its outcome. The request stays valid. */
+/* Blocks until the request completes; returns its outcome. The request stays valid. A failure is
+ * recorded as the thread's last error (weftGetLastError(NULL)), not the communicator's: a request
+ * may outlive its communicator. */
 weftResult_t weftWait(weftRequest_t request);
 /* Sets *done to 1 (and returns the outcome) once complete; never blocks. */
 weftResult_t weftTest(weftRequest_t request, int* done);

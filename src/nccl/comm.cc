@@ -285,13 +285,14 @@ WEFT_NCCL_API(ncclResult_t, CommInitAll, ncclComm_t* comms, int ndev, const int*
 
 WEFT_NCCL_API(ncclResult_t, CommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
               ncclConfig_t* config) {
-  if (newcomm == nullptr) return fail(weft::invalid_argument("ncclCommSplit: newcomm is NULL"));
-  *newcomm = nullptr;
+  if (newcomm != nullptr) *newcomm = nullptr;
   return with_comm(comm, "ncclCommSplit", [&](ncclComm& parent) -> Status {
     weft::Communicator* from = parent.comm.get();
     Status refusal;
-    if (color < NCCL_SPLIT_NOCOLOR)
-      refusal = weft::invalid_argument("ncclCommSplit: color " + std::to_string(color) +
+    if (newcomm == nullptr)
+      refusal = weft::invalid_argument("rank " + std::to_string(from->rank()) + ": ncclCommSplit: newcomm is NULL");
+    else if (color < NCCL_SPLIT_NOCOLOR)
+      refusal = weft::invalid_argument("rank " + std::to_string(from->rank()) + ": ncclCommSplit: color " + std::to_string(color) +
                                        " is negative (NCCL_SPLIT_NOCOLOR = -1 opts out)");
     auto options = child_options(parent, config, "ncclCommSplit");
     if (refusal.ok() && !options.ok()) refusal = options.status();

@@ -67,6 +67,22 @@ int main(void) {
   OK(weftGroupEnd());
   CHECK(from_left == (rank + n - 1) % n, "ring recv %d", from_left);
 
+  /* A call that fails in a group fails the group, as NCCL's: its end returns that error and the
+   * group's queued sends and receives are dropped, on every rank alike, so the links stay in
+   * step. A failed call hands back no request. */
+  int dropped = -1;
+  OK(weftGroupStart());
+  OK(weftRecv(&dropped, 1, weftInt32, (rank + n - 1) % n, comm, NULL));
+  OK(weftSend(&rank, 1, weftInt32, (rank + 1) % n, comm, NULL));
+  req = (weftRequest_t)x; /* not NULL: the failed call must clear it */
+  r = weftSend(&rank, 1, weftInt32, n, comm, &req);
+  CHECK(r == weftInvalidArgument && req == NULL, "a send to rank %d in a group gave %d, request %p", n, r, (void*)req);
+  r = weftGroupEnd();
+  CHECK(r == weftInvalidArgument && strstr(weftGetLastError(NULL), "out of range") != NULL,
+        "the end of a group whose send failed gave %d: %s", r, weftGetLastError(NULL));
+  CHECK(dropped == -1, "the failed group's receive ran (%d)", dropped);
+  OK(weftBarrier(comm, NULL));
+
   /* errors: codes and messages */
   r = weftBroadcast(&v, &v, 1, weftInt32, n, comm, NULL);
   CHECK(r == weftInvalidArgument, "bad root gave %d", r);
@@ -101,10 +117,28 @@ int main(void) {
         "a call after the destroy in its group gave %d: %s", r, weftGetLastError(NULL));
   r = weftCommDestroy(half);
   CHECK(r == weftInvalidArgument, "a second destroy in the group gave %d", r);
-  OK(weftGroupEnd());
+  r = weftCommCount(half, &hn);
+  CHECK(r == weftInvalidUsage, "weftCommCount after the destroy in its group gave %d", r);
+  r = weftGroupEnd(); /* the barrier on the destroyed communicator failed the group */
+  CHECK(r == weftInvalidUsage && strstr(weftGetLastError(NULL), "destroyed earlier in this group") != NULL,
+        "the end of the group that destroyed half gave %d: %s", r, weftGetLastError(NULL));
   int want = 0;
   for (int i = rank % 2; i < n; i += 2) want += i;
   CHECK(hsum == want, "allreduce of the half destroyed in its group: %d, want %d", hsum, want);
+
+  /* A split the last rank cannot take part in (its newcomm is NULL): the others' fails at once
+   * naming it, not at their timeout, and the communicator stays usable. */
+  const double split_start = now_s();
+  weftComm_t none = NULL;
+  r = weftCommSplit(comm, 0, rank, rank == n - 1 ? NULL : &none);
+  if (rank == n - 1)
+    CHECK(r == weftInvalidArgument && strstr(weftGetLastError(comm), "newcomm is NULL") != NULL,
+          "a split with newcomm NULL gave %d: %s", r, weftGetLastError(comm));
+  else
+    CHECK(r == weftInvalidUsage && none == NULL && strstr(weftGetLastError(comm), "could not take part") != NULL,
+          "a split the last rank refused gave %d: %s", r, weftGetLastError(comm));
+  CHECK(now_s() - split_start < 10, "the refused split took %.1f s", now_s() - split_start);
+  OK(weftBarrier(comm, NULL));
 
   /* shrink: every rank but the last keeps going (the last does not call) */
   if (n > 1 && rank < n - 1) {

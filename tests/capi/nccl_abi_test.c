@@ -501,7 +501,7 @@ static void test_shrink(void) {
   CHECK(parent_state != ncclSuccess && parent_state != ncclInProgress,
         "NCCL_SHRINK_ABORT left the parent working (%d)", parent_state);
   EXPECT_ERROR(ncclCommShrink(comms[1], left_out, 1, &shrunk[1], NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument,
-               "rank 1 is in the exclude list; excluded ranks must not call shrink");
+               "rank 1: shrink: this rank is in the exclude list; excluded ranks must not call shrink");
   CHECK(shrunk[1] == NULL, "a failed shrink left a communicator");
   EXPECT_ERROR(ncclCommShrink(comms[1], left_out, 1, &shrunk[1], NULL, 2), ncclInvalidArgument, "shrinkFlags 2");
   EXPECT_ERROR(ncclCommShrink(comms[1], NULL, 1, &shrunk[1], NULL, 0), ncclInvalidArgument, "excludeRanksList is NULL");

@@ -1,8 +1,12 @@
 // Bad input and disagreeing ranks get clear errors naming what was wrong and which rank, never a
 // crash or a hang. Run under weft-run (see CMakeLists.txt).
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -165,6 +169,44 @@ TEST(BadInput, ASplitOneRankRefusesFailsEveryRankAtOnce) {
     EXPECT_THAT(again.status().message(), HasSubstr("split: rank 1 could not take part"));
     EXPECT_THAT(again.status().message(), HasSubstr("rank 1 is world rank " + std::to_string(world().size() - 2) + "]"));
   }
+}
+
+// The first member of a split's color (rank 0, by key) cannot make the new communicator's id (it
+// has no file descriptor left for the root's socket): its split fails with why, the other
+// members' fail at once naming it, not after WEFT_TIMEOUT, and the world stays usable. (Before
+// the sixty-first session rank 0 returned before the ids' exchange and the others waited there
+// until their timeout, which broke the world.)
+TEST(BadInput, ASplitWhoseFirstMemberCannotMakeItsIdFailsAtOnce) {
+  if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
+  std::vector<int> filler;
+  rlimit was{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &was), 0);
+  if (world().rank() == 0) {
+    // Lower the soft limit to just above the highest descriptor open, then fill the ones below.
+    int highest = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+      highest = std::max(highest, std::stoi(e.path().filename().string()));
+    rlimit low = was;
+    low.rlim_cur = static_cast<rlim_t>(highest) + 2;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    for (int fd; (fd = dup(0)) >= 0;) filler.push_back(fd);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto sub = world().split(0, world().rank());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int fd : filler) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &was), 0);
+  ASSERT_FALSE(sub.ok());
+  if (world().rank() == 0) {
+    EXPECT_THAT(sub.status().message(), HasSubstr("rank 0: split: the new communicator's id"));
+  } else {
+    EXPECT_EQ(sub.status().code(), StatusCode::kRemoteError);
+    EXPECT_THAT(sub.status().message(),
+                HasSubstr(rank_tag() + ": split: rank 0, the new communicator's first member, could not make its id ("));
+    EXPECT_THAT(sub.status().message(), HasSubstr("this one stays usable"));
+  }
+  EXPECT_LT(took, 5.0) << sub.status().message();
+  EXPECT_EQ(ranks_where(true), world().size());
 }
 
 TEST(BadInput, CommunicatorStillUsable) {
