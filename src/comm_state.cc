@@ -156,7 +156,6 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
   if (rank < 0 || rank >= nranks)
     return invalid_argument("rank " + std::to_string(rank) + " is out of range for " + std::to_string(nranks) + " ranks");
   if (!id.valid()) return invalid_argument("the UniqueId was not made by weft (bad magic)");
-  const Deadline deadline = Deadline::after(config.timeout);
   std::unique_ptr<CommState> state(new CommState(rank, nranks, config));
   auto local = state->prepare();
   if (!local.ok()) {
@@ -165,6 +164,7 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
     return tell_init_refused(id, rank, nranks, false, local.status(), config)
         .with_context("rank " + std::to_string(rank) + ": init");
   }
+  const Deadline deadline = Deadline::after(config.timeout);
   Status s = state->init(id, watch, *local, deadline);
   // Peers still joining this rank hear why (its process may live on): see Bootstrap::fail_init.
   if (!s.ok() && state->bootstrap_) s = state->bootstrap_->fail_init(s);
@@ -175,6 +175,9 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
 
 Result<CommState::Local> CommState::prepare() {
   // from_env() refuses these; a program that fills the struct itself is checked here.
+  if (config_.timeout.count() <= 0 || config_.timeout > Config::kMaxTimeout)
+    return invalid_argument("Config::timeout is " + std::to_string(config_.timeout.count()) +
+                            " ms; it must be above 0 and at most 1e7 s");
   for (const auto& [name, bytes] : {std::pair{"cuda_fifo_bytes", config_.cuda_fifo_bytes},
                                     std::pair{"stage_fifo_bytes", config_.stage_fifo_bytes}}) {
     if (bytes < Config::kMinDeviceFifoBytes || bytes > Config::kMaxDeviceFifoBytes ||

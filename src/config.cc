@@ -106,7 +106,7 @@ Result<Config> Config::from_env() {
   if (const char* v = env("WEFT_TIMEOUT")) {
     char* end = nullptr;
     double seconds = std::strtod(v, &end);
-    // Bounded as weft-run's --timeout: a deadline far enough ahead overflows the clock.
+    // Bounded as weft-run's --timeout (Config::kMaxTimeout).
     if (end == v || *end != '\0' || !(seconds > 0) || !(seconds <= 1e7))
       return invalid_argument(std::string("WEFT_TIMEOUT='") + v + "' is not a number of seconds above 0 and up to 1e7");
     c.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0 + 0.5));

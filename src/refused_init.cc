@@ -1,5 +1,8 @@
 #include "src/refused_init.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "src/deadline.h"
 #include "src/log.h"
 #include "src/net/bootstrap.h"
@@ -20,7 +23,9 @@ Status tell_init_refused(const UniqueId& id, int rank, int nranks, bool serve_ro
       return why;
     }
   }
-  const Status told = Bootstrap::report_failure(id, rank, nranks, why.message(), Deadline::after(settings.timeout));
+  // The settings may be what was refused: a timeout out of bounds waits 1 s, or the most.
+  const auto wait = std::clamp(settings.timeout, std::chrono::milliseconds(1000), Config::kMaxTimeout);
+  const Status told = Bootstrap::report_failure(id, rank, nranks, why.message(), Deadline::after(wait));
   if (!told.ok()) log.warn("could not tell the other ranks why this rank's init failed: " + told.message());
   return why;
 }

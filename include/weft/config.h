@@ -14,7 +14,9 @@ namespace weft {
 struct Config {
   // WEFT_TIMEOUT (seconds, may be fractional): the longest any wait may last (bootstrap,
   // connection set-up, a collective waiting on a peer). On expiry the call returns kTimeout
-  // naming the ranks or peers it was waiting for.
+  // naming the ranks or peers it was waiting for. Above 0 and at most kMaxTimeout (a deadline far
+  // enough ahead overflows the clock).
+  static constexpr std::chrono::milliseconds kMaxTimeout{std::chrono::seconds(10'000'000)};
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
   // WEFT_TRANSPORT: "auto" (self > shm on the same node > tcp), "shm" or "tcp" (force every
   // peer onto it; shm across nodes is an error). When WEFT_TRANSPORT is unset, NCCL_SHM_DISABLE=1

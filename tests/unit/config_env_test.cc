@@ -352,6 +352,23 @@ TEST(ConfigFilledByAProgram, DeviceFifosOutOfBoundsFailInit) {
   }
 }
 
+// The timeout too: 0, negative and one past the clock's reach were each reported as a root that
+// could not be reached.
+TEST(ConfigFilledByAProgram, TimeoutOutOfBoundsFailsInit) {
+  for (const std::chrono::milliseconds t : {std::chrono::milliseconds(0), std::chrono::milliseconds(-5),
+                                            Config::kMaxTimeout + std::chrono::milliseconds(1),
+                                            std::chrono::milliseconds(std::chrono::hours(24 * 365 * 400))}) {
+    auto id = UniqueId::create(Config());
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    Config c;
+    c.timeout = t;
+    auto comm = Communicator::init(*id, 0, 1, c);
+    ASSERT_FALSE(comm.ok());
+    EXPECT_EQ(comm.status().message(), "rank 0: init: Config::timeout is " + std::to_string(t.count()) +
+                                           " ms; it must be above 0 and at most 1e7 s");
+  }
+}
+
 // The WEFT_ names refuse what they cannot take, naming the variable and the bounds.
 TEST_F(ConfigEnvTest, DeviceFifosAreWhole64KiBFrom64KiBTo1GiB) {
   for (const char* name : {"WEFT_CUDA_FIFO_BYTES", "WEFT_STAGE_FIFO_BYTES"}) {
