@@ -7,6 +7,7 @@
 // traffic is 3x, reported as the "traffic" counter); for divide_by, src and dst; for conversions,
 // the narrow (16/8-bit) side; for memcpy, src and dst. bytes_per_second counts that size once per
 // iteration, so "fp32 sum at X GB/s" and "memcpy at Y GB/s" compare elements per second directly.
+// (Google Benchmark's G/s are GiB/s, from the thread's CPU time: the ratios are what to read.)
 // Buffers are allocated and filled once per benchmark run, outside the timed loop.
 //
 // Run: build/bench/weft-kernels-bench [--benchmark_filter=sum]

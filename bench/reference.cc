@@ -41,7 +41,10 @@ Range range_of(const CollectiveArgs& a) {
 // block of consecutive elements at a time, with what is fixed per call decided once per block.
 class Inputs {
  public:
-  Inputs(const CollectiveArgs& a, uint64_t seed) : range_(range_of(a)), seed_(seed) {}
+  // fp8 sums stay exact only up to 8 (e5m2 has two mantissa bits: 9 is not a value), in any order:
+  // at most 8 ranks hold a non-zero input at an element (one rank in `fp8_spread_`, by turns).
+  Inputs(const CollectiveArgs& a, uint64_t seed)
+      : range_(range_of(a)), fp8_spread_(static_cast<size_t>(std::max(1, (a.nranks + 7) / 8))), seed_(seed) {}
 
   // v[k] = rank's input at element first + k, for k < n.
   void draw(int rank, size_t first, size_t n, double* v) const {
@@ -53,7 +56,12 @@ class Inputs {
           return kSigned[h % 3];
         });
       case Range::kUnsigned: return draw_as(rank, first, n, v, [](uint64_t h) { return static_cast<double>(h % 5); });
-      case Range::kFp8: return draw_as(rank, first, n, v, [](uint64_t h) { return static_cast<double>(h % 3) - 1.0; });
+      case Range::kFp8:
+        draw_as(rank, first, n, v, [](uint64_t h) { return static_cast<double>(h % 3) - 1.0; });
+        if (fp8_spread_ > 1)
+          for (size_t k = 0; k < n; ++k)
+            if ((static_cast<size_t>(rank) + first + k) % fp8_spread_ != 0) v[k] = 0;
+        return;
       case Range::kSmall: return draw_as(rank, first, n, v, [](uint64_t h) { return static_cast<double>(h % 5) - 2.0; });
     }
   }
@@ -66,6 +74,7 @@ class Inputs {
   }
 
   Range range_;
+  size_t fp8_spread_;
   uint64_t seed_;
 };
 

@@ -2,7 +2,8 @@
 // serial reference that weft-bench's -c check and the multirank tests compare against.
 //
 // Inputs are small integers (chosen per dtype and op so that every sum, product and average
-// across up to 64 ranks is exactly representable, or wraps identically for integer types), so
+// across up to 64 ranks is exactly representable, or wraps identically for integer types; fp8
+// sums, exact only up to 8, have at most 8 ranks' non-zero inputs at an element), so
 // the expected output is exact whatever order an algorithm reduces in: the comparison is
 // bitwise, as nccl-tests' check is exact.
 // Thread-safety: pure functions.

@@ -287,8 +287,24 @@ int main(int argc, char** argv) {
     return a;
   };
   // -c 1: this rank's input for the current (size, place), filled once for every variant.
-  const bool checking = o.check && o.coll != Collective::kSendRecv;
+  const bool checking = o.check;
   std::vector<char> input;
+  // The reference's model of a call: a send/recv ring's data are an allreduce's inputs (each rank
+  // holds `count` of its own), and a rank receives its left neighbour's.
+  auto reference_args = [&](size_t count, int place) {
+    CollectiveArgs a = call_args(count, place);
+    if (a.coll == Collective::kSendRecv) a.coll = Collective::kAllReduce;
+    return a;
+  };
+  auto count_wrong = [&](const CollectiveArgs& a, const void* out) -> uint64_t {
+    if (o.coll != Collective::kSendRecv) return weft::bench::count_wrong(a, rank, out, 42);
+    std::vector<char> want(a.count * elem);
+    weft::bench::fill_input(a, (rank + n - 1) % n, want.data(), 42);
+    uint64_t wrong = 0;
+    for (size_t i = 0; i < a.count; ++i)
+      wrong += std::memcmp(static_cast<const char*>(out) + i * elem, want.data() + i * elem, elem) != 0;
+    return wrong;
+  };
 
   // One variant at one size and place (call `a`, buffers `l`): checked once when -c 1 (input
   // above), then warmed up. Returns the number of wrong elements over all ranks.
@@ -296,13 +312,13 @@ int main(int argc, char** argv) {
     uint64_t wrong = 0;
     if (checking) {
       Layout h = layout(a, rank, sendbuf.data(), recvbuf.data());
-      const size_t out_elems = weft::algorithms::out_count(a, rank);
+      const size_t out_elems = weft::algorithms::out_count(reference_args(a.count, a.in_place ? 1 : 0), rank);
       weft::bench::poison(h.recv, out_elems * elem);
       if (!input.empty()) std::memcpy(const_cast<void*>(h.send), input.data(), input.size());
       WEFT_TRY(to_device());
       WEFT_TRY(run_once(c, o, l.send, l.recv, a.count));
       WEFT_TRY(to_host());
-      uint64_t w = weft::bench::count_wrong(a, rank, h.recv, 42);
+      uint64_t w = count_wrong(reference_args(a.count, a.in_place ? 1 : 0), h.recv);
       WEFT_TRY(c.allreduce(&w, &wrong, 1, weft::DataType::kUint64, weft::RedOp::kSum).wait());
     }
     for (int w = 0; w < o.warmup; ++w) WEFT_TRY(run_once(c, o, l.send, l.recv, a.count));
@@ -403,7 +419,7 @@ int main(int argc, char** argv) {
     for (int place = 0; place < 2; ++place) {
       if (o.coll == Collective::kSendRecv && place == 1) break;
       if (checking) {
-        const CollectiveArgs a = call_args(count, place);
+        const CollectiveArgs a = reference_args(count, place);
         input.resize(weft::algorithms::in_count(a, rank) * elem);
         weft::bench::fill_input(a, rank, input.data(), 42);
       }
