@@ -337,10 +337,12 @@ Result<LaunchEnv> from_slurm() {
   auto local_rank = optional_int("SLURM_LOCALID", 0, kMaxRanks - 1);
   WEFT_TRY(local_rank);
   int local_size = -1;
-  const char* size_name = "SLURM_NTASKS_PER_NODE";
+  // The step's layout first: srun inherits the job's SLURM_NTASKS_PER_NODE from sbatch, and a
+  // step may place its tasks otherwise.
+  const char* size_name = "SLURM_STEP_TASKS_PER_NODE";
   auto per_node = get(size_name);
   if (!per_node) {
-    size_name = "SLURM_STEP_TASKS_PER_NODE";
+    size_name = "SLURM_NTASKS_PER_NODE";
     per_node = get(size_name);
   }
   if (per_node) {

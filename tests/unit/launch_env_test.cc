@@ -323,8 +323,25 @@ TEST_F(SlurmEnv, TasksPerNodeFormats) {
   EXPECT_MENTIONS(error(), "SLURM_NODEID");
   set({{"SLURM_STEP_TASKS_PER_NODE", "2(x"}});
   EXPECT_MENTIONS(error(), "SLURM_STEP_TASKS_PER_NODE='2(x'");
-  set({{"SLURM_NTASKS_PER_NODE", "3"}});  // preferred over SLURM_STEP_TASKS_PER_NODE
+  set({{"SLURM_NTASKS_PER_NODE", "3"}});  // the job's, read only without the step's
+  EXPECT_MENTIONS(error(), "SLURM_STEP_TASKS_PER_NODE='2(x'");
+  ::unsetenv("SLURM_STEP_TASKS_PER_NODE");
   EXPECT_EQ(ok().local_size, 3);
+}
+
+// srun inherits the job's SLURM_NTASKS_PER_NODE from sbatch; the step's own layout, which may
+// differ, is in SLURM_STEP_TASKS_PER_NODE.
+TEST_F(SlurmEnv, TheStepsTasksPerNodeWinOverTheJobs) {
+  set({{"SLURM_NTASKS_PER_NODE", "4"}});  // the job's 4 a node; the step's 2 on each of 2 nodes
+  EXPECT_MENTIONS(error(), "WEFT_ROOT");   // two nodes: no root on loopback
+  set({{"WEFT_ROOT", "192.168.5.1:29400"}});
+  EXPECT_EQ(place_of(ok()), (Place{"srun", 2, 4, 0, 2}));
+  ::unsetenv("WEFT_ROOT");
+  set({{"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"},
+       {"SLURM_STEP_TASKS_PER_NODE", "2"}, {"SLURM_NODEID", "0"}});  // a step of 2 in a job of 4
+  LaunchEnv e = ok();
+  EXPECT_EQ(place_of(e), (Place{"srun", 1, 2, 1, 2}));
+  EXPECT_EQ(e.id.host(), "127.0.0.1");
 }
 
 TEST_F(SlurmEnv, MissingValuesAreNamed) {
