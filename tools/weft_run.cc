@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/decimal.h"
 #include "weft/config.h"
 #include "weft/unique_id.h"
 
@@ -98,18 +99,19 @@ Options parse_args(int argc, char** argv) {
   Options o;
   int i = 1;
   auto parse_n = [&](const std::string& text) {
-    char* end = nullptr;
-    errno = 0;
-    long v = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || errno != 0 || *end != '\0' || v < 1 || v > kMaxRanks) {
+    if (o.nranks != 0) usage_error("-n is given twice");
+    const std::optional<long long> v = weft::parse_decimal(text);
+    if (!v || *v < 1 || *v > kMaxRanks) {
       usage_error("-n wants a number of ranks from 1 to " + std::to_string(kMaxRanks) +
                   ", not '" + text + "'");
     }
-    o.nranks = static_cast<int>(v);
+    o.nranks = static_cast<int>(*v);
   };
   auto parse_timeout = [&](const std::string& text) {
+    if (o.timeout_s) usage_error("--timeout is given twice");
     char* end = nullptr;
     double v = std::strtod(text.c_str(), &end);
+    // Read as WEFT_TIMEOUT is (src/config.cc), so that a number of seconds means the same in both.
     if (text.empty() || *end != '\0' || !std::isfinite(v) || v <= 0 || v > 1e7) {
       usage_error("--timeout wants a positive number of seconds, not '" + text + "'");
     }

@@ -7,7 +7,15 @@ set -u
 WEFT_RUN=$1
 CASE=$2
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/weft-run-test.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+# On the way out, whatever a failed case left running of what it recorded is killed.
+cleanup() {
+  for p in $(cat "$TMP/pids" 2>/dev/null); do
+    state=$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)
+    [ -n "$state" ] && [ "$state" != Z ] && kill -KILL "$p" 2>/dev/null
+  done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
 
 fail() {
   echo "FAIL ($CASE): $*"
@@ -30,6 +38,18 @@ expect_status() { [ "$STATUS" -eq "$1" ] || fail "exit status $STATUS, expected 
 expect_nonzero() { [ "$STATUS" -ne 0 ] || fail "exit status 0, expected a failure"; }
 expect_err() { grep -q -- "$1" "$TMP/err" || fail "stderr lacks '$1'"; }
 expect_quick() { [ "$SECONDS_TAKEN" -le "$1" ] || fail "took ${SECONDS_TAKEN}s, expected <= $1s"; }
+
+# wait_for_pids N: waits (5 s at most) until the ranks have recorded N pids.
+wait_for_pids() {
+  i=0
+  while [ "$(cat "$TMP/pids" 2>/dev/null | wc -l)" -lt "$1" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+}
+
+# start_bg ARGS...: starts weft-run in the background ($PID), output in $TMP/out and $TMP/err.
+start_bg() {
+  "$WEFT_RUN" "$@" >"$TMP/out" 2>"$TMP/err" </dev/null &
+  PID=$!
+}
 
 # Ranks write their pid (and their sleeper's) to $TMP/pids; none may survive weft-run (a zombie
 # waiting for an init that does not reap is dead enough).
@@ -157,6 +177,18 @@ usage)
   grep -q "usage: weft-run" "$TMP/out" || fail "--help prints no usage on stdout"
   run -n2 --timeout=5 -- true
   expect_status 0
+  # Numbers are digits alone, and an option is given once.
+  for n in " 2" "+2" "2 " "0x2"; do
+    run -n "$n" true
+    expect_status 2
+    expect_err "-n wants a number of ranks from 1 to 4096, not '$n'"
+  done
+  run -n 2 -n 3 true
+  expect_status 2
+  expect_err "-n is given twice"
+  run -n 2 --timeout 5 --timeout=6 true
+  expect_status 2
+  expect_err "--timeout is given twice"
   ;;
 not-found)
   run -n 2 -- /nonexistent/program

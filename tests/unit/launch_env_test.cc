@@ -133,6 +133,21 @@ TEST_F(WeftRunEnv, MissingOrMalformedValuesAreNamed) {
   EXPECT_MENTIONS(error(), "WEFT_UNIQUE_ID");
 }
 
+// A number is digits alone: strtol's leading spaces and '+' are refused, and the error names the
+// variable and its value.
+TEST_F(WeftRunEnv, NumbersAreDigitsAlone) {
+  set({{"WEFT_RANK", " 1"}});
+  EXPECT_MENTIONS(error(), "WEFT_RANK=' 1' is not an integer");
+  set({{"WEFT_RANK", "1"}, {"WEFT_NRANKS", "+2"}});
+  EXPECT_MENTIONS(error(), "WEFT_NRANKS='+2' is not an integer");
+  set({{"WEFT_NRANKS", "3"}, {"WEFT_LOCAL_RANK", "1\t"}});
+  EXPECT_MENTIONS(error(), "WEFT_LOCAL_RANK='1\t' is not an integer");
+  set({{"WEFT_LOCAL_RANK", "0x1"}});
+  EXPECT_MENTIONS(error(), "WEFT_LOCAL_RANK='0x1' is not an integer");
+  set({{"WEFT_LOCAL_RANK", "01"}});  // leading zeros are still digits
+  EXPECT_EQ(ok().local_rank, 1);
+}
+
 TEST_F(WeftRunEnv, LocalValuesAreOptional) {
   ::unsetenv("WEFT_LOCAL_RANK");
   ::unsetenv("WEFT_LOCAL_SIZE");
@@ -196,6 +211,24 @@ TEST_F(TorchrunEnv, RootPortChoice) {
   EXPECT_MENTIONS(error(), "MASTER_PORT");
   set({{"WEFT_ROOT_PORT", "31000"}});  // enough without MASTER_PORT
   EXPECT_EQ(ok().id.port(), 31000);
+}
+
+TEST_F(TorchrunEnv, PortsAreDigitsAlone) {
+  set({{"MASTER_PORT", " 29500"}});
+  EXPECT_MENTIONS(error(), "MASTER_PORT=' 29500' is not an integer");
+  set({{"MASTER_PORT", "+29500"}});
+  EXPECT_MENTIONS(error(), "MASTER_PORT='+29500' is not an integer");
+  set({{"MASTER_PORT", "29500"}, {"WEFT_ROOT_PORT", "31000 "}});
+  EXPECT_MENTIONS(error(), "WEFT_ROOT_PORT='31000 ' is not an integer");
+}
+
+// Without LOCAL_WORLD_SIZE, LOCAL_RANK is still checked against the job's size.
+TEST_F(TorchrunEnv, LocalRankIsBelowTheJobsSize) {
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  set({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "3"}});
+  EXPECT_MENTIONS(error(), "LOCAL_RANK=3 is not below WORLD_SIZE=2");
+  set({{"LOCAL_RANK", "1"}});
+  EXPECT_EQ(place_of(ok()), (Place{"torchrun", 0, 2, 1, -1}));
 }
 
 TEST_F(TorchrunEnv, MissingValuesAreNamed) {
@@ -342,6 +375,12 @@ TEST_F(SlurmEnv, TheStepsTasksPerNodeWinOverTheJobs) {
   LaunchEnv e = ok();
   EXPECT_EQ(place_of(e), (Place{"srun", 1, 2, 1, 2}));
   EXPECT_EQ(e.id.host(), "127.0.0.1");
+}
+
+TEST_F(SlurmEnv, LocalIdIsBelowTheStepsSize) {
+  ::unsetenv("SLURM_STEP_TASKS_PER_NODE");
+  set({{"SLURM_LOCALID", "4"}, {"WEFT_ROOT", "10.0.0.1:1000"}});
+  EXPECT_MENTIONS(error(), "SLURM_LOCALID=4 is not below SLURM_NTASKS=4");
 }
 
 TEST_F(SlurmEnv, MissingValuesAreNamed) {
