@@ -114,6 +114,9 @@ struct RootAddress {
   std::string host;
   uint16_t port = 0;
   std::string from;  // which variables chose it, for error messages
+  // MASTER_ADDR's host may be a name that resolves to loopback on rank 0's machine: its root
+  // listens on every address (LaunchEnv::root_listen).
+  UniqueId::Listen listen = UniqueId::Listen::kIdAddress;
 };
 
 // "host:port" or "[v6-host]:port".
@@ -143,7 +146,8 @@ Result<std::optional<RootAddress>> master_address() {
   if (!port) return invalid_argument("MASTER_ADDR is set but MASTER_PORT is not");
   auto p = parse_port("MASTER_PORT", *port);
   WEFT_TRY(p);
-  return std::optional<RootAddress>(RootAddress{*addr, *p, "MASTER_ADDR/MASTER_PORT"});
+  return std::optional<RootAddress>(
+      RootAddress{*addr, *p, "MASTER_ADDR/MASTER_PORT", UniqueId::Listen::kEveryAddress});
 }
 
 Status check_rank(const char* rank_name, int rank, const char* size_name, int nranks) {
@@ -246,6 +250,7 @@ Result<LaunchEnv> from_torchrun() {
   if (!id.ok()) return id.status().with_context("MASTER_ADDR='" + *addr + "'");
   env.id = *id;
   env.serve_root = env.rank == 0;
+  env.root_listen = UniqueId::Listen::kEveryAddress;  // MASTER_ADDR may resolve to loopback here
   return env;
 }
 
@@ -284,6 +289,7 @@ Result<LaunchEnv> finish_with_root(LaunchEnv env, const std::string& job_id,
   if (!id.ok()) return id.status().with_context("root address from " + root->from);
   env.id = *id;
   env.serve_root = env.rank == 0;
+  env.root_listen = root->listen;
   return env;
 }
 

@@ -33,9 +33,14 @@ struct LaunchEnv {
   int local_rank = -1;
   int local_size = -1;
   UniqueId id;
-  // True when this process must run the root for `id` (id.serve(config)) before joining: rank 0
-  // under torchrun, Open MPI and Slurm. False under weft-run, whose root runs in weft-run itself.
+  // True when this process must run the root for `id` (id.serve(config, root_listen)) before
+  // joining: rank 0 under torchrun, Open MPI and Slurm. False under weft-run, whose root runs in
+  // weft-run itself.
   bool serve_root = false;
+  // Where that root listens: every address at the id's port where the root's host came from
+  // MASTER_ADDR (a name that may resolve to loopback on rank 0's own machine, see
+  // UniqueId::Listen); the id's address itself where WEFT_ROOT named it or it was derived.
+  UniqueId::Listen root_listen = UniqueId::Listen::kIdAddress;
   // "weft-run", "torchrun", "mpirun" or "srun".
   std::string launcher;
 };

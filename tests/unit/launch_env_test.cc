@@ -173,6 +173,7 @@ TEST_F(TorchrunEnv, ReadsRankAndRoot) {
   EXPECT_EQ(e.id.host(), "10.0.0.7");
   EXPECT_EQ(e.id.port(), 29500);
   EXPECT_FALSE(e.serve_root);
+  EXPECT_EQ(e.root_listen, UniqueId::Listen::kEveryAddress);  // MASTER_ADDR may be loopback there
   set({{"RANK", "0"}});
   LaunchEnv root = ok();
   EXPECT_TRUE(root.serve_root);
@@ -266,6 +267,7 @@ TEST_F(OpenMpiEnv, OneNodeUsesLoopbackAndAPortFromTheJobId) {
   EXPECT_EQ(e.id.host(), "127.0.0.1");
   EXPECT_GE(e.id.port(), 10000);
   EXPECT_LT(e.id.port(), 30000);
+  EXPECT_EQ(e.root_listen, UniqueId::Listen::kIdAddress);
   set({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
   LaunchEnv root = ok();
   EXPECT_TRUE(root.serve_root);
@@ -287,6 +289,7 @@ TEST_F(OpenMpiEnv, SeveralNodesNeedWeftRoot) {
   LaunchEnv e = ok();
   EXPECT_EQ(e.id.host(), "10.1.2.3");
   EXPECT_EQ(e.id.port(), 4000);
+  EXPECT_EQ(e.root_listen, UniqueId::Listen::kIdAddress);  // where WEFT_ROOT says
   set({{"WEFT_ROOT", "10.1.2.3"}});
   EXPECT_MENTIONS(error(), "WEFT_ROOT='10.1.2.3'");
   set({{"WEFT_ROOT", "10.1.2.3:0"}});
@@ -294,6 +297,7 @@ TEST_F(OpenMpiEnv, SeveralNodesNeedWeftRoot) {
   ::unsetenv("WEFT_ROOT");
   set({{"MASTER_ADDR", "10.9.9.9"}, {"MASTER_PORT", "5000"}});
   EXPECT_EQ(ok().id.host(), "10.9.9.9");
+  EXPECT_EQ(ok().root_listen, UniqueId::Listen::kEveryAddress);
   ::unsetenv("MASTER_PORT");
   EXPECT_MENTIONS(error(), "MASTER_PORT");
 }
