@@ -473,10 +473,11 @@ int Launcher::run() {
     return 1;
   }
 
-  // Enough descriptors for two pipes per rank.
+  // Enough descriptors for each rank's two pipes and the root's socket from it (the root runs in
+  // this process), and a margin for the rest (stdio, signalfd, listener, the pipes being made).
   struct rlimit rl {};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-    const rlim_t need = static_cast<rlim_t>(2 * opt_.nranks + 64);
+    const rlim_t need = static_cast<rlim_t>(3 * opt_.nranks + 64);
     if (rl.rlim_cur < need && rl.rlim_max >= need) {
       rl.rlim_cur = need;
       ::setrlimit(RLIMIT_NOFILE, &rl);

@@ -154,6 +154,16 @@ signal)
   expect_err "weft-run: received SIGINT; passed it on to 3 ranks"
   expect_none_left
   ;;
+fd-limit)
+  # weft-run raises the soft open-file limit for -n N: it holds two pipes a rank, and its
+  # rendezvous root one socket a rank. With the soft limit at 100, 64 ranks still meet ($3 is
+  # join_rendezvous, which only does that).
+  ulimit -Sn 100
+  export WEFT_TIMEOUT=20
+  run -n 64 --timeout 60 -- "$3"
+  expect_status 0
+  [ ! -s "$TMP/out" ] || fail "a rank said something"
+  ;;
 usage)
   run
   expect_status 2
