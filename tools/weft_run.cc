@@ -271,8 +271,10 @@ void Launcher::emit(Stream& s, bool at_eof) {
     if (nl != std::string::npos && nl - start <= kMaxLine) {
       len = nl - start;
       skip = 1;
-    } else if (s.pending.size() - start >= kMaxLine) {
-      len = kMaxLine;  // an over-long line goes out in pieces, so memory stays bounded
+    } else if (s.pending.size() - start > kMaxLine) {
+      // An over-long line goes out in pieces, so memory stays bounded. Exactly kMaxLine bytes
+      // wait for the next: it may be their newline.
+      len = kMaxLine;
       skip = 0;
     } else if (at_eof) {
       len = s.pending.size() - start;  // a last line without a newline

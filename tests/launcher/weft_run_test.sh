@@ -164,6 +164,14 @@ fd-limit)
   expect_status 0
   [ ! -s "$TMP/out" ] || fail "a rank said something"
   ;;
+line-64k)
+  # A line of exactly 64 KiB whose newline comes in a later read is one line, not a piece and
+  # an empty line.
+  run -n 1 -- sh -c 'printf %065536d 0; sleep 0.3; echo'
+  expect_status 0
+  [ "$(wc -l <"$TMP/out")" -eq 1 ] || fail "expected 1 line, got $(wc -l <"$TMP/out")"
+  [ "$(awk '{ print length($0) }' "$TMP/out")" -eq 65540 ] || fail "the line is not '[0] ' and 65536 digits"
+  ;;
 usage)
   run
   expect_status 2
