@@ -593,9 +593,22 @@ int Launcher::run() {
   return stopping_ ? (exit_code_ != 0 ? exit_code_ : 1) : 0;
 }
 
+// Opens /dev/null onto whichever of fds 0, 1 and 2 is closed: else the next descriptor weft-run
+// makes (its signalfd, a pipe) would take that number, and a rank would be started with it closed
+// or writing into weft-run's own descriptor. False when one cannot be opened.
+bool open_closed_stdio() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    // The lowest free descriptor is fd itself: those below it are open by now.
+    if (::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!open_closed_stdio()) _exit(1);
   Options o = parse_args(argc, argv);
   int code = Launcher(std::move(o)).run();
   std::fflush(nullptr);

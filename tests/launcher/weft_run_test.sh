@@ -172,6 +172,22 @@ line-64k)
   [ "$(wc -l <"$TMP/out")" -eq 1 ] || fail "expected 1 line, got $(wc -l <"$TMP/out")"
   [ "$(awk '{ print length($0) }' "$TMP/out")" -eq 65540 ] || fail "the line is not '[0] ' and 65536 digits"
   ;;
+closed-stdio)
+  # weft-run started with fd 0, 1 or 2 closed gives the ranks /dev/null there, never a
+  # descriptor of its own (its signalfd took fd 0, and rank 0 ran with fd 0 closed).
+  "$WEFT_RUN" -n 2 -- sh -c 'readlink /proc/$$/fd/0 || echo "fd 0 closed"' >"$TMP/out" 2>"$TMP/err" <&-
+  STATUS=$?
+  expect_status 0
+  [ "$(sort "$TMP/out")" = "$(printf '[0] /dev/null\n[1] /dev/null')" ] || fail "the ranks' fd 0 is not /dev/null"
+  "$WEFT_RUN" -n 2 -- sh -c 'echo $$ >>'"$TMP"'/pids; echo out; echo err >&2' 2>"$TMP/err" </dev/null >&-
+  STATUS=$?
+  expect_status 0
+  [ "$(sort "$TMP/err")" = "$(printf '[0] err\n[1] err')" ] || fail "unexpected stderr with stdout closed"
+  "$WEFT_RUN" -n 2 -- sh -c 'echo out; echo err >&2' >"$TMP/out" </dev/null 2>&-
+  STATUS=$?
+  expect_status 0
+  [ "$(sort "$TMP/out")" = "$(printf '[0] out\n[1] out')" ] || fail "unexpected stdout with stderr closed"
+  ;;
 usage)
   run
   expect_status 2
