@@ -7,15 +7,19 @@
 // rank writes to stdout or stderr comes out on weft-run's stdout or stderr prefixed "[rank] ",
 // always whole (one writer, whole lines). If a rank exits non-zero or dies by a signal, weft-run
 // stops the others (SIGTERM, SIGKILL after a grace period), says which rank failed and how, and
-// exits non-zero. SIGINT/SIGTERM/SIGHUP are forwarded to the ranks. Usage errors exit 2.
+// exits non-zero. SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to the ranks. Usage errors exit 2.
 //
-// Each rank runs in its own process group, so stopping a rank stops what it started too. stdin
-// goes to rank 0 when it is not a terminal; every other rank reads /dev/null.
+// Each rank runs in its own process group, so stopping a rank stops what it started too. Each
+// rank is killed if weft-run dies without stopping it (PR_SET_PDEATHSIG; not what the rank
+// started: that is only stopped by weft-run). stdin goes to rank 0 when it is not a terminal;
+// every other rank reads /dev/null.
 //
-// One thread (besides the root's): a poll() loop over the output pipes and a signalfd.
+// One thread (besides the root's): a poll() loop over the output pipes and a signalfd. It forks
+// the ranks, and lives as long as weft-run, as PR_SET_PDEATHSIG needs.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -183,6 +187,7 @@ const char* signal_name(int sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
     default: return "a signal";
   }
 }
@@ -378,6 +383,7 @@ bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
   const bool stdin_to_rank0 = ::isatty(STDIN_FILENO) == 0;
   sigset_t none;
   sigemptyset(&none);
+  const pid_t launcher = ::getpid();
 
   ranks_.resize(static_cast<size_t>(opt_.nranks));
   const std::string n = std::to_string(opt_.nranks);
@@ -411,6 +417,10 @@ bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
     if (pid == 0) {
       // Child: async-signal-safe calls only.
       ::setpgid(0, 0);
+      // Killed if weft-run dies without stopping it (SIGKILL, a crash). The signal comes when the
+      // thread that forked exits: this is weft-run's main thread, which lives as long as weft-run.
+      // A weft-run that died before the prctl is seen in getppid() (the child was reparented).
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher) _exit(127);
       if (in != STDIN_FILENO) ::dup2(in, STDIN_FILENO);
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
@@ -466,7 +476,7 @@ int Launcher::run() {
   // created below) inherits the mask. Writing to a closed stdout must not kill weft-run.
   sigset_t mask;
   sigemptyset(&mask);
-  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, s);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&mask, s);
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   const int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -51,6 +51,16 @@ start_bg() {
   PID=$!
 }
 
+# stop_by_signal SIG: starts 3 ranks that each start a sleeper, sends SIG to weft-run once they
+# have all recorded their pids, and waits for it; its exit status is left in $STATUS.
+stop_by_signal() {
+  start_bg -n 3 -- sh -c 'echo $$ >>'"$TMP"'/pids; sleep 30 & echo $! >>'"$TMP"'/pids; wait'
+  wait_for_pids 6
+  kill -"$1" $PID
+  wait $PID
+  STATUS=$?
+}
+
 # Ranks write their pid (and their sleeper's) to $TMP/pids; none may survive weft-run (a zombie
 # waiting for an init that does not reap is dead enough).
 expect_none_left() {
@@ -142,16 +152,27 @@ timeout)
   expect_none_left
   ;;
 signal)
-  "$WEFT_RUN" -n 3 -- sh -c 'echo $$ >>'"$TMP"'/pids; sleep 30 & echo $! >>'"$TMP"'/pids; wait' \
-    >"$TMP/out" 2>"$TMP/err" </dev/null &
-  pid=$!
-  i=0
-  while [ "$(cat "$TMP/pids" 2>/dev/null | wc -l)" -lt 6 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
-  kill -INT $pid
-  wait $pid
-  STATUS=$?
+  stop_by_signal INT
   expect_status 130
   expect_err "weft-run: received SIGINT; passed it on to 3 ranks"
+  expect_none_left
+  ;;
+quit)
+  # SIGQUIT is passed on as the others are (weft-run handles it although, started in the
+  # background by this script, it inherits it ignored, as do its ranks: they are killed after the
+  # grace period).
+  ulimit -c 0
+  stop_by_signal QUIT
+  expect_status 131
+  expect_err "weft-run: received SIGQUIT; passed it on to 3 ranks"
+  expect_none_left
+  ;;
+launcher-killed)
+  # weft-run killed outright (no signal to pass on): its ranks die with it (PR_SET_PDEATHSIG).
+  start_bg -n 2 -- sh -c 'echo $$ >>'"$TMP"'/pids; exec sleep 29'
+  wait_for_pids 2
+  kill -KILL $PID
+  wait $PID
   expect_none_left
   ;;
 fd-limit)
