@@ -9,7 +9,9 @@
 // stops the others (SIGTERM, SIGKILL after a grace period), says which rank failed and how, and
 // exits non-zero. SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to the ranks. Usage errors exit 2.
 //
-// Each rank runs in its own process group, so stopping a rank stops what it started too. Each
+// Each rank runs in its own process group, so stopping a rank stops what it started too: the
+// group is signalled, SIGKILL after the grace period included, whether or not the rank itself
+// has exited. weft-run is a child subreaper, so that it reaps what the ranks leave. Each
 // rank is killed if weft-run dies without stopping it (PR_SET_PDEATHSIG; not what the rank
 // started: that is only stopped by weft-run). stdin goes to rank 0 when it is not a terminal;
 // every other rank reads /dev/null.
@@ -201,8 +203,9 @@ struct Stream {
 };
 
 struct Rank {
-  pid_t pid = -1;
+  pid_t pid = -1;      // also its process group's id
   bool running = false;
+  bool group_gone = false;  // its process group was found empty, once it was reaped
   int status = 0;  // waitpid status once reaped
   Stream out, err;
 };
@@ -221,6 +224,7 @@ class Launcher {
   void on_signal(int sig);
   void begin_stop(std::string message, int exit_code);
   void stop_all(int sig);
+  bool groups_left();
   int running_count() const;
   bool streams_open() const;
 
@@ -249,11 +253,28 @@ bool Launcher::streams_open() const {
   return false;
 }
 
+// Signals each rank's process group, where what the rank started lives too, whether or not the
+// rank itself has been reaped: a failed rank's children, or those that outlived a rank killed by
+// SIGTERM, are stopped as well. A reaped rank's group found empty (ESRCH) is not signalled again:
+// its id is free to be reused.
 void Launcher::stop_all(int sig) {
-  for (const Rank& r : ranks_) {
-    if (!r.running) continue;
-    if (::kill(-r.pid, sig) != 0) ::kill(r.pid, sig);  // its process group, else the rank alone
+  for (Rank& r : ranks_) {
+    if (r.pid < 0 || r.group_gone || ::kill(-r.pid, sig) == 0 || errno != ESRCH) continue;
+    if (r.running) {
+      ::kill(r.pid, sig);  // its group not made yet: the rank alone
+    } else {
+      r.group_gone = true;
+    }
   }
+}
+
+// Whether a process of a reaped rank's group is left.
+bool Launcher::groups_left() {
+  stop_all(0);  // marks the empty groups
+  for (const Rank& r : ranks_) {
+    if (r.pid >= 0 && !r.group_gone) return true;
+  }
+  return false;
 }
 
 void Launcher::begin_stop(std::string message, int exit_code) {
@@ -522,6 +543,9 @@ int Launcher::run() {
     timeout_at = started + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(*opt_.timeout_s));
   }
+  // What the ranks start and leave behind is reparented to weft-run, not to init, and reaped by
+  // reap(): a process group that is down to zombies then empties, and stop_all() sees it gone.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   start_ranks(*path, id->to_hex());
 
   std::vector<struct pollfd> fds;
@@ -547,9 +571,13 @@ int Launcher::run() {
       say(std::to_string(running_count()) + " rank(s) did not die after SIGKILL; leaving them");
       break;
     }
+    bool waiting_for_groups = false;
     if (running_count() == 0) {
       if (!drain_until_) drain_until_ = now + kDrainLimit;
-      if (!streams_open() || now >= *drain_until_) break;
+      // Once stopping, what the ranks started gets the grace period too, then SIGKILL (kill_at_,
+      // above): weft-run does not leave before that while any of it is left.
+      waiting_for_groups = stopping_ && kill_at_ && groups_left();
+      if ((!streams_open() || now >= *drain_until_) && !waiting_for_groups) break;
     }
 
     fds.clear();
@@ -572,6 +600,7 @@ int Launcher::run() {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
       wait_ms = static_cast<int>(std::clamp<long long>(ms, 0, 60000));
     }
+    if (waiting_for_groups) wait_ms = std::min(wait_ms, 20);  // an emptied group shows no event
     int ready = ::poll(fds.data(), fds.size(), wait_ms);
     if (ready < 0 && errno != EINTR) {
       say(std::string("poll: ") + std::strerror(errno));

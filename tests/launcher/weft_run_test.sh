@@ -175,6 +175,23 @@ launcher-killed)
   wait $PID
   expect_none_left
   ;;
+descendants)
+  # What a rank started is stopped with it: the failed rank's own child (the rank is reaped
+  # before its group is signalled) ...
+  run -n 2 -- sh -c 'echo $$ >>'"$TMP"'/pids; if [ "$WEFT_RANK" = 1 ]; then sleep 27 & echo $! >>'"$TMP"'/pids;
+                     sleep 0.3; exit 5; fi; sleep 30 & echo $! >>'"$TMP"'/pids; wait'
+  expect_status 5
+  expect_err "rank 1 (pid [0-9]*) exited with status 5; stopped the other rank"
+  expect_quick 10
+  expect_none_left
+  # ... and, after the grace period, a child that ignores SIGTERM, though its rank died of it.
+  rm -f "$TMP/pids"
+  run -n 2 --timeout 1 -- sh -c 'echo $$ >>'"$TMP"'/pids; (trap "" TERM; exec sleep 28) & echo $! >>'"$TMP"'/pids;
+                                 sleep 30 & echo $! >>'"$TMP"'/pids; wait'
+  expect_status 124
+  expect_quick 10
+  expect_none_left
+  ;;
 fd-limit)
   # weft-run raises the soft open-file limit for -n N: it holds two pipes a rank, and its
   # rendezvous root one socket a rank. With the soft limit at 100, 64 ranks still meet ($3 is
