@@ -72,7 +72,8 @@ struct Options {
   std::vector<std::string> argv;
 };
 
-// Writes all of `data` to fd; false once the reader has gone (EPIPE) or the write failed.
+// Writes all of `data` to fd; false, with errno saying why, once the reader has gone (EPIPE) or
+// the write failed.
 bool write_all(int fd, const char* data, size_t n) {
   while (n > 0) {
     ssize_t w = ::write(fd, data, n);
@@ -82,6 +83,7 @@ bool write_all(int fd, const char* data, size_t n) {
       ::poll(&p, 1, 1000);
       continue;
     }
+    if (w == 0) errno = EIO;
     if (w <= 0) return false;
     data += w;
     n -= static_cast<size_t>(w);
@@ -231,7 +233,10 @@ class Launcher {
   Options opt_;
   std::vector<Rank> ranks_;
   std::string batch_;                  // output being assembled for one write
-  bool out_dead_[3] = {false, false, false};  // by fd: our stdout/stderr reader has gone
+  // By fd: writing our stdout/stderr has ended, because its reader has gone (EPIPE: quietly, as
+  // under "| head") or a write failed (out_error_, said at the end, and the run fails).
+  bool out_dead_[3] = {false, false, false};
+  int out_error_[3] = {0, 0, 0};
   // Stopping: the first failure, timeout or signal decides the message and the exit status.
   bool stopping_ = false;
   std::string stop_message_;
@@ -315,7 +320,10 @@ void Launcher::emit(Stream& s, bool at_eof) {
   }
   s.pending.erase(0, start);
   if (!batch_.empty() && !out_dead_[s.out_fd]) {
-    if (!write_all(s.out_fd, batch_.data(), batch_.size())) out_dead_[s.out_fd] = true;
+    if (!write_all(s.out_fd, batch_.data(), batch_.size())) {
+      out_dead_[s.out_fd] = true;
+      if (errno != EPIPE) out_error_[s.out_fd] = errno;
+    }
   }
 }
 
@@ -629,7 +637,15 @@ int Launcher::run() {
   }
   ::close(sigfd);
   if (stopping_) say(stop_message_);
-  return stopping_ ? (exit_code_ != 0 ? exit_code_ : 1) : 0;
+  bool lost = false;
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    if (out_error_[fd] == 0) continue;
+    lost = true;
+    say(std::string("could not write the ranks' ") + (fd == STDOUT_FILENO ? "stdout" : "stderr") + ": " +
+        std::strerror(out_error_[fd]) + "; the rest of it was lost");
+  }
+  if (stopping_) return exit_code_ != 0 ? exit_code_ : 1;
+  return lost ? 1 : 0;
 }
 
 // Opens /dev/null onto whichever of fds 0, 1 and 2 is closed: else the next descriptor weft-run

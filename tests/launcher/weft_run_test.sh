@@ -210,6 +210,20 @@ line-64k)
   [ "$(wc -l <"$TMP/out")" -eq 1 ] || fail "expected 1 line, got $(wc -l <"$TMP/out")"
   [ "$(awk '{ print length($0) }' "$TMP/out")" -eq 65540 ] || fail "the line is not '[0] ' and 65536 digits"
   ;;
+output-lost)
+  # Output that cannot be written is said, and fails the run; a reader that went away (| head)
+  # is normal and is not.
+  "$WEFT_RUN" -n 2 -- echo hello >/dev/full 2>"$TMP/err" </dev/null
+  STATUS=$?
+  expect_status 1
+  expect_err "weft-run: could not write the ranks' stdout: No space left on device"
+  "$WEFT_RUN" -n 2 -- sh -c 'i=0; while [ $i -lt 2000 ]; do echo line $i; i=$((i+1)); done' 2>"$TMP/err" </dev/null |
+    head -n 1 >/dev/null
+  [ ! -s "$TMP/err" ] || fail "a reader that went away was reported"
+  ( "$WEFT_RUN" -n 2 -- sh -c 'i=0; while [ $i -lt 2000 ]; do echo line $i; i=$((i+1)); done' 2>"$TMP/err" </dev/null;
+    echo $? >"$TMP/status" ) | head -n 1 >/dev/null
+  [ "$(cat "$TMP/status")" -eq 0 ] || fail "exit status $(cat "$TMP/status") after | head, expected 0"
+  ;;
 closed-stdio)
   # weft-run started with fd 0, 1 or 2 closed gives the ranks /dev/null there, never a
   # descriptor of its own (its signalfd took fd 0, and rank 0 ran with fd 0 closed).
