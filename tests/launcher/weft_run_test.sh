@@ -192,6 +192,33 @@ descendants)
   expect_quick 10
   expect_none_left
   ;;
+stalled-output)
+  # A reader that stops reading (here one that never reads the FIFO that is weft-run's stdout)
+  # holds back neither the timeout nor a signal: weft-run stops the ranks and exits within a few
+  # seconds all the same (the reader sleeps 15), saying what the reader did not take.
+  mkfifo "$TMP/fifo"
+  for how in timeout signal; do
+    sleep 15 <"$TMP/fifo" &
+    reader=$!
+    limit=""
+    [ $how = timeout ] && limit="--timeout 1"
+    start=$(date +%s)
+    "$WEFT_RUN" -n 1 $limit -- yes >"$TMP/fifo" 2>"$TMP/err" </dev/null &
+    PID=$!
+    sleep 1
+    [ $how = signal ] && kill -TERM $PID
+    wait $PID
+    STATUS=$?
+    SECONDS_TAKEN=$(( $(date +%s) - start ))
+    kill $reader
+    expect_quick 5
+    case $how in
+      timeout) expect_status 124; expect_err "weft-run: timed out after 1 s; stopped 1 rank still running" ;;
+      signal) expect_status 143; expect_err "weft-run: received SIGTERM; passed it on to 1 rank" ;;
+    esac
+    expect_err "weft-run: up to [0-9]* bytes of the ranks' stdout were not written: its reader did not take them in time"
+  done
+  ;;
 fd-limit)
   # weft-run raises the soft open-file limit for -n N: it holds two pipes a rank, and its
   # rendezvous root one socket a rank. With the soft limit at 100, 64 ranks still meet ($3 is
