@@ -13,11 +13,12 @@ namespace weft {
 // Waiting is measured in time (an idle pass over tcp connections costs syscalls, so counting
 // passes would spin for milliseconds): spin for the first 10 us (the peer is usually closer than
 // that), yield until 500 us, then sleep: the caller blocks in the kernel where it can
-// (should_block()), else pause() naps for 5 to 200 us. A yielding thread stays runnable; one
-// asleep in the kernel costs whoever wakes it (the sender's CPU, for a socket) an inter-processor
-// interrupt, a VM exit on a virtual machine, for every batch of data that arrives: a receiver
-// that slept after 50 us instead made a 4 MiB broadcast over TCP at N=2 take 0.94-1.08 ms a call
-// against 0.56-0.60 (docs/PERFORMANCE.md, "Waiting on a stream").
+// (should_block()), else pause() naps, 20 us at a time until the wait is 2 ms old and 200 us
+// after that. A yielding thread stays runnable; one asleep in the kernel costs whoever wakes it
+// (the sender's CPU, for a socket) an inter-processor interrupt, a VM exit on a virtual machine,
+// for every batch of data that arrives: a receiver that slept after 50 us instead made a 4 MiB
+// broadcast over TCP at N=2 take 0.94-1.08 ms a call against 0.56-0.60 (docs/PERFORMANCE.md,
+// "Waiting on a stream").
 //
 // With more ranks than cores (RunSpec::oversubscribed) a spin holds the core the awaited rank
 // needs, so waiting yields from the start and keeps yielding (which hands the core to a runnable
@@ -92,7 +93,7 @@ class Backoff {
       }
       ++yields_;
     } else {
-      timespec ts{0, us < 200 ? 5000 : us < 2000 ? 20000 : 200000};
+      timespec ts{0, us < 2000 ? 20000 : 200000};  // us >= yield_until_us_ (500 or 1000) here
       nanosleep(&ts, nullptr);
     }
   }

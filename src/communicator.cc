@@ -69,7 +69,7 @@ Result<std::unique_ptr<Communicator>> Communicator::init(const UniqueId& id, int
 Result<std::unique_ptr<Communicator>> Communicator::init_from_env(const Config& config) {
   auto env = read_launch_env(config);
   WEFT_TRY(env);
-  if (env->serve_root) WEFT_TRY(env->id.serve(config));
+  if (env->serve_root) WEFT_TRY(env->id.serve(config, env->root_listen));
   return init(env->id, env->rank, env->nranks, config);
 }
 
@@ -79,7 +79,8 @@ Result<std::unique_ptr<Communicator>> Communicator::init_from_env() {
   const Status refused = config.status().with_context("init_from_env");
   auto launch = read_launch_env(Config());
   if (!launch.ok()) return refused;
-  return tell_init_refused(launch->id, launch->rank, launch->nranks, launch->serve_root, refused, Config());
+  return tell_init_refused(launch->id, launch->rank, launch->nranks, launch->serve_root, refused, Config(),
+                           launch->root_listen);
 }
 
 int Communicator::rank() const { return state_->rank(); }

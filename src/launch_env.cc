@@ -1,7 +1,5 @@
 #include "src/launch_env.h"
 
-#include <cerrno>
-#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -9,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/decimal.h"
 #include "src/fnv1a.h"
 #include "src/split.h"
 
@@ -30,12 +29,9 @@ std::optional<std::string> get(const char* name) {
 
 Result<long long> parse_integer(const char* name, const std::string& text, long long min,
                                 long long max) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || end == text.c_str() || *end != '\0') {
-    return invalid_argument(std::string(name) + "='" + text + "' is not an integer");
-  }
+  const std::optional<long long> parsed = parse_decimal(text);
+  if (!parsed) return invalid_argument(std::string(name) + "='" + text + "' is not an integer");
+  const long long v = *parsed;
   if (v < min || v > max) {
     return invalid_argument(std::string(name) + "='" + text + "' is outside [" +
                             std::to_string(min) + ", " + std::to_string(max) + "]");
@@ -118,6 +114,9 @@ struct RootAddress {
   std::string host;
   uint16_t port = 0;
   std::string from;  // which variables chose it, for error messages
+  // MASTER_ADDR's host may be a name that resolves to loopback on rank 0's machine: its root
+  // listens on every address (LaunchEnv::root_listen).
+  UniqueId::Listen listen = UniqueId::Listen::kIdAddress;
 };
 
 // "host:port" or "[v6-host]:port".
@@ -147,20 +146,8 @@ Result<std::optional<RootAddress>> master_address() {
   if (!port) return invalid_argument("MASTER_ADDR is set but MASTER_PORT is not");
   auto p = parse_port("MASTER_PORT", *port);
   WEFT_TRY(p);
-  return std::optional<RootAddress>(RootAddress{*addr, *p, "MASTER_ADDR/MASTER_PORT"});
-}
-
-Status check_local(const char* rank_name, int local_rank, const char* size_name, int local_size,
-                   int nranks) {
-  if (local_size > nranks) {
-    return invalid_argument(std::string(size_name) + "=" + std::to_string(local_size) +
-                            " is more than the " + std::to_string(nranks) + " ranks of the job");
-  }
-  if (local_rank >= 0 && local_size > 0 && local_rank >= local_size) {
-    return invalid_argument(std::string(rank_name) + "=" + std::to_string(local_rank) +
-                            " is not below " + size_name + "=" + std::to_string(local_size));
-  }
-  return Status();
+  return std::optional<RootAddress>(
+      RootAddress{*addr, *p, "MASTER_ADDR/MASTER_PORT", UniqueId::Listen::kEveryAddress});
 }
 
 Status check_rank(const char* rank_name, int rank, const char* size_name, int nranks) {
@@ -169,6 +156,18 @@ Status check_rank(const char* rank_name, int rank, const char* size_name, int nr
                             " is not below " + size_name + "=" + std::to_string(nranks));
   }
   return Status();
+}
+
+// A local rank (-1: unset) is below the local size where one is given, and below the job's size
+// in any case; a local size is at most the job's.
+Status check_local(const char* rank_name, int local_rank, const char* size_name, int local_size,
+                   const char* nranks_name, int nranks) {
+  if (local_size > nranks) {
+    return invalid_argument(std::string(size_name) + "=" + std::to_string(local_size) +
+                            " is more than the " + std::to_string(nranks) + " ranks of the job");
+  }
+  if (local_rank >= 0 && local_size > 0) return check_rank(rank_name, local_rank, size_name, local_size);
+  return check_rank(rank_name, local_rank, nranks_name, nranks);
 }
 
 // Every launcher's rank and size, both required, into env.rank and env.nranks.
@@ -185,13 +184,14 @@ Status read_rank_and_size(LaunchEnv& env, const char* rank_name, const char* siz
 }
 
 // The optional local rank and size (-1 where unset) into env.local_rank and env.local_size.
-// REQUIRES: env.nranks is read.
-Status read_local_rank_and_size(LaunchEnv& env, const char* rank_name, const char* size_name) {
+// REQUIRES: env.nranks is read, from the variable nranks_name.
+Status read_local_rank_and_size(LaunchEnv& env, const char* rank_name, const char* size_name,
+                                const char* nranks_name) {
   auto local_rank = optional_int(rank_name, 0, kMaxRanks - 1);
   WEFT_TRY(local_rank);
   auto local_size = optional_int(size_name, 1, kMaxRanks);
   WEFT_TRY(local_size);
-  WEFT_TRY(check_local(rank_name, *local_rank, size_name, *local_size, env.nranks));
+  WEFT_TRY(check_local(rank_name, *local_rank, size_name, *local_size, nranks_name, env.nranks));
   env.local_rank = *local_rank;
   env.local_size = *local_size;
   return Status();
@@ -204,7 +204,7 @@ Result<LaunchEnv> from_weft_run() {
   if (!id.ok()) return id.status().with_context("WEFT_UNIQUE_ID");
   env.id = *id;
   WEFT_TRY(read_rank_and_size(env, "WEFT_RANK", "WEFT_NRANKS", "weft-run"));
-  WEFT_TRY(read_local_rank_and_size(env, "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE"));
+  WEFT_TRY(read_local_rank_and_size(env, "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE", "WEFT_NRANKS"));
   env.serve_root = false;  // weft-run runs the root
   return env;
 }
@@ -213,7 +213,7 @@ Result<LaunchEnv> from_torchrun() {
   LaunchEnv env;
   env.launcher = "torchrun";
   WEFT_TRY(read_rank_and_size(env, "RANK", "WORLD_SIZE", "torchrun"));
-  WEFT_TRY(read_local_rank_and_size(env, "LOCAL_RANK", "LOCAL_WORLD_SIZE"));
+  WEFT_TRY(read_local_rank_and_size(env, "LOCAL_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE"));
 
   auto addr = get("MASTER_ADDR");
   if (!addr) return invalid_argument("MASTER_ADDR is not set (the torchrun environment needs it)");
@@ -250,6 +250,7 @@ Result<LaunchEnv> from_torchrun() {
   if (!id.ok()) return id.status().with_context("MASTER_ADDR='" + *addr + "'");
   env.id = *id;
   env.serve_root = env.rank == 0;
+  env.root_listen = UniqueId::Listen::kEveryAddress;  // MASTER_ADDR may resolve to loopback here
   return env;
 }
 
@@ -288,6 +289,7 @@ Result<LaunchEnv> finish_with_root(LaunchEnv env, const std::string& job_id,
   if (!id.ok()) return id.status().with_context("root address from " + root->from);
   env.id = *id;
   env.serve_root = env.rank == 0;
+  env.root_listen = root->listen;
   return env;
 }
 
@@ -296,7 +298,7 @@ Result<LaunchEnv> from_open_mpi() {
   env.launcher = "mpirun";
   WEFT_TRY(read_rank_and_size(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"));
   WEFT_TRY(read_local_rank_and_size(env, "OMPI_COMM_WORLD_LOCAL_RANK",
-                                    "OMPI_COMM_WORLD_LOCAL_SIZE"));
+                                    "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"));
   std::string job_id;
   if (auto v = get("OMPI_MCA_ess_base_jobid")) {
     job_id = "ompi:" + *v;
@@ -337,10 +339,12 @@ Result<LaunchEnv> from_slurm() {
   auto local_rank = optional_int("SLURM_LOCALID", 0, kMaxRanks - 1);
   WEFT_TRY(local_rank);
   int local_size = -1;
-  const char* size_name = "SLURM_NTASKS_PER_NODE";
+  // The step's layout first: srun inherits the job's SLURM_NTASKS_PER_NODE from sbatch, and a
+  // step may place its tasks otherwise.
+  const char* size_name = "SLURM_STEP_TASKS_PER_NODE";
   auto per_node = get(size_name);
   if (!per_node) {
-    size_name = "SLURM_STEP_TASKS_PER_NODE";
+    size_name = "SLURM_NTASKS_PER_NODE";
     per_node = get(size_name);
   }
   if (per_node) {
@@ -361,7 +365,7 @@ Result<LaunchEnv> from_slurm() {
       local_size = (*counts)[static_cast<size_t>(*node)];
     }
   }
-  WEFT_TRY(check_local("SLURM_LOCALID", *local_rank, size_name, local_size, env.nranks));
+  WEFT_TRY(check_local("SLURM_LOCALID", *local_rank, size_name, local_size, "SLURM_NTASKS", env.nranks));
   env.local_rank = *local_rank;
   env.local_size = local_size;
   std::string job_id;

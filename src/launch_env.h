@@ -5,8 +5,8 @@
 //   weft-run      WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS, WEFT_LOCAL_RANK, WEFT_LOCAL_SIZE
 //   torchrun      RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
 //   Open MPI      OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
-//   Slurm srun    SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE or
-//                 SLURM_STEP_TASKS_PER_NODE (with SLURM_NODEID)
+//   Slurm srun    SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE (with
+//                 SLURM_NODEID), else the job's SLURM_NTASKS_PER_NODE
 // and, for the launchers that do not hand out a UniqueId, WEFT_ROOT, WEFT_ROOT_PORT and
 // WEFT_SECRET. docs/LAUNCH.md explains how the root address and the secret are chosen for each;
 // note that a secret derived from the environment is only as private as that environment.
@@ -33,9 +33,14 @@ struct LaunchEnv {
   int local_rank = -1;
   int local_size = -1;
   UniqueId id;
-  // True when this process must run the root for `id` (id.serve(config)) before joining: rank 0
-  // under torchrun, Open MPI and Slurm. False under weft-run, whose root runs in weft-run itself.
+  // True when this process must run the root for `id` (id.serve(config, root_listen)) before
+  // joining: rank 0 under torchrun, Open MPI and Slurm. False under weft-run, whose root runs in
+  // weft-run itself.
   bool serve_root = false;
+  // Where that root listens: every address at the id's port where the root's host came from
+  // MASTER_ADDR (a name that may resolve to loopback on rank 0's own machine, see
+  // UniqueId::Listen); the id's address itself where WEFT_ROOT named it or it was derived.
+  UniqueId::Listen root_listen = UniqueId::Listen::kIdAddress;
   // "weft-run", "torchrun", "mpirun" or "srun".
   std::string launcher;
 };

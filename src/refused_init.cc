@@ -11,12 +11,12 @@
 namespace weft {
 
 Status tell_init_refused(const UniqueId& id, int rank, int nranks, bool serve_root, const Status& why,
-                         const Config& settings) {
+                         const Config& settings, UniqueId::Listen listen) {
   // One rank alone has nobody to tell.
   if (why.ok() || !id.valid() || nranks < 2 || rank < 0 || rank >= nranks) return why;
   const Logger log(settings, rank);
   if (serve_root) {
-    const Status served = id.serve(settings);
+    const Status served = id.serve(settings, listen);
     if (!served.ok()) {
       log.warn("could not start the rendezvous root to tell the other ranks why this rank's init failed: " +
                served.message());

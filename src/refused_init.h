@@ -18,12 +18,12 @@ namespace weft {
 // `why` (unchanged) for the caller to report. `settings` are the best this rank has (its own
 // where they were read, else the defaults): for the log, and for the root where this rank is the
 // one that runs it (`serve_root`: rank 0 under NCCL_COMM_ID, torchrun, Open MPI or Slurm), which
-// nobody else can start, so it is started here to tell the others. Nothing is sent
-// where `id`, `rank` or `nranks` is not one a rendezvous could have (the call's own argument
-// errors), or where `nranks` is 1. Waits up to 2 s for a root that is not listening yet.
-// The rendezvous is then spent: a rank that retries on `id` with its settings mended fails too,
-// as the others did (they all need a new id).
+// nobody else can start, so it is started here (listening as `listen` says, as the init would
+// have) to tell the others. Nothing is sent where `id`, `rank` or `nranks` is not one a
+// rendezvous could have (the call's own argument errors), or where `nranks` is 1. Waits up to 2 s
+// for a root that is not listening yet. The rendezvous is then spent: a rank that retries on `id`
+// with its settings mended fails too, as the others did (they all need a new id).
 Status tell_init_refused(const UniqueId& id, int rank, int nranks, bool serve_root, const Status& why,
-                         const Config& settings);
+                         const Config& settings, UniqueId::Listen listen = UniqueId::Listen::kIdAddress);
 
 }  // namespace weft

@@ -5,17 +5,29 @@
 // It creates a UniqueId (so the rendezvous root runs inside weft-run), then forks N children with
 // WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS, WEFT_LOCAL_RANK and WEFT_LOCAL_SIZE set. Every line a
 // rank writes to stdout or stderr comes out on weft-run's stdout or stderr prefixed "[rank] ",
-// always whole (one writer, whole lines). If a rank exits non-zero or dies by a signal, weft-run
-// stops the others (SIGTERM, SIGKILL after a grace period), says which rank failed and how, and
-// exits non-zero. SIGINT/SIGTERM/SIGHUP are forwarded to the ranks. Usage errors exit 2.
+// always whole (one writer a file, whole lines); output that cannot be written is said, and fails
+// the run (a reader that went away, as under "| head", is not). If a rank exits non-zero or dies
+// by a signal, weft-run stops the others (SIGTERM, SIGKILL after a grace period), says which rank
+// failed and how, and exits non-zero. SIGINT/SIGTERM/SIGHUP/SIGQUIT are forwarded to the ranks.
+// Usage errors exit 2.
 //
-// Each rank runs in its own process group, so stopping a rank stops what it started too. stdin
-// goes to rank 0 when it is not a terminal; every other rank reads /dev/null.
+// Each rank runs in its own process group, so stopping a rank stops what it started too: the
+// group is signalled, SIGKILL after the grace period included, whether or not the rank itself
+// has exited. weft-run is a child subreaper, so that it reaps what the ranks leave. Each
+// rank is killed if weft-run dies without stopping it (PR_SET_PDEATHSIG; not what the rank
+// started: that is only stopped by weft-run). stdin goes to rank 0 when it is not a terminal;
+// every other rank reads /dev/null.
 //
-// One thread (besides the root's): a poll() loop over the output pipes and a signalfd.
+// Threads: the main one, a poll() loop over the ranks' pipes, a signalfd and the writers' eventfd,
+// which forks the ranks and lives as long as weft-run, as PR_SET_PDEATHSIG needs; a writer for
+// each of weft-run's output files (tools/weft_run_output.h), so that a reader who stops reading
+// never holds the loop, its timeout or its signals back (the loop stops reading the ranks' pipes
+// while the output waiting for that reader is full, 1 MiB); and the rendezvous root's.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -30,11 +42,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "src/decimal.h"
+#include "tools/weft_run_output.h"
 #include "weft/config.h"
 #include "weft/unique_id.h"
 
@@ -47,7 +62,9 @@ using Clock = std::chrono::steady_clock;
 constexpr int kMaxRanks = 4096;
 constexpr auto kGrace = std::chrono::seconds(2);        // SIGTERM -> SIGKILL
 constexpr auto kReapLimit = std::chrono::seconds(5);    // SIGKILL -> give up waiting
-constexpr auto kDrainLimit = std::chrono::seconds(1);   // last rank reaped -> stop reading pipes
+// Last rank reaped -> stop reading pipes; and, stopped by a timeout or a signal, how long the
+// output still gets for its reader once the pipes are closed.
+constexpr auto kDrainLimit = std::chrono::seconds(1);
 constexpr size_t kMaxLine = size_t{64} << 10;           // longer lines are cut into pieces
 constexpr int kUsageExit = 2;
 
@@ -65,31 +82,13 @@ struct Options {
   std::vector<std::string> argv;
 };
 
-// Writes all of `data` to fd; false once the reader has gone (EPIPE) or the write failed.
-bool write_all(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {  // someone made it non-blocking
-      struct pollfd p {fd, POLLOUT, 0};
-      ::poll(&p, 1, 1000);
-      continue;
-    }
-    if (w <= 0) return false;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-void say(const std::string& line) {
-  std::string s = "weft-run: " + line + "\n";
-  (void)write_all(STDERR_FILENO, s.data(), s.size());
-}
+// Writes a message of weft-run's own to stderr at once, blocking: before the writers start (see
+// Launcher::tell for after).
+void say(const std::string& line) { (void)write_all(STDERR_FILENO, "weft-run: " + line + "\n"); }
 
 [[noreturn]] void usage_error(const std::string& message) {
   say(message);
-  (void)write_all(STDERR_FILENO, kUsage, std::strlen(kUsage));
+  (void)write_all(STDERR_FILENO, kUsage);
   std::fflush(nullptr);
   _exit(kUsageExit);
 }
@@ -98,18 +97,19 @@ Options parse_args(int argc, char** argv) {
   Options o;
   int i = 1;
   auto parse_n = [&](const std::string& text) {
-    char* end = nullptr;
-    errno = 0;
-    long v = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || errno != 0 || *end != '\0' || v < 1 || v > kMaxRanks) {
+    if (o.nranks != 0) usage_error("-n is given twice");
+    const std::optional<long long> v = weft::parse_decimal(text);
+    if (!v || *v < 1 || *v > kMaxRanks) {
       usage_error("-n wants a number of ranks from 1 to " + std::to_string(kMaxRanks) +
                   ", not '" + text + "'");
     }
-    o.nranks = static_cast<int>(v);
+    o.nranks = static_cast<int>(*v);
   };
   auto parse_timeout = [&](const std::string& text) {
+    if (o.timeout_s) usage_error("--timeout is given twice");
     char* end = nullptr;
     double v = std::strtod(text.c_str(), &end);
+    // Read as WEFT_TIMEOUT is (src/config.cc), so that a number of seconds means the same in both.
     if (text.empty() || *end != '\0' || !std::isfinite(v) || v <= 0 || v > 1e7) {
       usage_error("--timeout wants a positive number of seconds, not '" + text + "'");
     }
@@ -122,7 +122,7 @@ Options parse_args(int argc, char** argv) {
       break;
     }
     if (a == "-h" || a == "--help") {
-      (void)write_all(STDOUT_FILENO, kUsage, std::strlen(kUsage));
+      (void)write_all(STDOUT_FILENO, kUsage);
       _exit(0);
     }
     if (a == "-n" || a == "--timeout") {
@@ -181,6 +181,7 @@ const char* signal_name(int sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
     default: return "a signal";
   }
 }
@@ -188,14 +189,15 @@ const char* signal_name(int sig) {
 // One output stream of one rank: its pipe and the partial line not yet written.
 struct Stream {
   int fd = -1;
-  int out_fd = STDOUT_FILENO;  // where its lines go
-  std::string prefix;          // "[rank] "
-  std::string pending;         // bytes after the last newline
+  Output* to = nullptr;   // where its lines go: weft-run's stdout or stderr
+  std::string prefix;     // "[rank] "
+  std::string pending;    // bytes after the last newline
 };
 
 struct Rank {
-  pid_t pid = -1;
+  pid_t pid = -1;      // also its process group's id
   bool running = false;
+  bool group_gone = false;  // its process group was found empty, once it was reaped
   int status = 0;  // waitpid status once reaped
   Stream out, err;
 };
@@ -207,22 +209,49 @@ class Launcher {
   int run();
 
  private:
+  bool start_outputs(std::string* why);
+  // Writes a message of weft-run's own to stderr, after the ranks' lines put there before it.
+  void tell(const std::string& line) { stderr_->put("weft-run: " + line + "\n"); }
+  // Bytes given to the outputs (to `only`, where set) and not written yet.
+  size_t unwritten(const Output* only = nullptr) const;
+  // Waits until nothing is unwritten(only), or until `until`; false where a signal came first
+  // (on_signal has taken it).
+  bool wait_for_output(std::optional<Clock::time_point> until, const Output* only = nullptr);
   bool start_ranks(const std::string& path, const std::string& id_hex);
   void pump(Stream& s);
   void emit(Stream& s, bool at_eof);
   void reap();
   void on_signal(int sig);
   void begin_stop(std::string message, int exit_code);
+  std::string timeout_message() const;
+  // Takes the signals waiting on the signalfd (on_signal), then reaps the ranks that exited.
+  void read_signals();
+  // Once the ranks are done: waits for the output to be written (finish_output says how long),
+  // and says what was lost.
+  void finish_output();
   void stop_all(int sig);
+  bool groups_left();
   int running_count() const;
   bool streams_open() const;
+  // An open stream is not read because its output has no room (its reader is slow or stalled).
+  bool streams_held() const;
 
   Options opt_;
   std::vector<Rank> ranks_;
-  std::string batch_;                  // output being assembled for one write
-  bool out_dead_[3] = {false, false, false};  // by fd: our stdout/stderr reader has gone
+  std::string batch_;  // output being assembled for one put
+  // The writers of weft-run's stdout and stderr: one each, or one for both where they are one
+  // file (2>&1), so that lines stay whole there too. wake_fd_ is their eventfd.
+  std::vector<std::unique_ptr<Output>> outputs_;
+  Output* stdout_ = nullptr;
+  Output* stderr_ = nullptr;
+  int wake_fd_ = -1;
+  int sigfd_ = -1;
+  std::optional<Clock::time_point> timeout_at_;
   // Stopping: the first failure, timeout or signal decides the message and the exit status.
   bool stopping_ = false;
+  // Stopped by a timeout or a signal: the output still waiting for its reader gets kDrainLimit,
+  // not as long as the reader takes.
+  bool hurry_ = false;
   std::string stop_message_;
   int exit_code_ = 0;
   std::optional<Clock::time_point> kill_at_, give_up_at_, drain_until_;
@@ -242,11 +271,93 @@ bool Launcher::streams_open() const {
   return false;
 }
 
-void Launcher::stop_all(int sig) {
+bool Launcher::streams_held() const {
   for (const Rank& r : ranks_) {
-    if (!r.running) continue;
-    if (::kill(-r.pid, sig) != 0) ::kill(r.pid, sig);  // its process group, else the rank alone
+    for (const Stream* s : {&r.out, &r.err}) {
+      if (s->fd >= 0 && !s->to->has_room()) return true;
+    }
   }
+  return false;
+}
+
+bool Launcher::start_outputs(std::string* why) {
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+    *why = std::string("eventfd: ") + std::strerror(errno);
+    return false;
+  }
+  struct stat out {}, err {};
+  const bool one_file = ::fstat(STDOUT_FILENO, &out) == 0 && ::fstat(STDERR_FILENO, &err) == 0 &&
+                        out.st_dev == err.st_dev && out.st_ino == err.st_ino;
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    if (fd == STDERR_FILENO && one_file) break;
+    const char* name = one_file ? "stdout and stderr" : fd == STDOUT_FILENO ? "stdout" : "stderr";
+    auto o = Output::start(fd, name, wake_fd_, why);
+    if (o == nullptr) return false;
+    outputs_.push_back(std::move(o));
+  }
+  stdout_ = outputs_.front().get();
+  stderr_ = outputs_.back().get();
+  return true;
+}
+
+size_t Launcher::unwritten(const Output* only) const {
+  size_t n = 0;
+  for (const auto& o : outputs_) n += only == nullptr || only == o.get() ? o->unwritten() : 0;
+  return n;
+}
+
+bool Launcher::wait_for_output(std::optional<Clock::time_point> until, const Output* only) {
+  while (unwritten(only) > 0) {
+    const auto now = Clock::now();
+    if (until && now >= *until) return true;
+    int wait_ms = -1;
+    if (until) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*until - now).count() + 1;
+      wait_ms = static_cast<int>(std::min<long long>(ms, 60000));
+    }
+    struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {sigfd_, POLLIN, 0}};
+    if (::poll(fds, 2, wait_ms) < 0 && errno != EINTR) return true;
+    uint64_t wakes = 0;
+    (void)!::read(wake_fd_, &wakes, sizeof(wakes));
+    const int seen = signals_seen_;
+    if (fds[1].revents != 0) read_signals();
+    if (signals_seen_ != seen) return false;
+  }
+  return true;
+}
+
+// Signals each rank's process group, where what the rank started lives too, whether or not the
+// rank itself has been reaped: a failed rank's children, or those that outlived a rank killed by
+// SIGTERM, are stopped as well. A reaped rank's group found empty (ESRCH) is not signalled again:
+// its id is free to be reused.
+void Launcher::stop_all(int sig) {
+  for (Rank& r : ranks_) {
+    if (r.pid < 0 || r.group_gone || ::kill(-r.pid, sig) == 0 || errno != ESRCH) continue;
+    if (r.running) {
+      ::kill(r.pid, sig);  // its group not made yet: the rank alone
+    } else {
+      r.group_gone = true;
+    }
+  }
+}
+
+// Whether a process of a reaped rank's group is left.
+bool Launcher::groups_left() {
+  stop_all(0);  // marks the empty groups
+  for (const Rank& r : ranks_) {
+    if (r.pid >= 0 && !r.group_gone) return true;
+  }
+  return false;
+}
+
+std::string Launcher::timeout_message() const {
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%g", *opt_.timeout_s);
+  const int n = running_count();
+  std::string m = std::string("timed out after ") + secs + " s";
+  if (n > 0) m += "; stopped " + std::to_string(n) + (n == 1 ? " rank" : " ranks") + " still running";
+  return m;
 }
 
 void Launcher::begin_stop(std::string message, int exit_code) {
@@ -258,7 +369,7 @@ void Launcher::begin_stop(std::string message, int exit_code) {
   kill_at_ = Clock::now() + kGrace;
 }
 
-// Writes the complete lines of s.pending (all of it at EOF), each prefixed, in one write.
+// Puts the complete lines of s.pending (all of it at EOF), each prefixed, in one batch.
 void Launcher::emit(Stream& s, bool at_eof) {
   batch_.clear();
   size_t start = 0;
@@ -269,8 +380,10 @@ void Launcher::emit(Stream& s, bool at_eof) {
     if (nl != std::string::npos && nl - start <= kMaxLine) {
       len = nl - start;
       skip = 1;
-    } else if (s.pending.size() - start >= kMaxLine) {
-      len = kMaxLine;  // an over-long line goes out in pieces, so memory stays bounded
+    } else if (s.pending.size() - start > kMaxLine) {
+      // An over-long line goes out in pieces, so memory stays bounded. Exactly kMaxLine bytes
+      // wait for the next: it may be their newline.
+      len = kMaxLine;
       skip = 0;
     } else if (at_eof) {
       len = s.pending.size() - start;  // a last line without a newline
@@ -284,14 +397,13 @@ void Launcher::emit(Stream& s, bool at_eof) {
     start += len + skip;
   }
   s.pending.erase(0, start);
-  if (!batch_.empty() && !out_dead_[s.out_fd]) {
-    if (!write_all(s.out_fd, batch_.data(), batch_.size())) out_dead_[s.out_fd] = true;
-  }
+  s.to->put(batch_);
 }
 
 void Launcher::pump(Stream& s) {
   char buf[16384];
-  for (int i = 0; i < 16; ++i) {  // bounded: other streams get their turn
+  // Bounded: other streams get their turn, and an output without room is not given more.
+  for (int i = 0; i < 16 && s.to->has_room(); ++i) {
     ssize_t n = ::read(s.fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -334,13 +446,14 @@ void Launcher::reap() {
 
 void Launcher::on_signal(int sig) {
   ++signals_seen_;
+  hurry_ = true;
   if (signals_seen_ == 1) {
     const int n = running_count();
     stop_all(sig);  // forward it as it is
     if (!stopping_) {
       stopping_ = true;
-      stop_message_ = std::string("received ") + signal_name(sig) + "; passed it on to " +
-                      std::to_string(n) + (n == 1 ? " rank" : " ranks");
+      stop_message_ = std::string("received ") + signal_name(sig);
+      if (n > 0) stop_message_ += "; passed it on to " + std::to_string(n) + (n == 1 ? " rank" : " ranks");
       exit_code_ = 128 + sig;
       kill_at_ = Clock::now() + kGrace;
     }
@@ -348,6 +461,36 @@ void Launcher::on_signal(int sig) {
     stop_all(SIGKILL);  // asked twice: no more waiting
     kill_at_ = Clock::now();
   }
+}
+
+void Launcher::read_signals() {
+  struct signalfd_siginfo si {};
+  while (::read(sigfd_, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+    if (si.ssi_signo != SIGCHLD) on_signal(static_cast<int>(si.ssi_signo));
+  }
+  reap();
+}
+
+void Launcher::finish_output() {
+  // All of it, however long its reader takes, unless a timeout or a signal hurries weft-run: then
+  // kDrainLimit more. A signal that comes meanwhile ends the wait (on_signal).
+  (void)wait_for_output(hurry_ ? std::optional<Clock::time_point>(Clock::now() + kDrainLimit) : timeout_at_);
+  if (!stopping_ && timeout_at_ && unwritten() > 0) begin_stop(timeout_message(), 124);  // it came first
+  std::vector<size_t> left;  // before weft-run's own words join them
+  for (const auto& o : outputs_) left.push_back(o->unwritten());
+  if (stopping_) tell(stop_message_);
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const Output* o = outputs_[i].get();
+    if (left[i] > 0) {
+      tell("up to " + std::to_string(left[i]) + " bytes of the ranks' " + o->name() +
+           " were not written: its reader did not take them in time");
+    }
+    if (o->error() != 0) {
+      tell("could not write the ranks' " + o->name() + ": " + std::strerror(o->error()) +
+           "; the rest of it was lost");
+    }
+  }
+  (void)wait_for_output(Clock::now() + kDrainLimit, stderr_);  // weft-run's last words, a moment
 }
 
 bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
@@ -368,12 +511,13 @@ bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
 
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (devnull < 0) {
-    say(std::string("cannot open /dev/null: ") + std::strerror(errno));
+    tell(std::string("cannot open /dev/null: ") + std::strerror(errno));
     return false;
   }
   const bool stdin_to_rank0 = ::isatty(STDIN_FILENO) == 0;
   sigset_t none;
   sigemptyset(&none);
+  const pid_t launcher = ::getpid();
 
   ranks_.resize(static_cast<size_t>(opt_.nranks));
   const std::string n = std::to_string(opt_.nranks);
@@ -391,12 +535,12 @@ bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
 
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0) {
-      say(std::string("pipe: ") + std::strerror(errno));
+      tell(std::string("pipe: ") + std::strerror(errno));
       ok = false;
       break;
     }
     if (::pipe2(err, O_CLOEXEC) != 0) {
-      say(std::string("pipe: ") + std::strerror(errno));
+      tell(std::string("pipe: ") + std::strerror(errno));
       ::close(out[0]);
       ::close(out[1]);
       ok = false;
@@ -407,6 +551,10 @@ bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
     if (pid == 0) {
       // Child: async-signal-safe calls only.
       ::setpgid(0, 0);
+      // Killed if weft-run dies without stopping it (SIGKILL, a crash). The signal comes when the
+      // thread that forked exits: this is weft-run's main thread, which lives as long as weft-run.
+      // A weft-run that died before the prctl is seen in getppid() (the child was reparented).
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher) _exit(127);
       if (in != STDIN_FILENO) ::dup2(in, STDIN_FILENO);
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
@@ -430,7 +578,7 @@ bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
     ::close(out[1]);
     ::close(err[1]);
     if (pid < 0) {
-      say("cannot start rank " + std::to_string(r) + ": fork: " + std::strerror(errno));
+      tell("cannot start rank " + std::to_string(r) + ": fork: " + std::strerror(errno));
       ::close(out[0]);
       ::close(err[0]);
       ok = false;
@@ -441,8 +589,8 @@ bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
     rank.pid = pid;
     rank.running = true;
     const std::string prefix = "[" + std::to_string(r) + "] ";
-    rank.out = Stream{out[0], STDOUT_FILENO, prefix, {}};
-    rank.err = Stream{err[0], STDERR_FILENO, prefix, {}};
+    rank.out = Stream{out[0], stdout_, prefix, {}};
+    rank.err = Stream{err[0], stderr_, prefix, {}};
     ::fcntl(out[0], F_SETFL, O_NONBLOCK);
     ::fcntl(err[0], F_SETFL, O_NONBLOCK);
   }
@@ -458,23 +606,30 @@ bool Launcher::start_ranks(const std::string& path, const std::string& id_hex) {
 }
 
 int Launcher::run() {
-  // Signals arrive through a signalfd; block them first so that every thread (the root's too,
-  // created below) inherits the mask. Writing to a closed stdout must not kill weft-run.
+  // Signals arrive through a signalfd; block them first so that every thread (the writers' and
+  // the root's, created below) inherits the mask. Writing to a closed stdout must not kill
+  // weft-run.
   sigset_t mask;
   sigemptyset(&mask);
-  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, s);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&mask, s);
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
-  const int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sigfd < 0) {
+  sigfd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd_ < 0) {
     say(std::string("signalfd: ") + std::strerror(errno));
     return 1;
   }
+  std::string why;
+  if (!start_outputs(&why)) {
+    say(why);
+    return 1;
+  }
 
-  // Enough descriptors for two pipes per rank.
+  // Enough descriptors for each rank's two pipes and the root's socket from it (the root runs in
+  // this process), and a margin for the rest (stdio, signalfd, listener, the pipes being made).
   struct rlimit rl {};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-    const rlim_t need = static_cast<rlim_t>(2 * opt_.nranks + 64);
+    const rlim_t need = static_cast<rlim_t>(3 * opt_.nranks + 64);
     if (rl.rlim_cur < need && rl.rlim_max >= need) {
       rl.rlim_cur = need;
       ::setrlimit(RLIMIT_NOFILE, &rl);
@@ -502,11 +657,13 @@ int Launcher::run() {
   }
 
   const Clock::time_point started = Clock::now();
-  std::optional<Clock::time_point> timeout_at;
   if (opt_.timeout_s) {
-    timeout_at = started + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(*opt_.timeout_s));
+    timeout_at_ = started + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(*opt_.timeout_s));
   }
+  // What the ranks start and leave behind is reparented to weft-run, not to init, and reaped by
+  // reap(): a process group that is down to zombies then empties, and stop_all() sees it gone.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   start_ranks(*path, id->to_hex());
 
   std::vector<struct pollfd> fds;
@@ -515,13 +672,9 @@ int Launcher::run() {
     const auto now = Clock::now();
     // Deadlines: the run's timeout, the grace before SIGKILL, giving up on stuck processes, and
     // reading what is left in the pipes after the last rank has gone.
-    if (timeout_at && now >= *timeout_at && !stopping_) {
-      const int n = running_count();
-      char secs[32];
-      std::snprintf(secs, sizeof(secs), "%g", *opt_.timeout_s);
-      begin_stop(std::string("timed out after ") + secs + " s; stopped " + std::to_string(n) +
-                     (n == 1 ? " rank" : " ranks") + " still running",
-                 124);
+    if (timeout_at_ && now >= *timeout_at_ && !stopping_) {
+      hurry_ = true;
+      begin_stop(timeout_message(), 124);
     }
     if (kill_at_ && now >= *kill_at_) {
       stop_all(SIGKILL);
@@ -529,27 +682,37 @@ int Launcher::run() {
       give_up_at_ = now + kReapLimit;
     }
     if (give_up_at_ && now >= *give_up_at_ && running_count() > 0) {
-      say(std::to_string(running_count()) + " rank(s) did not die after SIGKILL; leaving them");
+      tell(std::to_string(running_count()) + " rank(s) did not die after SIGKILL; leaving them");
       break;
     }
+    bool waiting_for_groups = false;
     if (running_count() == 0) {
-      if (!drain_until_) drain_until_ = now + kDrainLimit;
-      if (!streams_open() || now >= *drain_until_) break;
+      // The clock for what is left in the pipes runs while they can be read: not while an output
+      // has no room for more. In a hurry, such pipes are not waited for at all.
+      const bool held = streams_held();
+      if (!drain_until_ || (!hurry_ && held)) drain_until_ = now + kDrainLimit;
+      // Once stopping, what the ranks started gets the grace period too, then SIGKILL (kill_at_,
+      // above): weft-run does not leave before that while any of it is left.
+      waiting_for_groups = stopping_ && kill_at_ && groups_left();
+      const bool drained = !streams_open() || now >= *drain_until_ || (hurry_ && held);
+      if (drained && !waiting_for_groups) break;
     }
 
+    // The signals, the writers' wake-ups (room made), and the pipes whose output has room.
     fds.clear();
     owners.clear();
-    fds.push_back({sigfd, POLLIN, 0});
-    owners.push_back(nullptr);
+    fds.push_back({sigfd_, POLLIN, 0});
+    fds.push_back({wake_fd_, POLLIN, 0});
+    owners.assign(2, nullptr);
     for (Rank& r : ranks_) {
       for (Stream* s : {&r.out, &r.err}) {
-        if (s->fd < 0) continue;
+        if (s->fd < 0 || !s->to->has_room()) continue;
         fds.push_back({s->fd, POLLIN, 0});
         owners.push_back(s);
       }
     }
     auto wake = Clock::time_point::max();
-    for (const auto& t : {timeout_at, kill_at_, give_up_at_, drain_until_}) {
+    for (const auto& t : {timeout_at_, kill_at_, give_up_at_, drain_until_}) {
       if (t) wake = std::min(wake, *t);
     }
     int wait_ms = -1;
@@ -557,22 +720,21 @@ int Launcher::run() {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
       wait_ms = static_cast<int>(std::clamp<long long>(ms, 0, 60000));
     }
+    if (waiting_for_groups) wait_ms = std::min(wait_ms, 20);  // an emptied group shows no event
     int ready = ::poll(fds.data(), fds.size(), wait_ms);
     if (ready < 0 && errno != EINTR) {
-      say(std::string("poll: ") + std::strerror(errno));
+      tell(std::string("poll: ") + std::strerror(errno));
       begin_stop("internal error; stopped all ranks", 1);
       continue;
     }
-    for (size_t i = 1; i < fds.size(); ++i) {
+    if (fds[1].revents != 0) {
+      uint64_t wakes = 0;
+      (void)!::read(wake_fd_, &wakes, sizeof(wakes));
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
       if (fds[i].revents != 0) pump(*owners[i]);
     }
-    if (fds[0].revents != 0) {
-      struct signalfd_siginfo si {};
-      while (::read(sigfd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
-        if (si.ssi_signo != SIGCHLD) on_signal(static_cast<int>(si.ssi_signo));
-      }
-      reap();
-    }
+    if (fds[0].revents != 0) read_signals();
   }
   // Whatever is still open is cut off with what it had.
   for (Rank& r : ranks_) {
@@ -583,14 +745,31 @@ int Launcher::run() {
       s->fd = -1;
     }
   }
-  ::close(sigfd);
-  if (stopping_) say(stop_message_);
-  return stopping_ ? (exit_code_ != 0 ? exit_code_ : 1) : 0;
+  finish_output();
+  if (stopping_) return exit_code_ != 0 ? exit_code_ : 1;
+  // Output that could not be written fails a run that otherwise succeeded.
+  for (const auto& o : outputs_) {
+    if (o->error() != 0) return 1;
+  }
+  return 0;
+}
+
+// Opens /dev/null onto whichever of fds 0, 1 and 2 is closed: else the next descriptor weft-run
+// makes (its signalfd, a pipe) would take that number, and a rank would be started with it closed
+// or writing into weft-run's own descriptor. False when one cannot be opened.
+bool open_closed_stdio() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    // The lowest free descriptor is fd itself: those below it are open by now.
+    if (::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd) return false;
+  }
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (!open_closed_stdio()) _exit(1);
   Options o = parse_args(argc, argv);
   int code = Launcher(std::move(o)).run();
   std::fflush(nullptr);

@@ -31,8 +31,14 @@ struct UniqueId {
   // Only the rank that calls serve() runs the root.
   static Result<UniqueId> for_address(std::string_view host, uint16_t port,
                                       std::span<const uint8_t> secret);
+  // Where serve() listens: on the id's own address, or on every IPv4 address of this machine at
+  // the id's port. The second is for a root address a launcher gives as a host name, as
+  // torchrun's MASTER_ADDR often is: rank 0's /etc/hosts may map its own name to a loopback
+  // address (Debian's 127.0.1.1), where a root would be out of the other machines' reach (torch's
+  // own store listens on every address too).
+  enum class Listen { kIdAddress, kEveryAddress };
   // Runs the root for this id in a background thread (what create() does for its own id).
-  Status serve(const Config& config) const;
+  Status serve(const Config& config, Listen listen = Listen::kIdAddress) const;
 
   std::string to_hex() const;
   static Result<UniqueId> from_hex(std::string_view hex);

@@ -240,6 +240,13 @@ class Root {
   };
 
   void on_hello(Socket socket, const Hello& hello);
+  // accept() failed, most likely for want of file descriptors (the message names the limit). The
+  // ranks cannot all arrive here, so the rendezvous fails at once with why: the ranks connected
+  // already hear it, and those queued at the listener hear it as told ranks' sockets close and
+  // free descriptors. The listener then rests kAcceptRest before the next accept(), where it
+  // would otherwise wake poll() at once and spin.
+  void on_accept_failed(const Status& why);
+  static constexpr std::chrono::milliseconds kAcceptRest{100};
   // An arrived rank's socket became readable before the table went out: its WaitReport, or its
   // connection closed. Either fails the rendezvous.
   void on_word_from(int rank, Socket& s);
@@ -266,6 +273,7 @@ class Root {
   Logger log_;
 
   Deadline deadline_ = Deadline::never();
+  Deadline accept_rest_ = Deadline::after(std::chrono::milliseconds(0));  // expired: accepting
   bool any_arrived_ = false;
   int expected_ = 0;  // nranks of the first arrival
   std::vector<Pending> pending_;
@@ -411,6 +419,15 @@ void Root::on_hello(Socket socket, const Hello& hello) {
   if (static_cast<int>(arrived_.size()) == expected_) send_table();
 }
 
+void Root::on_accept_failed(const Status& why) {
+  accept_rest_ = Deadline::after(kAcceptRest);
+  if (!failed_) {
+    fail(why.code(), "the root cannot take the ranks' connections: " + why.message());
+  } else {
+    log(LogLevel::kTrace, "accept failed again: " + why.message());
+  }
+}
+
 void Root::on_word_from(int rank, Socket& s) {
   auto report = read_report(s);
   if (report.ok() && report->first == WaitReport::kStopped) {
@@ -441,10 +458,12 @@ void Root::run() {
   deadline_ = Deadline::after(timeout_);
   while (!done_) {
     std::vector<pollfd> fds;
-    fds.push_back(pollfd{listener_.fd(), POLLIN, 0});
+    const bool accepting = accept_rest_.expired();
+    fds.push_back(pollfd{listener_.fd(), static_cast<short>(accepting ? POLLIN : 0), 0});
     for (const Pending& p : pending_) fds.push_back(pollfd{p.socket.fd(), POLLIN, 0});
     for (const Arrived& a : arrived_) fds.push_back(pollfd{a.socket.fd(), POLLIN, 0});
-    int rc = ::poll(fds.data(), fds.size(), std::min(deadline_.remaining_ms(), 1000));
+    const int wait_ms = std::min({deadline_.remaining_ms(), 1000, accepting ? 1000 : accept_rest_.remaining_ms()});
+    int rc = ::poll(fds.data(), fds.size(), wait_ms);
     if (rc < 0 && errno != EINTR) {
       log(LogLevel::kWarn, "poll failed; giving up");
       break;
@@ -485,8 +504,9 @@ void Root::run() {
     pending_ = std::move(still);
     if (done_) break;
     // Accept what is waiting (bounded, so a flood cannot starve the loop).
-    for (int i = 0; i < 256 && pending_.size() < 4096; ++i) {
+    for (int i = 0; accept_rest_.expired() && i < 256 && pending_.size() < 4096; ++i) {
       auto s = listener_.try_accept();
+      if (!s.ok()) on_accept_failed(s.status());
       if (!s.ok() || !s->valid()) break;
       pending_.push_back(Pending{std::move(s).value()});
     }

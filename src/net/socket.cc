@@ -9,6 +9,7 @@
 #include <linux/sockios.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -253,6 +254,16 @@ Result<Socket> Socket::try_accept() {
     int err = errno;
     if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
     if (err == EAGAIN || err == EWOULDBLOCK) return Socket();
+    if (err == EMFILE || err == ENFILE) {  // said with the limit, which the user may raise
+      rlimit limit{};
+      std::string what = err == ENFILE ? "accept: the system has as many files open as it may (fs.file-max)"
+                         : ::getrlimit(RLIMIT_NOFILE, &limit) == 0
+                             ? "accept: this process has as many files open as it may (" +
+                                   std::to_string(limit.rlim_cur) + ": ulimit -n)"
+                             : "accept: this process has as many files open as it may (ulimit -n)";
+      errno = err;
+      return system_error(std::move(what));
+    }
     return errno_status(err, "accept");
   }
 }

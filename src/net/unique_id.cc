@@ -95,9 +95,9 @@ Result<UniqueId> UniqueId::for_address(std::string_view host, uint16_t port,
   return make_id(*addr, port, secret);
 }
 
-Status UniqueId::serve(const Config& config) const {
+Status UniqueId::serve(const Config& config, Listen listen) const {
   if (!valid()) return invalid_argument("UniqueId::serve: not a weft UniqueId (bad magic)");
-  auto listener = net::Socket::listen(host(), port());
+  auto listener = net::Socket::listen(listen == Listen::kEveryAddress ? "0.0.0.0" : host(), port());
   if (!listener.ok()) return listener.status().with_context("UniqueId::serve: bootstrap root");
   return net::start_root(std::move(listener).value(), net::SocketAddress{host(), port()}, secret(),
                          config);

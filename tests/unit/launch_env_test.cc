@@ -133,6 +133,21 @@ TEST_F(WeftRunEnv, MissingOrMalformedValuesAreNamed) {
   EXPECT_MENTIONS(error(), "WEFT_UNIQUE_ID");
 }
 
+// A number is digits alone: strtol's leading spaces and '+' are refused, and the error names the
+// variable and its value.
+TEST_F(WeftRunEnv, NumbersAreDigitsAlone) {
+  set({{"WEFT_RANK", " 1"}});
+  EXPECT_MENTIONS(error(), "WEFT_RANK=' 1' is not an integer");
+  set({{"WEFT_RANK", "1"}, {"WEFT_NRANKS", "+2"}});
+  EXPECT_MENTIONS(error(), "WEFT_NRANKS='+2' is not an integer");
+  set({{"WEFT_NRANKS", "3"}, {"WEFT_LOCAL_RANK", "1\t"}});
+  EXPECT_MENTIONS(error(), "WEFT_LOCAL_RANK='1\t' is not an integer");
+  set({{"WEFT_LOCAL_RANK", "0x1"}});
+  EXPECT_MENTIONS(error(), "WEFT_LOCAL_RANK='0x1' is not an integer");
+  set({{"WEFT_LOCAL_RANK", "01"}});  // leading zeros are still digits
+  EXPECT_EQ(ok().local_rank, 1);
+}
+
 TEST_F(WeftRunEnv, LocalValuesAreOptional) {
   ::unsetenv("WEFT_LOCAL_RANK");
   ::unsetenv("WEFT_LOCAL_SIZE");
@@ -158,6 +173,7 @@ TEST_F(TorchrunEnv, ReadsRankAndRoot) {
   EXPECT_EQ(e.id.host(), "10.0.0.7");
   EXPECT_EQ(e.id.port(), 29500);
   EXPECT_FALSE(e.serve_root);
+  EXPECT_EQ(e.root_listen, UniqueId::Listen::kEveryAddress);  // MASTER_ADDR may be loopback there
   set({{"RANK", "0"}});
   LaunchEnv root = ok();
   EXPECT_TRUE(root.serve_root);
@@ -198,6 +214,24 @@ TEST_F(TorchrunEnv, RootPortChoice) {
   EXPECT_EQ(ok().id.port(), 31000);
 }
 
+TEST_F(TorchrunEnv, PortsAreDigitsAlone) {
+  set({{"MASTER_PORT", " 29500"}});
+  EXPECT_MENTIONS(error(), "MASTER_PORT=' 29500' is not an integer");
+  set({{"MASTER_PORT", "+29500"}});
+  EXPECT_MENTIONS(error(), "MASTER_PORT='+29500' is not an integer");
+  set({{"MASTER_PORT", "29500"}, {"WEFT_ROOT_PORT", "31000 "}});
+  EXPECT_MENTIONS(error(), "WEFT_ROOT_PORT='31000 ' is not an integer");
+}
+
+// Without LOCAL_WORLD_SIZE, LOCAL_RANK is still checked against the job's size.
+TEST_F(TorchrunEnv, LocalRankIsBelowTheJobsSize) {
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  set({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "3"}});
+  EXPECT_MENTIONS(error(), "LOCAL_RANK=3 is not below WORLD_SIZE=2");
+  set({{"LOCAL_RANK", "1"}});
+  EXPECT_EQ(place_of(ok()), (Place{"torchrun", 0, 2, 1, -1}));
+}
+
 TEST_F(TorchrunEnv, MissingValuesAreNamed) {
   ::unsetenv("MASTER_ADDR");
   EXPECT_MENTIONS(error(), "MASTER_ADDR");
@@ -233,6 +267,7 @@ TEST_F(OpenMpiEnv, OneNodeUsesLoopbackAndAPortFromTheJobId) {
   EXPECT_EQ(e.id.host(), "127.0.0.1");
   EXPECT_GE(e.id.port(), 10000);
   EXPECT_LT(e.id.port(), 30000);
+  EXPECT_EQ(e.root_listen, UniqueId::Listen::kIdAddress);
   set({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
   LaunchEnv root = ok();
   EXPECT_TRUE(root.serve_root);
@@ -254,6 +289,7 @@ TEST_F(OpenMpiEnv, SeveralNodesNeedWeftRoot) {
   LaunchEnv e = ok();
   EXPECT_EQ(e.id.host(), "10.1.2.3");
   EXPECT_EQ(e.id.port(), 4000);
+  EXPECT_EQ(e.root_listen, UniqueId::Listen::kIdAddress);  // where WEFT_ROOT says
   set({{"WEFT_ROOT", "10.1.2.3"}});
   EXPECT_MENTIONS(error(), "WEFT_ROOT='10.1.2.3'");
   set({{"WEFT_ROOT", "10.1.2.3:0"}});
@@ -261,6 +297,7 @@ TEST_F(OpenMpiEnv, SeveralNodesNeedWeftRoot) {
   ::unsetenv("WEFT_ROOT");
   set({{"MASTER_ADDR", "10.9.9.9"}, {"MASTER_PORT", "5000"}});
   EXPECT_EQ(ok().id.host(), "10.9.9.9");
+  EXPECT_EQ(ok().root_listen, UniqueId::Listen::kEveryAddress);
   ::unsetenv("MASTER_PORT");
   EXPECT_MENTIONS(error(), "MASTER_PORT");
 }
@@ -323,8 +360,31 @@ TEST_F(SlurmEnv, TasksPerNodeFormats) {
   EXPECT_MENTIONS(error(), "SLURM_NODEID");
   set({{"SLURM_STEP_TASKS_PER_NODE", "2(x"}});
   EXPECT_MENTIONS(error(), "SLURM_STEP_TASKS_PER_NODE='2(x'");
-  set({{"SLURM_NTASKS_PER_NODE", "3"}});  // preferred over SLURM_STEP_TASKS_PER_NODE
+  set({{"SLURM_NTASKS_PER_NODE", "3"}});  // the job's, read only without the step's
+  EXPECT_MENTIONS(error(), "SLURM_STEP_TASKS_PER_NODE='2(x'");
+  ::unsetenv("SLURM_STEP_TASKS_PER_NODE");
   EXPECT_EQ(ok().local_size, 3);
+}
+
+// srun inherits the job's SLURM_NTASKS_PER_NODE from sbatch; the step's own layout, which may
+// differ, is in SLURM_STEP_TASKS_PER_NODE.
+TEST_F(SlurmEnv, TheStepsTasksPerNodeWinOverTheJobs) {
+  set({{"SLURM_NTASKS_PER_NODE", "4"}});  // the job's 4 a node; the step's 2 on each of 2 nodes
+  EXPECT_MENTIONS(error(), "WEFT_ROOT");   // two nodes: no root on loopback
+  set({{"WEFT_ROOT", "192.168.5.1:29400"}});
+  EXPECT_EQ(place_of(ok()), (Place{"srun", 2, 4, 0, 2}));
+  ::unsetenv("WEFT_ROOT");
+  set({{"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"},
+       {"SLURM_STEP_TASKS_PER_NODE", "2"}, {"SLURM_NODEID", "0"}});  // a step of 2 in a job of 4
+  LaunchEnv e = ok();
+  EXPECT_EQ(place_of(e), (Place{"srun", 1, 2, 1, 2}));
+  EXPECT_EQ(e.id.host(), "127.0.0.1");
+}
+
+TEST_F(SlurmEnv, LocalIdIsBelowTheStepsSize) {
+  ::unsetenv("SLURM_STEP_TASKS_PER_NODE");
+  set({{"SLURM_LOCALID", "4"}, {"WEFT_ROOT", "10.0.0.1:1000"}});
+  EXPECT_MENTIONS(error(), "SLURM_LOCALID=4 is not below SLURM_NTASKS=4");
 }
 
 TEST_F(SlurmEnv, MissingValuesAreNamed) {

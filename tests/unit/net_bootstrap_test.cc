@@ -7,6 +7,8 @@
 // the parent then makes the UniqueId (which starts the root thread) and hands its hex to the
 // children through pipes, so no thread is alive across fork(). A child reports an empty string
 // for success or a description of what went wrong, and _exit()s; every wait is bounded.
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -648,6 +650,47 @@ TEST(NetBootstrap, AllgatherTimeoutNamesThePeer) {
   });
   EXPECT_EQ(reports[0], "");
   EXPECT_EQ(reports[1], "");
+}
+
+// A root that runs out of file descriptors (accept fails with EMFILE) fails the rendezvous at
+// once, saying so and naming the limit, instead of spinning on its listener until its timeout and
+// then blaming the ranks it could not take ("waiting for rank 0 ..."). Process 0 runs the root
+// with two descriptors to spare (its listener, and one rank's connection) and joins nothing;
+// ranks 1 to 3 of 4 join. The root takes one, fails on the next accept, and tells each rank why
+// as the sockets of those told close.
+TEST(NetBootstrap, ARootOutOfFileDescriptorsSaysSoAtOnce) {
+  Config config = test_config(milliseconds(5000));
+  auto reports = run_processes(4, id_nothing_listens_for, [&](int rank, const UniqueId& id) -> std::string {
+    if (rank == 0) {
+      // Every descriptor below the limit taken but two.
+      int highest = 0;
+      for (int fd = 0; fd < 4096; ++fd)
+        if (::fcntl(fd, F_GETFD) >= 0) highest = fd;
+      rlimit low{};
+      CHILD_CHECK(::getrlimit(RLIMIT_NOFILE, &low) == 0, "getrlimit");
+      low.rlim_cur = static_cast<rlim_t>(highest + 8);
+      CHILD_CHECK(::setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit");
+      std::vector<int> filler;
+      for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) filler.push_back(fd);
+      CHILD_CHECK(filler.size() >= 2, "fewer descriptors to fill than expected");
+      ::close(filler[0]);
+      ::close(filler[1]);
+      Status served = id.serve(config);
+      CHILD_CHECK(served.ok(), served.to_string());
+      std::this_thread::sleep_for(milliseconds(2000));  // the root, in this process, tells the others
+      return "";
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto boot = Bootstrap::create(id, rank, 4, config, Deadline::after(config.timeout));
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHILD_CHECK(!boot.ok(), "create succeeded");
+    const std::string m = boot.status().message();
+    CHILD_CHECK(m.find("the root cannot take the ranks' connections") != std::string::npos, m);
+    CHILD_CHECK(m.find("ulimit -n") != std::string::npos, m);
+    CHILD_CHECK(took < milliseconds(2000), "heard it late: " + m);
+    return "";
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(reports[static_cast<size_t>(r)], "") << "process " << r;
 }
 
 TEST(NetBootstrap, ServeForALauncherDictatedAddress) {
