@@ -42,9 +42,14 @@ Range range_of(const CollectiveArgs& a) {
 class Inputs {
  public:
   // fp8 sums stay exact only up to 8 (e5m2 has two mantissa bits: 9 is not a value), in any order:
-  // at most 8 ranks hold a non-zero input at an element (one rank in `fp8_spread_`, by turns).
+  // in a sum or avg at most 8 ranks hold a non-zero input at an element (one rank in
+  // `fp8_spread_`, by turns). Other calls keep every rank's input (max and min see signs).
   Inputs(const CollectiveArgs& a, uint64_t seed)
-      : range_(range_of(a)), fp8_spread_(static_cast<size_t>(std::max(1, (a.nranks + 7) / 8))), seed_(seed) {}
+      : range_(range_of(a)),
+        fp8_spread_(algorithms::has_op(a.coll) && (a.op == RedOp::kSum || a.op == RedOp::kAvg)
+                        ? static_cast<size_t>(std::max(1, (a.nranks + 7) / 8))
+                        : 1),
+        seed_(seed) {}
 
   // v[k] = rank's input at element first + k, for k < n.
   void draw(int rank, size_t first, size_t n, double* v) const {

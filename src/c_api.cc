@@ -14,6 +14,7 @@
 
 #include "src/capi_common.h"
 #include "src/comm_state.h"
+#include "src/cuda/device.h"
 #include "src/refused_init.h"
 #include "weft/communicator.h"
 
@@ -121,8 +122,9 @@ weftResult_t weftCommInitAll(weftComm_t* comms, int ndev, const int* devlist) {
     if (ndev < 1) return weft::invalid_argument("weftCommInitAll: ndev " + std::to_string(ndev) + " < 1");
     auto config = weft::Config::from_env();
     WEFT_TRY(config);
+    // Where there is a GPU, rank i works on devlist[i] (as NCCL's); host memory needs none.
     std::vector<int> devices;
-    if (devlist != nullptr) devices.assign(devlist, devlist + ndev);
+    if (devlist != nullptr && weft::cuda::available()) devices.assign(devlist, devlist + ndev);
     auto all = capi::init_all(ndev, *config, devices);
     WEFT_TRY(all);
     for (int i = 0; i < ndev; ++i) comms[i] = wrap(std::move((*all)[static_cast<size_t>(i)]));
@@ -153,7 +155,8 @@ weftResult_t weftCommShrink(weftComm_t comm, const int* exclude, int nexclude, w
     *newcomm = nullptr;
     WEFT_TRY(capi::usable(*comm, "weftCommShrink"));
     if (nexclude < 0 || (nexclude > 0 && exclude == nullptr))
-      return weft::invalid_argument("weftCommShrink: nexclude is " + std::to_string(nexclude) +
+      return weft::invalid_argument("rank " + std::to_string(comm->comm->rank()) + ": weftCommShrink: nexclude is " +
+                                    std::to_string(nexclude) +
                                     (exclude == nullptr ? " and exclude is NULL" : ""));
     auto small = comm->comm->shrink(std::span<const int>(exclude, static_cast<size_t>(nexclude)));
     WEFT_TRY(small);

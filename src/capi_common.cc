@@ -14,8 +14,16 @@
 namespace weft::capi {
 namespace {
 
+void let_go(CommHandle* h);
+
 // The calling thread's open group.
 struct ThreadGroup {
+  // A thread that ends with its group open lets go of the group's holds (a handle destroyed
+  // meanwhile by another thread is freed then; one destroyed in this group is not: its destroy
+  // waits for the group's end, which never comes).
+  ~ThreadGroup() {
+    for (CommHandle* h : comms) let_go(h);
+  }
   int depth = 0;
   uint64_t number = 0;                           // group_number() while depth > 0
   std::vector<CommHandle*> comms;                // communicators used inside the group
@@ -223,10 +231,17 @@ Status enter(CommHandle& h) {
   WEFT_TRY(usable(h, "call"));
   if (!in_group() || std::find(t_group.comms.begin(), t_group.comms.end(), &h) != t_group.comms.end())
     return Status();
-  WEFT_TRY(h.comm->group_start());
-  h.holders.fetch_add(1, std::memory_order_acq_rel);
+  // The group's hold first, and only while someone holds the handle still: a destroy from another
+  // thread may have let go of its owner's hold since the check above (the handle lives while this
+  // call does: the destroy waits for it to leave). Then the check again, the hold taken: the
+  // group's end lets go of it whatever happens here (a failed call fails the group).
+  int held = h.holders.load(std::memory_order_acquire);
+  do {
+    if (held == 0) return usable(h, "call");
+  } while (!h.holders.compare_exchange_weak(held, held + 1, std::memory_order_acq_rel));
   t_group.comms.push_back(&h);
-  return Status();
+  WEFT_TRY(usable(h, "call"));
+  return h.comm->group_start();
 }
 
 Status finish_call(CommHandle& h, Request req, Request* out) {

@@ -174,20 +174,7 @@ Result<std::unique_ptr<CommState>> CommState::create(const UniqueId& id, int ran
 }
 
 Result<CommState::Local> CommState::prepare() {
-  // from_env() refuses these; a program that fills the struct itself is checked here.
-  if (config_.timeout.count() <= 0 || config_.timeout > Config::kMaxTimeout)
-    return invalid_argument("Config::timeout is " + std::to_string(config_.timeout.count()) +
-                            " ms; it must be above 0 and at most 1e7 s");
-  for (const auto& [name, bytes] : {std::pair{"cuda_fifo_bytes", config_.cuda_fifo_bytes},
-                                    std::pair{"stage_fifo_bytes", config_.stage_fifo_bytes}}) {
-    if (bytes < Config::kMinDeviceFifoBytes || bytes > Config::kMaxDeviceFifoBytes ||
-        bytes % Config::kDeviceFifoStep != 0)
-      return invalid_argument(std::string("Config::") + name + " is " + std::to_string(bytes) +
-                              "; it must be a multiple of " + Config::kDeviceFifoBounds);
-  }
-  if (config_.shm_fifo_bytes < Config::kMinShmFifoBytes || config_.shm_fifo_bytes > Config::kMaxShmFifoBytes)
-    return invalid_argument("Config::shm_fifo_bytes is " + std::to_string(config_.shm_fifo_bytes) +
-                            "; it must be from 4 KiB to 1 TiB");
+  WEFT_TRY(config_.check_bounds());  // from_env() refuses these; a program's own Config is checked here
   auto filter = algorithms::AlgoFilter::parse(config_.algo, Config::variable("WEFT_ALGO", "NCCL_ALGO"));
   WEFT_TRY(filter);
   if (!config_.torus.empty()) {

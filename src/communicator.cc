@@ -69,6 +69,11 @@ Result<std::unique_ptr<Communicator>> Communicator::init(const UniqueId& id, int
 Result<std::unique_ptr<Communicator>> Communicator::init_from_env(const Config& config) {
   auto env = read_launch_env(config);
   WEFT_TRY(env);
+  // A Config out of bounds is refused before this rank serves the root with it (and is told to
+  // the others through a root with the defaults).
+  if (Status bad = config.check_bounds(); !bad.ok())
+    return tell_init_refused(env->id, env->rank, env->nranks, env->serve_root, bad.with_context("rank " + std::to_string(env->rank) + ": init_from_env"),
+                             Config(), env->root_listen);
   if (env->serve_root) WEFT_TRY(env->id.serve(config, env->root_listen));
   return init(env->id, env->rank, env->nranks, config);
 }

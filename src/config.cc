@@ -101,6 +101,22 @@ const char* Config::variable(const char* weft_name, const char* nccl_name) {
   return !set(weft_name) && set(nccl_name) ? nccl_name : weft_name;
 }
 
+Status Config::check_bounds() const {
+  if (timeout.count() <= 0 || timeout > kMaxTimeout)
+    return invalid_argument("Config::timeout is " + std::to_string(timeout.count()) +
+                            " ms; it must be above 0 and at most 1e7 s");
+  for (const auto& [name, bytes] : {std::pair{"cuda_fifo_bytes", cuda_fifo_bytes},
+                                    std::pair{"stage_fifo_bytes", stage_fifo_bytes}}) {
+    if (bytes < kMinDeviceFifoBytes || bytes > kMaxDeviceFifoBytes || bytes % kDeviceFifoStep != 0)
+      return invalid_argument(std::string("Config::") + name + " is " + std::to_string(bytes) +
+                              "; it must be a multiple of " + kDeviceFifoBounds);
+  }
+  if (shm_fifo_bytes < kMinShmFifoBytes || shm_fifo_bytes > kMaxShmFifoBytes)
+    return invalid_argument("Config::shm_fifo_bytes is " + std::to_string(shm_fifo_bytes) +
+                            "; it must be from 4 KiB to 1 TiB");
+  return Status();
+}
+
 Result<Config> Config::from_env() {
   Config c;
   if (const char* v = env("WEFT_TIMEOUT")) {

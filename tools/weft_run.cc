@@ -428,6 +428,9 @@ void Launcher::reap() {
       if (rank.pid != pid || !rank.running) continue;
       rank.running = false;
       rank.status = st;
+      // Its group's id stays reserved only while a process is left in it: once empty, never
+      // signalled again (the id could be another's by then).
+      if (::kill(-pid, 0) != 0 && errno == ESRCH) rank.group_gone = true;
       const bool failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
       if (failed && !stopping_) {
         std::string how = WIFEXITED(st) ? "exited with status " + std::to_string(WEXITSTATUS(st))
@@ -672,9 +675,10 @@ int Launcher::run() {
     const auto now = Clock::now();
     // Deadlines: the run's timeout, the grace before SIGKILL, giving up on stuck processes, and
     // reading what is left in the pipes after the last rank has gone.
-    if (timeout_at_ && now >= *timeout_at_ && !stopping_) {
+    // The timeout hurries a stop already under way too (a rank failed while an output had no room).
+    if (timeout_at_ && now >= *timeout_at_ && !hurry_) {
       hurry_ = true;
-      begin_stop(timeout_message(), 124);
+      if (!stopping_) begin_stop(timeout_message(), 124);
     }
     if (kill_at_ && now >= *kill_at_) {
       stop_all(SIGKILL);
@@ -712,8 +716,9 @@ int Launcher::run() {
       }
     }
     auto wake = Clock::time_point::max();
+    // Only deadlines still to come: one passed and dealt with above must not make poll spin.
     for (const auto& t : {timeout_at_, kill_at_, give_up_at_, drain_until_}) {
-      if (t) wake = std::min(wake, *t);
+      if (t && *t > now) wake = std::min(wake, *t);
     }
     int wait_ms = -1;
     if (wake != Clock::time_point::max()) {

@@ -151,6 +151,9 @@ struct Config {
   // Reads the variables above (and their NCCL_ twins where one exists). A malformed value is an
   // error naming the variable and the value.
   static Result<Config> from_env();
+  // The bounds from_env() holds the timeout and the FIFO sizes to, for a Config a program filled
+  // in: an error naming the field and its bounds. Init, UniqueId::create() and serve() check it.
+  Status check_bounds() const;
   // Which of a variable and its NCCL_ twin from_env() reads: `nccl_name` where `weft_name` is
   // unset or empty and `nccl_name` is set; else `weft_name`. For errors about a value found
   // later than from_env() ("NCCL_ALGO='Foo': unknown algorithm").

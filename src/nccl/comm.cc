@@ -295,7 +295,7 @@ WEFT_NCCL_API(ncclResult_t, CommSplit, ncclComm_t comm, int color, int key, nccl
       refusal = weft::invalid_argument("rank " + std::to_string(from->rank()) + ": ncclCommSplit: color " + std::to_string(color) +
                                        " is negative (NCCL_SPLIT_NOCOLOR = -1 opts out)");
     auto options = child_options(parent, config, "ncclCommSplit");
-    if (refusal.ok() && !options.ok()) refusal = options.status();
+    if (refusal.ok() && !options.ok()) refusal = options.status().with_context("rank " + std::to_string(from->rank()));
     if (!refusal.ok()) {
       // This rank's bad argument is its error; its part of the exchange tells the other ranks, whose
       // split then fails at once (not at the timeout) and leaves the parent usable. In a group the
@@ -324,11 +324,12 @@ WEFT_NCCL_API(ncclResult_t, CommShrink, ncclComm_t comm, int* excludeRanksList, 
   if (newcomm == nullptr) return fail(weft::invalid_argument("ncclCommShrink: newcomm is NULL"));
   *newcomm = nullptr;
   return with_comm(comm, "ncclCommShrink", [&](ncclComm& parent) -> Status {
+    const std::string me = "rank " + std::to_string(parent.comm->rank()) + ": ";
     if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr))
-      return weft::invalid_argument("ncclCommShrink: excludeRanksCount is " + std::to_string(excludeRanksCount) +
+      return weft::invalid_argument(me + "ncclCommShrink: excludeRanksCount is " + std::to_string(excludeRanksCount) +
                                     (excludeRanksList == nullptr ? " and excludeRanksList is NULL" : ""));
     if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
-      return weft::invalid_argument("ncclCommShrink: shrinkFlags " + std::to_string(shrinkFlags) +
+      return weft::invalid_argument(me + "ncclCommShrink: shrinkFlags " + std::to_string(shrinkFlags) +
                                     " is neither NCCL_SHRINK_DEFAULT (0) nor NCCL_SHRINK_ABORT (1)");
     auto options = child_options(parent, config, "ncclCommShrink");
     WEFT_TRY(options);

@@ -67,6 +67,7 @@ UniqueId make_id(in_addr addr, uint16_t port, std::span<const uint8_t> secret) {
 }  // namespace
 
 Result<UniqueId> UniqueId::create(const Config& config) {
+  WEFT_TRY(config.check_bounds());  // its root runs with it
   auto ip = net::default_ipv4(config.socket_ifname);
   WEFT_TRY(ip);
   auto listener = net::Socket::listen(*ip, 0);
@@ -97,6 +98,7 @@ Result<UniqueId> UniqueId::for_address(std::string_view host, uint16_t port,
 
 Status UniqueId::serve(const Config& config, Listen listen) const {
   if (!valid()) return invalid_argument("UniqueId::serve: not a weft UniqueId (bad magic)");
+  WEFT_TRY(config.check_bounds());
   auto listener = net::Socket::listen(listen == Listen::kEveryAddress ? "0.0.0.0" : host(), port());
   if (!listener.ok()) return listener.status().with_context("UniqueId::serve: bootstrap root");
   return net::start_root(std::move(listener).value(), net::SocketAddress{host(), port()}, secret(),

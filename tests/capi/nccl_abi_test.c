@@ -588,6 +588,7 @@ struct Grouped {
   ncclComm_t comm;
   ncclResult_t queued, ended;
   char message[512];
+  volatile int sent; /* the send is queued: the abort may come */
   volatile int aborted;
 };
 
@@ -596,6 +597,7 @@ static void* send_in_open_group(void* arg) {
   static double x[16];
   ncclGroupStart();
   g->queued = ncclSend(x, 16, ncclFloat64, 1, g->comm, NULL);
+  __atomic_store_n(&g->sent, 1, __ATOMIC_RELEASE);
   const double start = now_s();
   while (!__atomic_load_n(&g->aborted, __ATOMIC_ACQUIRE) && now_s() - start < 10) usleep(1000);
   g->ended = ncclGroupEnd();
@@ -606,10 +608,11 @@ static void* send_in_open_group(void* arg) {
 static void test_abort_of_a_comm_in_another_threads_group(void) {
   ncclComm_t comms[2];
   NCCLCHECK(ncclCommInitAll(comms, 2, NULL));
-  struct Grouped g = {comms[0], ncclSuccess, ncclSuccess, "", 0};
+  struct Grouped g = {comms[0], ncclSuccess, ncclSuccess, "", 0, 0};
   pthread_t t;
   CHECK(pthread_create(&t, NULL, send_in_open_group, &g) == 0, "pthread_create");
-  usleep(100 * 1000);
+  const double queued_by = now_s() + 10;
+  while (!__atomic_load_n(&g.sent, __ATOMIC_ACQUIRE) && now_s() < queued_by) usleep(1000);
   const double start = now_s();
   NCCLCHECK(ncclCommAbort(comms[0]));
   CHECK(now_s() - start < 5, "ncclCommAbort waited %.1f s for another thread's open group", now_s() - start);

@@ -218,6 +218,19 @@ stalled-output)
     esac
     expect_err "weft-run: up to [0-9]* bytes of the ranks' stdout were not written: its reader did not take them in time"
   done
+  # A rank that fails while the reader stalls: the stop is under way, and the timeout still ends
+  # it (before the sixty-first session's review weft-run spun a core until the reader woke).
+  sleep 15 <"$TMP/fifo" &
+  reader=$!
+  start=$(date +%s)
+  "$WEFT_RUN" -n 2 --timeout 2 -- bash -c 'if [ "$WEFT_RANK" = 1 ]; then sleep 0.5; exit 3; fi; exec yes' \
+    >"$TMP/fifo" 2>"$TMP/err" </dev/null
+  STATUS=$?
+  SECONDS_TAKEN=$(( $(date +%s) - start ))
+  kill $reader
+  expect_quick 6
+  expect_status 3
+  expect_err "weft-run: rank 1 (pid [0-9]*) exited with status 3; stopped the other rank"
   ;;
 fd-limit)
   # weft-run raises the soft open-file limit for -n N: it holds two pipes a rank, and its

@@ -369,6 +369,21 @@ TEST(ConfigFilledByAProgram, TimeoutOutOfBoundsFailsInit) {
   }
 }
 
+// A root made or served with such a timeout would time out at once, or past the clock's reach:
+// UniqueId::create() and serve() refuse it too.
+TEST(ConfigFilledByAProgram, TheRootRefusesATimeoutOutOfBounds) {
+  Config c;
+  c.timeout = std::chrono::milliseconds(0);
+  auto id = UniqueId::create(c);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().message(), "Config::timeout is 0 ms; it must be above 0 and at most 1e7 s");
+  auto good = UniqueId::create(Config());
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  c.timeout = Config::kMaxTimeout * 2;
+  const Status served = good->serve(c);
+  EXPECT_EQ(served.code(), StatusCode::kInvalidArgument) << served.to_string();
+}
+
 // The WEFT_ names refuse what they cannot take, naming the variable and the bounds.
 TEST_F(ConfigEnvTest, DeviceFifosAreWhole64KiBFrom64KiBTo1GiB) {
   for (const char* name : {"WEFT_CUDA_FIFO_BYTES", "WEFT_STAGE_FIFO_BYTES"}) {
