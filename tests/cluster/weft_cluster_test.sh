@@ -135,6 +135,20 @@ case "$CASE" in
     [ "$took" -lt 20 ] || fail "took $took s to stop the other ranks"
     ;;
 
+  descendants)
+    # Stopping a rank stops what it started: the failing rank's own background child, and a
+    # child of another rank that ignores SIGTERM (the SIGKILL after the grace reaches it) are
+    # gone when weft-cluster returns. (Before the sixty-first session both lived on: a rank's
+    # group was no longer signalled once the rank itself had exited.)
+    tag=$$
+    run_cluster --nodes 1 --ranks-per-node 2 -- sh -c \
+      "if [ \"\$RANK\" = 1 ]; then sleep 27.$tag & sleep 0.5; exit 5; fi; (trap '' TERM; exec sleep 28.$tag) & exec sleep 40"
+    [ "$rc" = 5 ] || fail "exited $rc, expected 5"
+    # (Zombies are dead: this machine's pid 1 may not reap what is reparented to it.)
+    left=$(ps -eo pid=,stat=,args= | awk -v p="sleep 2[78][.]$tag" '$2 !~ /^Z/ && $0 ~ p')
+    [ -z "$left" ] || { pkill -9 -f "sleep 2[78]\.$tag"; fail "left running: $left"; }
+    ;;
+
   fail-false)
     run_cluster --nodes 2 --ranks-per-node 1 -- false
     [ "$rc" = 1 ] || fail "exited $rc, expected 1"
