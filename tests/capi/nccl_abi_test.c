@@ -319,30 +319,40 @@ static void test_one_thread_many_ranks(void) {
   NCCLCHECK(ncclCommDestroy(sub[0]));
   NCCLCHECK(ncclCommDestroy(sub[1]));
 
-  /* A split one rank cannot take part in (its color is -2, below NCCL_SPLIT_NOCOLOR): its call
-   * fails, and the others' splits fail at the group's end naming it and why, instead of waiting
-   * for it until the timeout; no communicator is made and the world stays usable. */
-  NCCLCHECK(ncclGroupStart());
-  for (int i = 0; i < kRanks; ++i) {
-    sub[i] = NULL;
-    if (i == 2) EXPECT_ERROR(ncclCommSplit(comms[i], -2, 0, &sub[i], NULL), ncclInvalidArgument, "color -2");
-    else NCCLCHECK(ncclCommSplit(comms[i], 7, i, &sub[i], NULL));
+  /* A split one rank cannot take part in (its color is -2, below NCCL_SPLIT_NOCOLOR; or its
+   * newcomm is NULL, since the sixty-first session): its call fails, and the others' splits fail
+   * at the group's end naming it and why, instead of waiting for it until the timeout; no
+   * communicator is made and the world stays usable. */
+  static const char* const kWhy[] = {"color -2 is negative", "newcomm is NULL"};
+  for (int how = 0; how < 2; ++how) {
+    char expected[160];
+    snprintf(expected, sizeof expected, "rank 2 could not take part (rank 2: ncclCommSplit: %s", kWhy[how]);
+    NCCLCHECK(ncclGroupStart());
+    for (int i = 0; i < kRanks; ++i) {
+      sub[i] = NULL;
+      if (i == 2)
+        EXPECT_ERROR(ncclCommSplit(comms[i], how == 0 ? -2 : 7, 0, how == 0 ? &sub[i] : NULL, NULL), ncclInvalidArgument,
+                     kWhy[how]);
+      else
+        NCCLCHECK(ncclCommSplit(comms[i], 7, i, &sub[i], NULL));
+    }
+    EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, expected);
+    CHECK(sub[2] == NULL, "the refused split gave rank 2 a communicator");
+    for (int i = 0; i < 2; ++i) {
+      ncclResult_t state = ncclSuccess;
+      if (sub[i] == NULL) continue;
+      NCCLCHECK(ncclCommGetAsyncError(sub[i], &state));
+      CHECK(state == ncclInvalidUsage, "rank %d's failed split: async error %d", i, state);
+      NCCLCHECK(ncclCommDestroy(sub[i]));
+    }
+    NCCLCHECK(ncclGroupStart());
+    for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclAllReduce(in[i], out[i], 4, ncclInt64, ncclSum, comms[i], NULL));
+    NCCLCHECK(ncclGroupEnd());
+    for (int i = 0; i < kRanks; ++i)
+      for (int k = 0; k < 4; ++k)
+        CHECK(out[i][k] == 300 + 3 * k, "allreduce after the refused split: rank %d [%d] = %lld", i, k,
+              (long long)out[i][k]);
   }
-  EXPECT_ERROR(ncclGroupEnd(), ncclInvalidUsage, "rank 2 could not take part (rank 2: ncclCommSplit: color -2 is negative");
-  CHECK(sub[2] == NULL, "the refused split gave rank 2 a communicator");
-  for (int i = 0; i < 2; ++i) {
-    ncclResult_t state = ncclSuccess;
-    if (sub[i] == NULL) continue;
-    NCCLCHECK(ncclCommGetAsyncError(sub[i], &state));
-    CHECK(state == ncclInvalidUsage, "rank %d's failed split: async error %d", i, state);
-    NCCLCHECK(ncclCommDestroy(sub[i]));
-  }
-  NCCLCHECK(ncclGroupStart());
-  for (int i = 0; i < kRanks; ++i) NCCLCHECK(ncclAllReduce(in[i], out[i], 4, ncclInt64, ncclSum, comms[i], NULL));
-  NCCLCHECK(ncclGroupEnd());
-  for (int i = 0; i < kRanks; ++i)
-    for (int k = 0; k < 4; ++k)
-      CHECK(out[i][k] == 300 + 3 * k, "allreduce after the refused split: rank %d [%d] = %lld", i, k, (long long)out[i][k]);
 
   /* Argument errors are found locally: each call fails alone, the communicator stays usable. */
   ncclComm_t c = comms[0];
