@@ -44,19 +44,18 @@ void let_go(CommHandle* h) {
 // The holds of a group's communicators (taken by enter()), let go on release().
 class GroupHolds {
  public:
-  explicit GroupHolds(std::vector<CommHandle*>& comms) : comms_(&comms) {}
+  explicit GroupHolds(const std::vector<CommHandle*>& comms) : comms_(&comms) {}
   ~GroupHolds() { release(); }
   GroupHolds(const GroupHolds&) = delete;
   GroupHolds& operator=(const GroupHolds&) = delete;
   void release() {
     if (comms_ == nullptr) return;
     for (CommHandle* h : *comms_) let_go(h);
-    comms_->clear();
     comms_ = nullptr;
   }
 
  private:
-  std::vector<CommHandle*>* comms_;
+  const std::vector<CommHandle*>* comms_;
 };
 
 // Whether ending h's group may wait for its peers' group ends: it submits calls (collectives on

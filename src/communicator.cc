@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "src/comm_state.h"
 #include "src/cuda/device.h"
@@ -359,6 +362,20 @@ Result<std::unique_ptr<Communicator>> Communicator::init_child(const CommState& 
   return std::unique_ptr<Communicator>(new Communicator(std::move(*state)));
 }
 
+namespace {
+
+// A reason as the split's exchanges carry it, in a fixed-size entry: its first 119 bytes. str()
+// stops at the end of the buffer whatever a peer sent.
+struct ExchangedReason {
+  char text[120];
+  void set(std::string_view why) {
+    std::snprintf(text, sizeof text, "%.*s", static_cast<int>(why.size()), why.data());
+  }
+  std::string str() const { return std::string(text, strnlen(text, sizeof text)); }
+};
+
+}  // namespace
+
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) { return split(color, key, config()); }
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key, const Config& config) {
@@ -378,7 +395,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split_as(int color, int key,
   constexpr int32_t kRefused = std::numeric_limits<int32_t>::min();
   struct Entry {
     int32_t color, key;
-    char why[120];
+    ExchangedReason why;
   };
   Entry mine{refusal.ok() ? color : kRefused, key, {}};
   if (!refusal.ok()) {
@@ -386,7 +403,7 @@ Result<std::unique_ptr<Communicator>> Communicator::split_as(int color, int key,
     std::string_view why = refusal.message();
     const std::string me = "rank " + std::to_string(st.rank()) + ": ";
     if (why.starts_with(me)) why.remove_prefix(me.size());
-    std::snprintf(mine.why, sizeof mine.why, "%.*s", static_cast<int>(why.size()), why.data());
+    mine.why.set(why);
   }
   std::vector<Entry> all(static_cast<size_t>(n));
   if (Status s = st.bootstrap().allgather(&mine, all.data(), sizeof(Entry), deadline); !s.ok())
@@ -400,11 +417,10 @@ Result<std::unique_ptr<Communicator>> Communicator::split_as(int color, int key,
   if (!refused.empty()) {
     std::string ranks;
     for (int r : refused) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    all[static_cast<size_t>(refused.front())].why[sizeof(Entry::why) - 1] = '\0';
     return st.with_world_ranks(invalid_usage(
         "rank " + std::to_string(st.rank()) + ": split: rank" + (refused.size() > 1 ? "s " : " ") + ranks +
         " could not take part (rank " + std::to_string(refused.front()) + ": " +
-        all[static_cast<size_t>(refused.front())].why + "); no communicator was made, and this one stays usable"));
+        all[static_cast<size_t>(refused.front())].why.str() + "); no communicator was made, and this one stays usable"));
   }
   // Members of my color ordered by (key, old rank); the first one roots the new communicator.
   std::vector<int> members;
@@ -417,28 +433,30 @@ Result<std::unique_ptr<Communicator>> Communicator::split_as(int color, int key,
   // members then fail at once, and this communicator stays usable.
   struct IdEntry {
     UniqueId id;
-    char why[120];
+    ExchangedReason why;  // empty: `id` is made
   };
   IdEntry my_id{};
   Status made;
   if (!members.empty() && members.front() == st.rank()) {
     auto id = UniqueId::create(st.config());
-    if (id.ok()) my_id.id = *id;
-    else made = id.status().with_context("rank " + std::to_string(st.rank()) + ": split: the new communicator's id");
-    if (!made.ok()) std::snprintf(my_id.why, sizeof my_id.why, "%s", id.status().message().c_str());
+    if (id.ok()) {
+      my_id.id = *id;
+    } else {
+      made = id.status().with_context("rank " + std::to_string(st.rank()) + ": split: the new communicator's id");
+      my_id.why.set(id.status().message());
+    }
   }
   std::vector<IdEntry> ids(static_cast<size_t>(n));
   if (Status s = st.bootstrap().allgather(&my_id, ids.data(), sizeof(IdEntry), deadline); !s.ok())
     return st.bootstrap_failed(s.with_context("split"));
   if (!made.ok()) return made;
   if (color == kNoColor) return std::unique_ptr<Communicator>();
-  IdEntry& first = ids[static_cast<size_t>(members.front())];
-  first.why[sizeof(IdEntry::why) - 1] = '\0';
-  if (first.why[0] != '\0')
+  const IdEntry& first = ids[static_cast<size_t>(members.front())];
+  if (const std::string why = first.why.str(); !why.empty())
     return st.with_world_ranks(remote_error("rank " + std::to_string(st.rank()) + ": split: rank " +
                                             std::to_string(members.front()) +
-                                            ", the new communicator's first member, could not make its id (" +
-                                            first.why + "); no communicator was made, and this one stays usable"));
+                                            ", the new communicator's first member, could not make its id (" + why +
+                                            "); no communicator was made, and this one stays usable"));
   return init_child(st, first.id, members, config);
 }
 

@@ -1,8 +1,5 @@
 #include "src/refused_init.h"
 
-#include <algorithm>
-#include <chrono>
-
 #include "src/deadline.h"
 #include "src/log.h"
 #include "src/net/bootstrap.h"
@@ -23,8 +20,9 @@ Status tell_init_refused(const UniqueId& id, int rank, int nranks, bool serve_ro
       return why;
     }
   }
-  // The settings may be what was refused: a timeout out of bounds waits 1 s, or the most.
-  const auto wait = std::clamp(settings.timeout, std::chrono::milliseconds(1000), Config::kMaxTimeout);
+  // The settings may be what was refused (a program's Config whose timeout is out of bounds):
+  // then the default timeout bounds the telling.
+  const auto wait = settings.check_bounds().ok() ? settings.timeout : Config().timeout;
   const Status told = Bootstrap::report_failure(id, rank, nranks, why.message(), Deadline::after(wait));
   if (!told.ok()) log.warn("could not tell the other ranks why this rank's init failed: " + told.message());
   return why;

@@ -288,14 +288,15 @@ WEFT_NCCL_API(ncclResult_t, CommSplit, ncclComm_t comm, int color, int key, nccl
   if (newcomm != nullptr) *newcomm = nullptr;
   return with_comm(comm, "ncclCommSplit", [&](ncclComm& parent) -> Status {
     weft::Communicator* from = parent.comm.get();
+    const std::string me = "rank " + std::to_string(from->rank());
     Status refusal;
     if (newcomm == nullptr)
-      refusal = weft::invalid_argument("rank " + std::to_string(from->rank()) + ": ncclCommSplit: newcomm is NULL");
+      refusal = weft::invalid_argument(me + ": ncclCommSplit: newcomm is NULL");
     else if (color < NCCL_SPLIT_NOCOLOR)
-      refusal = weft::invalid_argument("rank " + std::to_string(from->rank()) + ": ncclCommSplit: color " + std::to_string(color) +
+      refusal = weft::invalid_argument(me + ": ncclCommSplit: color " + std::to_string(color) +
                                        " is negative (NCCL_SPLIT_NOCOLOR = -1 opts out)");
     auto options = child_options(parent, config, "ncclCommSplit");
-    if (refusal.ok() && !options.ok()) refusal = options.status().with_context("rank " + std::to_string(from->rank()));
+    if (refusal.ok() && !options.ok()) refusal = options.status().with_context(me);
     if (!refusal.ok()) {
       // This rank's bad argument is its error; its part of the exchange tells the other ranks, whose
       // split then fails at once (not at the timeout) and leaves the parent usable. In a group the
